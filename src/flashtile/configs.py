@@ -1,0 +1,92 @@
+"""Launch configurations as data.
+
+Each config is a frozen dataclass returned by a pure function of the problem's
+(head_dim, causal, dtype, arch, seqlen bucket). Every branch names the measurement that
+chose it; branches without a measurement say so ("first guess"), and are replaced when
+an H200 run decides them (benchmarks/results.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+# Under the interpreter every tile op is a numpy call: fewer, larger tiles run faster,
+# but the tests want several tiles per sequence to exercise the online softmax.
+_INTERP_BLOCK = 32
+
+
+@dataclass(frozen=True)
+class FwdConfig:
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+
+@dataclass(frozen=True)
+class BwdConfig:
+    block_m: int  # query tile of the dK/dV kernel and of the dQ kernel
+    block_n: int  # key tile of the dK/dV kernel and of the dQ kernel
+    num_warps: int
+    num_stages: int
+
+
+def _arch(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 0
+    major, minor = torch.cuda.get_device_capability(device)
+    return major * 10 + minor
+
+
+def fwd_config(
+    head_dim: int, causal: bool, dtype: torch.dtype, device: torch.device, seqlen_q: int
+) -> FwdConfig:
+    """Forward tile shape. ``head_dim`` is the padded (power of two) head dim."""
+    arch = _arch(device)
+    if arch == 0:
+        return FwdConfig(_INTERP_BLOCK, _INTERP_BLOCK, 1, 1)
+    if dtype == torch.float32:
+        # fp32 inputs use IEEE fp32 dots: small tiles keep registers in check (first guess)
+        return FwdConfig(64, 32, 4, 2)
+    if head_dim <= 64:
+        # first guess from the Triton tutorial's Hopper configs; to be measured
+        return FwdConfig(128, 64, 4, 3)
+    if head_dim <= 128:
+        # first guess; to be measured
+        return FwdConfig(128, 64, 8, 3)
+    # hd 256: 128x64 fp32 acc + q tile already fill the register file (first guess)
+    return FwdConfig(64, 64, 4, 2)
+
+
+def bwd_config(
+    head_dim: int, causal: bool, dtype: torch.dtype, device: torch.device, seqlen_k: int
+) -> BwdConfig:
+    """Backward tile shape (dK/dV and dQ kernels share it)."""
+    arch = _arch(device)
+    if arch == 0:
+        return BwdConfig(_INTERP_BLOCK, _INTERP_BLOCK, 1, 1)
+    if dtype == torch.float32:
+        return BwdConfig(32, 32, 4, 1)
+    if head_dim <= 64:
+        return BwdConfig(64, 64, 4, 2)  # first guess; to be measured
+    if head_dim <= 128:
+        return BwdConfig(64, 64, 8, 2)  # first guess; to be measured
+    return BwdConfig(32, 64, 8, 1)  # hd 256: dk, dv accumulators dominate (first guess)
+
+
+def check_smem(cfg, head_dim: int, elem_bytes: int, device: torch.device) -> None:
+    """Raise before launch when a config cannot fit the device's shared memory."""
+    if device.type != "cuda":
+        return
+    props = torch.cuda.get_device_properties(device)
+    budget = getattr(props, "shared_memory_per_block_optin", 0) or 0
+    if budget == 0:
+        return
+    need = (cfg.block_m + 2 * cfg.block_n * max(cfg.num_stages - 1, 1)) * head_dim * elem_bytes
+    if need > budget:
+        raise ValueError(
+            f"config {cfg} needs ~{need} bytes of shared memory at head_dim={head_dim}, "
+            f"device allows {budget}"
+        )

@@ -1,0 +1,1 @@
+"""Kernel families. Each module: public API -> config -> forward -> backward."""

@@ -1,0 +1,204 @@
+"""Device helpers shared by every kernel family: scores, masks, tile ranges, dropout.
+
+Index conventions (every family): query row ``i``, key column ``j``,
+``diag = seqlen_k - seqlen_q`` (bottom-right alignment). A key is kept when
+``j < seqlen_k``, ``j <= i + diag + right`` (if HAS_RIGHT) and ``j >= i + diag - left``
+(if HAS_LEFT). Causal attention is ``right = 0`` with no left bound.
+
+Scores live in log2 units inside the kernels: ``s2 = log2(e) * score`` so that
+``exp2`` replaces ``exp`` (one MUFU op, no extra multiply); ``lse`` leaves in natural log.
+"""
+
+import os
+
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+
+def is_interpreting() -> bool:
+    """True when Triton runs kernels under its CPU interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def next_pow2(x: int) -> int:
+    return 1 << (max(int(x), 1) - 1).bit_length()
+
+
+# ----------------------------------------------------------------------------------
+# scores
+# ----------------------------------------------------------------------------------
+
+
+@triton.jit
+def tanh_f32(x):
+    """tanh in fp32, accurate to a few ulp everywhere (libdevice is not available under
+    the interpreter, and tanh.approx is only good to 2^-11)."""
+    ax = tl.abs(x)
+    e = tl.exp(-2.0 * ax)
+    t_big = (1.0 - e) / (1.0 + e)
+    # odd Taylor series where 1 - e cancels; error < 1e-11 for |x| < 0.1
+    x2 = ax * ax
+    t_small = ax * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0))))
+    t = tl.where(ax < 0.1, t_small, t_big)
+    return tl.where(x < 0, -t, t)
+
+
+@triton.jit
+def scores_log2(qk, sm_scale, softcap, SOFTCAP: tl.constexpr):
+    """Raw q.k (fp32) -> scores in log2 units, and tanh of the capped argument (or 0).
+
+    With SOFTCAP: s = softcap * tanh(sm_scale * qk / softcap); the tanh is returned so
+    the backward can form ds/dqk = sm_scale * (1 - tanh^2) without recomputing it.
+    """
+    if SOFTCAP:
+        t = tanh_f32(qk * (sm_scale / softcap))
+        return t * (softcap * 1.4426950408889634), t
+    else:
+        return qk * (sm_scale * 1.4426950408889634), qk
+
+
+# ----------------------------------------------------------------------------------
+# masks (rows and cols are broadcastable 2D index tensors, either orientation)
+# ----------------------------------------------------------------------------------
+
+
+@triton.jit
+def attn_keep(
+    rows,
+    cols,
+    seqlen_q,
+    seqlen_k,
+    diag,
+    left,
+    right,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+):
+    """Boolean keep-mask for query indices ``rows`` and key indices ``cols``."""
+    keep = (rows < seqlen_q) & (cols < seqlen_k)
+    if HAS_RIGHT:
+        keep = keep & (cols <= rows + diag + right)
+    if HAS_LEFT:
+        keep = keep & (cols >= rows + diag - left)
+    return keep
+
+
+@triton.jit
+def _floor_to(x, B: tl.constexpr):
+    return (tl.maximum(x, 0) // B) * B
+
+
+@triton.jit
+def _ceil_to(x, B: tl.constexpr):
+    return ((tl.maximum(x, 0) + B - 1) // B) * B
+
+
+@triton.jit
+def kv_tile_ranges(
+    start_m,
+    seqlen_q,
+    seqlen_k,
+    diag,
+    left,
+    right,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+):
+    """Key range for the query tile [start_m, start_m + BLOCK_M), in three stages:
+    masked [lo, a), unmasked [a, b), masked [b, hi). Tiles outside [lo, hi) are fully
+    masked and skipped (causal/window tile pruning)."""
+    last_m = start_m + BLOCK_M - 1
+    hi = seqlen_k
+    if HAS_RIGHT:
+        hi = tl.minimum(hi, last_m + diag + right + 1)
+    hi = tl.maximum(hi, 0)
+    lo = 0
+    full_lo = 0
+    if HAS_LEFT:
+        lo = _floor_to(start_m + diag - left, BLOCK_N)
+        full_lo = _ceil_to(last_m + diag - left, BLOCK_N)
+    full_hi = seqlen_k
+    if HAS_RIGHT:
+        full_hi = tl.minimum(full_hi, start_m + diag + right + 1)
+    full_hi = _floor_to(full_hi, BLOCK_N)
+    lo = tl.minimum(lo, hi)
+    a = tl.minimum(tl.maximum(full_lo, lo), hi)
+    b = tl.minimum(tl.maximum(full_hi, a), hi)
+    return lo, a, b, hi
+
+
+@triton.jit
+def q_tile_ranges(
+    start_n,
+    seqlen_q,
+    seqlen_k,
+    diag,
+    left,
+    right,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+):
+    """Query range for the key tile [start_n, start_n + BLOCK_N) (the backward's dK/dV
+    loop), in the same three stages as ``kv_tile_ranges``."""
+    last_n = start_n + BLOCK_N - 1
+    lo = 0
+    full_lo = 0
+    if HAS_RIGHT:
+        lo = _floor_to(start_n - diag - right, BLOCK_M)
+        full_lo = _ceil_to(last_n - diag - right, BLOCK_M)
+    hi = seqlen_q
+    full_hi = seqlen_q
+    if HAS_LEFT:
+        hi = tl.minimum(hi, last_n - diag + left + 1)
+        full_hi = tl.minimum(full_hi, start_n - diag + left + 1)
+    hi = tl.maximum(hi, 0)
+    full_hi = _floor_to(full_hi, BLOCK_M)
+    # keys past seqlen_k need no mask here: their dK/dV rows are never stored
+    lo = tl.minimum(lo, hi)
+    a = tl.minimum(tl.maximum(full_lo, lo), hi)
+    b = tl.minimum(tl.maximum(full_hi, a), hi)
+    return lo, a, b, hi
+
+
+# ----------------------------------------------------------------------------------
+# dropout: counter-based, so the backward regenerates the forward's mask
+# ----------------------------------------------------------------------------------
+
+
+@triton.jit
+def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p):
+    """Keep-mask of attention dropout for (batch*head ``bh``, query ``rows``, key
+    ``cols``): Philox keyed by ``seed`` with counter (row, col, bh, rng_offset), so every
+    (b, h, i, j) draws its own number whatever the tiling."""
+    zero = rows * 0 + cols * 0
+    c0 = rows + zero
+    c1 = cols + zero
+    c2 = zero + bh
+    c3 = zero + rng_offset
+    r, _, _, _ = tl.philox(seed, c0, c1, c2, c3)
+    u = tl.uint_to_uniform_float(r)
+    return u >= dropout_p
+
+
+# ----------------------------------------------------------------------------------
+# stores
+# ----------------------------------------------------------------------------------
+
+
+@triton.jit
+def cast_out(x, DTYPE: tl.constexpr, UPCAST: tl.constexpr):
+    """fp32 -> output dtype. Triton 3.6's interpreter truncates fp32 -> bf16 (even with
+    fp_downcast_rounding="rtne"); round to nearest-even by hand there. On the GPU
+    (UPCAST False) this is a plain cast."""
+    if UPCAST and DTYPE == tl.bfloat16:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        x = bits.to(tl.float32, bitcast=True)
+    return x.to(DTYPE)

@@ -1,0 +1,1413 @@
+"""The production dense attention kernel: forward and backward, in tile-level Triton.
+
+Layers, top to bottom (never merged):
+    flash_attn_func            public function, argument checks, docstring
+    FlashAttnFunction          torch.autograd.Function over the two torch.library ops
+    flashtile::flash_attn_fwd / flash_attn_bwd   custom ops (torch.compile sees these)
+    attention_forward / attention_backward       launchers: (out, lse), no autograd
+    _attn_fwd_kernel, _attn_bwd_*_kernel         @triton.jit kernels
+
+Notation for all kernels in this file:
+    B batch, H query heads, Hkv key/value heads (H = group * Hkv), M = seqlen_q,
+    N = seqlen_k, D head dim (BLOCK_D = D rounded up to a power of two >= 16).
+    Forward and dQ grids: (cdiv(M, BLOCK_M), B * H), one program per query tile.
+    dK/dV grid: (cdiv(N, BLOCK_N), B * Hkv), one program per key tile, looping over
+    the group's query heads so GQA sums are deterministic (no atomics).
+    Constexprs: HAS_LEFT/HAS_RIGHT window sides present (causal = HAS_RIGHT, right=0),
+    SOFTCAP, DROPOUT, UPCAST (interpreter: dots in fp32, bf16 dots are wrong there),
+    DOT_PREC ("ieee" for fp32 inputs).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from .. import configs
+from ._checks import check_qkv, check_scalars, check_window
+from ._common import (
+    LN2,
+    attn_keep,
+    cast_out,
+    dropout_keep,
+    is_interpreting,
+    kv_tile_ranges,
+    next_pow2,
+    q_tile_ranges,
+    scores_log2,
+)
+
+__all__ = [
+    "flash_attn_func",
+    "attention_forward",
+    "attention_backward",
+    "FlashAttnFunction",
+    "draw_rng_state",
+    "dropout_mask",
+]
+
+
+# ==================================================================================
+# public API
+# ==================================================================================
+
+
+def flash_attn_func(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    dropout_p: float = 0.0,
+    softmax_scale: float | None = None,
+    causal: bool = False,
+    window_size: tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
+    deterministic: bool = True,
+    return_lse: bool = False,
+):
+    """Exact attention, FlashAttention-style (argument order of flash-attn's function).
+
+    Args:
+        q: (batch, seqlen_q, nheads, headdim), float16 / bfloat16 / float32.
+        k: (batch, seqlen_k, nheads_kv, headdim), same dtype and device as q;
+            nheads must be a multiple of nheads_kv (GQA / MQA).
+        v: (batch, seqlen_k, nheads_kv, headdim), like k.
+            headdim: a multiple of 8, at most 256. Last dimension contiguous; other
+            strides are free.
+        dropout_p: attention-dropout probability in [0, 1). Use 0.0 for evaluation.
+            The mask comes from a counter-based RNG seeded from torch's default
+            generator, so ``torch.manual_seed`` reproduces it.
+        softmax_scale: scale of q.k, default 1 / sqrt(headdim).
+        causal: keep key j for query i when j <= i + seqlen_k - seqlen_q
+            (bottom-right aligned, as flash-attn >= 2.1).
+        window_size: (left, right) local window, keep
+            i + off - left <= j <= i + off + right (off = seqlen_k - seqlen_q);
+            -1 is unbounded on that side. causal=True sets right = 0.
+        softcap: if > 0, scores become softcap * tanh(scores / softcap) before masking.
+        deterministic: the backward is always deterministic here (no atomics); the
+            flag is accepted for flash-attn compatibility.
+        return_lse: also return lse, (batch, nheads, seqlen_q) float32, natural log of
+            the softmax normaliser (-inf on fully masked rows); not differentiable.
+
+    Returns:
+        out (batch, seqlen_q, nheads, headdim) in q's dtype, or (out, lse).
+    """
+    check_qkv(q, k, v)
+    left, right = check_window(window_size)
+    check_scalars(dropout_p, softcap, softmax_scale)
+    if causal:
+        right = 0
+    scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    out, lse = FlashAttnFunction.apply(
+        q, k, v, scale, left, right, float(softcap), float(dropout_p), bool(deterministic)
+    )
+    return (out, lse) if return_lse else out
+
+
+class FlashAttnFunction(torch.autograd.Function):
+    """Autograd over the custom ops; saves nothing when no input needs a gradient."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, scale, left, right, softcap, dropout_p, deterministic):
+        out, lse, rng_state = torch.ops.flashtile.flash_attn_fwd(
+            q, k, v, scale, left, right, softcap, dropout_p
+        )
+        if any(ctx.needs_input_grad[:3]):
+            ctx.save_for_backward(q, k, v, out, lse, rng_state)
+            ctx.args = (scale, left, right, softcap, dropout_p, deterministic)
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        if torch.is_grad_enabled():
+            raise RuntimeError(
+                "flashtile: double backward (create_graph=True through attention) is not "
+                "supported; the backward kernels are not differentiable"
+            )
+        q, k, v, out, lse, rng_state = ctx.saved_tensors
+        scale, left, right, softcap, dropout_p, deterministic = ctx.args
+        dq, dk, dv = torch.ops.flashtile.flash_attn_bwd(
+            dout, q, k, v, out, lse, rng_state, scale, left, right, softcap, dropout_p
+        )
+        return dq, dk, dv, None, None, None, None, None, None
+
+
+@torch.library.custom_op("flashtile::flash_attn_fwd", mutates_args=())
+def _flash_attn_fwd_op(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    softmax_scale: float,
+    window_left: int | None,
+    window_right: int | None,
+    softcap: float,
+    dropout_p: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    rng_state = draw_rng_state() if dropout_p > 0 else (0, 0)
+    out, lse = attention_forward(
+        q,
+        k,
+        v,
+        softmax_scale=softmax_scale,
+        window_size=(window_left, window_right),
+        softcap=softcap,
+        dropout_p=dropout_p,
+        rng_state=rng_state,
+    )
+    return out, lse, torch.tensor(rng_state, dtype=torch.int64)
+
+
+@_flash_attn_fwd_op.register_fake
+def _(q, k, v, softmax_scale, window_left, window_right, softcap, dropout_p):
+    batch, seqlen_q, nheads, _ = q.shape
+    lse = q.new_empty((batch, nheads, seqlen_q), dtype=torch.float32)
+    return (
+        torch.empty_like(q, memory_format=torch.contiguous_format),
+        lse,
+        torch.empty(2, dtype=torch.int64),
+    )
+
+
+@torch.library.custom_op("flashtile::flash_attn_bwd", mutates_args=())
+def _flash_attn_bwd_op(
+    dout: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    rng_state: torch.Tensor,
+    softmax_scale: float,
+    window_left: int | None,
+    window_right: int | None,
+    softcap: float,
+    dropout_p: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return attention_backward(
+        dout,
+        q,
+        k,
+        v,
+        out,
+        lse,
+        softmax_scale=softmax_scale,
+        window_size=(window_left, window_right),
+        softcap=softcap,
+        dropout_p=dropout_p,
+        rng_state=tuple(rng_state.tolist()),  # a CPU tensor: no device sync
+    )
+
+
+@_flash_attn_bwd_op.register_fake
+def _(
+    dout, q, k, v, out, lse, rng_state, softmax_scale, window_left, window_right, softcap, dropout_p
+):
+    return (
+        torch.empty_like(q, memory_format=torch.contiguous_format),
+        torch.empty_like(k, memory_format=torch.contiguous_format),
+        torch.empty_like(v, memory_format=torch.contiguous_format),
+    )
+
+
+# ==================================================================================
+# launch configuration
+# ==================================================================================
+
+
+def draw_rng_state() -> tuple[int, int]:
+    """(seed, offset) for dropout, drawn from torch's default CPU generator (no sync).
+    Both stay below 2**31 so the kernel's argument types never change."""
+    seed, offset = torch.randint(0, 2**31 - 1, (2,), dtype=torch.int64).tolist()
+    return seed, offset
+
+
+def _common_params(q, k, softmax_scale, window_size, softcap, dropout_p):
+    batch, seqlen_q, nheads, head_dim = q.shape
+    seqlen_k, nheads_kv = k.shape[1], k.shape[2]
+    left, right = window_size
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
+    interp = is_interpreting()
+    meta = dict(
+        HEAD_DIM=head_dim,
+        BLOCK_D=max(16, next_pow2(head_dim)),
+        HAS_LEFT=left is not None,
+        HAS_RIGHT=right is not None,
+        SOFTCAP=softcap > 0,
+        DROPOUT=dropout_p > 0,
+        UPCAST=interp and q.dtype != torch.float32,
+        DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32",
+    )
+    args = dict(
+        seqlen_q=seqlen_q,
+        seqlen_k=seqlen_k,
+        nheads=nheads,
+        group=nheads // nheads_kv,
+        sm_scale=float(scale),
+        softcap=float(softcap) if softcap > 0 else 1.0,
+        window_left=int(left or 0),
+        window_right=int(right or 0),
+        dropout_p=float(dropout_p),
+    )
+    return batch, nheads, nheads_kv, meta, args
+
+
+def _device_ctx(t: torch.Tensor):
+    return torch.cuda.device(t.device) if t.device.type == "cuda" else _NullCtx()
+
+
+class _NullCtx:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _check_buffer(name, buf, shape, dtype, device):
+    if buf.shape != torch.Size(shape) or buf.dtype != dtype or buf.device != device:
+        raise ValueError(
+            f"{name}= buffer must be {tuple(shape)} {dtype} on {device}, got "
+            f"{tuple(buf.shape)} {buf.dtype} on {buf.device}"
+        )
+    if buf.numel() and buf.stride(-1) != 1:
+        raise ValueError(f"{name}= buffer must be contiguous in its last dimension")
+
+
+# ==================================================================================
+# forward
+# ==================================================================================
+
+
+def attention_forward(
+    q,
+    k,
+    v,
+    *,
+    softmax_scale=None,
+    causal=False,
+    window_size=(None, None),
+    softcap=0.0,
+    dropout_p=0.0,
+    rng_state=None,
+    out=None,
+    lse=None,
+    config=None,
+):
+    """Launch the forward kernel; no autograd. Returns ``(out, lse)``.
+
+    Shapes as ``flash_attn_func``. ``window_size`` entries are ints or None (unbounded);
+    any int is a bound, negative ones included. ``rng_state=(seed, offset)`` (drawn if
+    None when dropout is on). ``out`` ((B, Sq, H, D), q's dtype) and ``lse`` ((B, H, Sq),
+    float32, contiguous) may be given to write into.
+    """
+    if causal:
+        window_size = (window_size[0], 0)
+    batch, nheads, _, meta, args = _common_params(
+        q, k, softmax_scale, window_size, softcap, dropout_p
+    )
+    seqlen_q = q.shape[1]
+    if out is None:
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    else:
+        _check_buffer("out", out, q.shape, q.dtype, q.device)
+    if lse is None:
+        lse = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
+    else:
+        _check_buffer("lse", lse, (batch, nheads, seqlen_q), torch.float32, q.device)
+        if not lse.is_contiguous():
+            raise ValueError("lse= buffer must be contiguous")
+    if out.numel() == 0:
+        return out, lse
+    if dropout_p > 0 and rng_state is None:
+        rng_state = draw_rng_state()
+    seed, rng_offset = rng_state if dropout_p > 0 else (0, 0)
+    cfg = config or configs.fwd_config(
+        meta["BLOCK_D"], window_size[1] is not None, q.dtype, q.device, seqlen_q
+    )
+    configs.check_smem(cfg, meta["BLOCK_D"], q.element_size(), q.device)
+    grid = (triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)
+    with _device_ctx(q):
+        _attn_fwd_kernel[grid](
+            q,
+            k,
+            v,
+            out,
+            lse,
+            q.stride(0),
+            q.stride(1),
+            q.stride(2),
+            k.stride(0),
+            k.stride(1),
+            k.stride(2),
+            v.stride(0),
+            v.stride(1),
+            v.stride(2),
+            out.stride(0),
+            out.stride(1),
+            out.stride(2),
+            seed=seed,
+            rng_offset=rng_offset,
+            **args,
+            **meta,
+            BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n,
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+        )
+    return out, lse
+
+
+def _no_specialize(*batch_strides):
+    """Runtime ints that must not specialise the kernel (Triton specialises ints equal
+    to 1 or divisible by 16): sequence lengths, batch strides (they scale with the
+    sequence length), window sizes and RNG state. Changing them never recompiles."""
+    return [
+        "seqlen_q",
+        "seqlen_k",
+        "window_left",
+        "window_right",
+        "seed",
+        "rng_offset",
+        *batch_strides,
+    ]
+
+
+@triton.jit(do_not_specialize=_no_specialize("stride_qb", "stride_kb", "stride_vb", "stride_ob"))
+def _attn_fwd_kernel(
+    Q,
+    K,
+    V,
+    O,
+    LSE,  # Q, O: (B, M, H, D); K, V: (B, N, Hkv, D); LSE: (B, H, M) fp32
+    stride_qb,
+    stride_qm,
+    stride_qh,
+    stride_kb,
+    stride_kn,
+    stride_kh,
+    stride_vb,
+    stride_vn,
+    stride_vh,
+    stride_ob,
+    stride_om,
+    stride_oh,
+    seqlen_q,
+    seqlen_k,
+    nheads,
+    group,
+    sm_scale,
+    softcap,
+    window_left,
+    window_right,
+    dropout_p,
+    seed,
+    rng_offset,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    DROPOUT: tl.constexpr,
+    UPCAST: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    hk = h // group
+    start_m = pid_m * BLOCK_M
+    diag = seqlen_k - seqlen_q
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < HEAD_DIM
+
+    # -- load the query tile once; it stays in registers --
+    q_ptrs = (
+        Q
+        + b.to(tl.int64) * stride_qb
+        + h.to(tl.int64) * stride_qh
+        + offs_m[:, None].to(tl.int64) * stride_qm
+        + offs_d[None, :]
+    )
+    q = tl.load(q_ptrs, mask=(offs_m < seqlen_q)[:, None] & d_ok[None, :], other=0.0)
+    if UPCAST:
+        q = q.to(tl.float32)
+    k_base = K + b.to(tl.int64) * stride_kb + hk.to(tl.int64) * stride_kh
+    v_base = V + b.to(tl.int64) * stride_vb + hk.to(tl.int64) * stride_vh
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    # -- key tiles: masked left band, unmasked middle, masked diagonal/boundary --
+    lo, mid_lo, mid_hi, hi = kv_tile_ranges(
+        start_m,
+        seqlen_q,
+        seqlen_k,
+        diag,
+        window_left,
+        window_right,
+        BLOCK_M,
+        BLOCK_N,
+        HAS_LEFT,
+        HAS_RIGHT,
+    )
+    acc, l_i, m_i = _fwd_tiles(
+        acc,
+        l_i,
+        m_i,
+        q,
+        k_base,
+        v_base,
+        stride_kn,
+        stride_vn,
+        lo,
+        mid_lo,
+        offs_m,
+        offs_n,
+        offs_d,
+        seqlen_q,
+        seqlen_k,
+        diag,
+        window_left,
+        window_right,
+        sm_scale,
+        softcap,
+        dropout_p,
+        seed,
+        rng_offset,
+        pid_bh,
+        HEAD_DIM,
+        BLOCK_D,
+        BLOCK_N,
+        True,
+        HAS_LEFT,
+        HAS_RIGHT,
+        SOFTCAP,
+        DROPOUT,
+        UPCAST,
+        DOT_PREC,
+    )
+    acc, l_i, m_i = _fwd_tiles(
+        acc,
+        l_i,
+        m_i,
+        q,
+        k_base,
+        v_base,
+        stride_kn,
+        stride_vn,
+        mid_lo,
+        mid_hi,
+        offs_m,
+        offs_n,
+        offs_d,
+        seqlen_q,
+        seqlen_k,
+        diag,
+        window_left,
+        window_right,
+        sm_scale,
+        softcap,
+        dropout_p,
+        seed,
+        rng_offset,
+        pid_bh,
+        HEAD_DIM,
+        BLOCK_D,
+        BLOCK_N,
+        False,
+        HAS_LEFT,
+        HAS_RIGHT,
+        SOFTCAP,
+        DROPOUT,
+        UPCAST,
+        DOT_PREC,
+    )
+    acc, l_i, m_i = _fwd_tiles(
+        acc,
+        l_i,
+        m_i,
+        q,
+        k_base,
+        v_base,
+        stride_kn,
+        stride_vn,
+        mid_hi,
+        hi,
+        offs_m,
+        offs_n,
+        offs_d,
+        seqlen_q,
+        seqlen_k,
+        diag,
+        window_left,
+        window_right,
+        sm_scale,
+        softcap,
+        dropout_p,
+        seed,
+        rng_offset,
+        pid_bh,
+        HEAD_DIM,
+        BLOCK_D,
+        BLOCK_N,
+        True,
+        HAS_LEFT,
+        HAS_RIGHT,
+        SOFTCAP,
+        DROPOUT,
+        UPCAST,
+        DOT_PREC,
+    )
+
+    # -- epilogue: normalise once; empty rows give 0 and lse = -inf --
+    empty = l_i == 0.0
+    l_safe = tl.where(empty, 1.0, l_i)
+    acc = acc / l_safe[:, None]
+    if DROPOUT:
+        acc = acc * (1.0 / (1.0 - dropout_p))
+    lse = tl.where(empty, float("-inf"), (m_i + tl.log2(l_safe)) * LN2)
+    o_ptrs = (
+        O
+        + b.to(tl.int64) * stride_ob
+        + h.to(tl.int64) * stride_oh
+        + offs_m[:, None].to(tl.int64) * stride_om
+        + offs_d[None, :]
+    )
+    tl.store(
+        o_ptrs,
+        cast_out(acc, O.dtype.element_ty, UPCAST),
+        mask=(offs_m < seqlen_q)[:, None] & d_ok[None, :],
+    )
+    tl.store(LSE + pid_bh.to(tl.int64) * seqlen_q + offs_m, lse, mask=offs_m < seqlen_q)
+
+
+@triton.jit
+def _load_tile(
+    ptrs,
+    rows,
+    n_rows,
+    d_ok,
+    MASK_ROWS: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    """Load a (rows, BLOCK_D) tile; masks compile away when rows and D are in range."""
+    if MASK_ROWS:
+        x = tl.load(ptrs, mask=(rows < n_rows)[:, None] & d_ok[None, :], other=0.0)
+    elif HEAD_DIM != BLOCK_D:
+        x = tl.load(ptrs, mask=d_ok[None, :], other=0.0)
+    else:
+        x = tl.load(ptrs)
+    if UPCAST:
+        x = x.to(tl.float32)
+    return x
+
+
+@triton.jit
+def _fwd_tiles(
+    acc,
+    l_i,
+    m_i,
+    q,
+    k_base,
+    v_base,
+    stride_kn,
+    stride_vn,
+    lo,
+    hi,
+    offs_m,
+    offs_n,
+    offs_d,
+    seqlen_q,
+    seqlen_k,
+    diag,
+    window_left,
+    window_right,
+    sm_scale,
+    softcap,
+    dropout_p,
+    seed,
+    rng_offset,
+    pid_bh,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    MASKED: tl.constexpr,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    DROPOUT: tl.constexpr,
+    UPCAST: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
+    """Online-softmax over key tiles [lo, hi): the one inner loop of the forward."""
+    d_ok = offs_d < HEAD_DIM
+    k_ptrs = k_base + lo.to(tl.int64) * stride_kn + offs_n[:, None] * stride_kn + offs_d[None, :]
+    v_ptrs = v_base + lo.to(tl.int64) * stride_vn + offs_n[:, None] * stride_vn + offs_d[None, :]
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        k = _load_tile(k_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
+        # -- scores (log2 units) --
+        s, _ = scores_log2(
+            tl.dot(q, tl.trans(k), input_precision=DOT_PREC), sm_scale, softcap, SOFTCAP
+        )
+        if MASKED:
+            keep = attn_keep(
+                offs_m[:, None],
+                cols[None, :],
+                seqlen_q,
+                seqlen_k,
+                diag,
+                window_left,
+                window_right,
+                HAS_LEFT,
+                HAS_RIGHT,
+            )
+            s = tl.where(keep, s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # all-masked so far
+        else:
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_use = m_new
+        # -- rescale the running state, accumulate --
+        alpha = tl.exp2(m_i - m_use)
+        p = tl.exp2(s - m_use[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if DROPOUT:
+            p = tl.where(
+                dropout_keep(seed, rng_offset, pid_bh, offs_m[:, None], cols[None, :], dropout_p),
+                p,
+                0.0,
+            )
+        v = _load_tile(v_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PREC)
+        m_i = m_new
+        k_ptrs += BLOCK_N * stride_kn
+        v_ptrs += BLOCK_N * stride_vn
+    return acc, l_i, m_i
+
+
+# ==================================================================================
+# backward
+# ==================================================================================
+
+
+def attention_backward(
+    dout,
+    q,
+    k,
+    v,
+    out,
+    lse,
+    *,
+    softmax_scale=None,
+    causal=False,
+    window_size=(None, None),
+    softcap=0.0,
+    dropout_p=0.0,
+    rng_state=(0, 0),
+    dq=None,
+    dk=None,
+    dv=None,
+    config=None,
+):
+    """Launch the backward kernels; no autograd. Returns ``(dq, dk, dv)``.
+
+    ``dout`` like ``out`` (any strides with a contiguous last dim); ``lse`` as returned
+    by ``attention_forward``; ``rng_state`` the forward's (seed, offset).
+    """
+    if causal:
+        window_size = (window_size[0], 0)
+    batch, nheads, nheads_kv, meta, args = _common_params(
+        q, k, softmax_scale, window_size, softcap, dropout_p
+    )
+    seqlen_q, seqlen_k = q.shape[1], k.shape[1]
+    if dout.stride(-1) != 1:
+        dout = dout.contiguous()
+    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device) if dq is None else dq
+    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device) if dk is None else dk
+    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device) if dv is None else dv
+    for name, buf, ref in (("dq", dq, q), ("dk", dk, k), ("dv", dv, v)):
+        _check_buffer(name, buf, ref.shape, ref.dtype, ref.device)
+    if q.numel() == 0 or k.numel() == 0:  # nothing attends: every gradient is zero
+        return dq.zero_(), dk.zero_(), dv.zero_()
+    seed, rng_offset = rng_state if dropout_p > 0 else (0, 0)
+    cfg = config or configs.bwd_config(
+        meta["BLOCK_D"], window_size[1] is not None, q.dtype, q.device, seqlen_k
+    )
+    delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
+    common = dict(
+        seed=seed,
+        rng_offset=rng_offset,
+        **args,
+        **meta,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    with _device_ctx(q):
+        _attn_bwd_preprocess_kernel[(triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)](
+            out,
+            dout,
+            delta,
+            out.stride(0),
+            out.stride(1),
+            out.stride(2),
+            dout.stride(0),
+            dout.stride(1),
+            dout.stride(2),
+            seqlen_q,
+            nheads,
+            HEAD_DIM=meta["HEAD_DIM"],
+            BLOCK_D=meta["BLOCK_D"],
+            BLOCK_M=cfg.block_m,
+        )
+        strides = (
+            q.stride(0),
+            q.stride(1),
+            q.stride(2),
+            k.stride(0),
+            k.stride(1),
+            k.stride(2),
+            v.stride(0),
+            v.stride(1),
+            v.stride(2),
+            dout.stride(0),
+            dout.stride(1),
+            dout.stride(2),
+        )
+        _attn_bwd_dkdv_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
+            q,
+            k,
+            v,
+            dout,
+            lse,
+            delta,
+            dk,
+            dv,
+            *strides,
+            dk.stride(0),
+            dk.stride(1),
+            dk.stride(2),
+            dv.stride(0),
+            dv.stride(1),
+            dv.stride(2),
+            BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n,
+            **common,
+        )
+        _attn_bwd_dq_kernel[(triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)](
+            q,
+            k,
+            v,
+            dout,
+            lse,
+            delta,
+            dq,
+            *strides,
+            dq.stride(0),
+            dq.stride(1),
+            dq.stride(2),
+            BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n,
+            **common,
+        )
+    return dq, dk, dv
+
+
+@triton.jit(do_not_specialize=["seqlen_q", "stride_ob", "stride_dob"])
+def _attn_bwd_preprocess_kernel(
+    O,
+    DO,
+    DELTA,  # O, DO: (B, M, H, D); DELTA: (B, H, M) fp32
+    stride_ob,
+    stride_om,
+    stride_oh,
+    stride_dob,
+    stride_dom,
+    stride_doh,
+    seqlen_q,
+    nheads,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+):
+    """DELTA = rowsum(dO * O): the softmax-backward correction, once per row."""
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask = (offs_m < seqlen_q)[:, None] & (offs_d < HEAD_DIM)[None, :]
+    rows = offs_m[:, None].to(tl.int64)
+    o = tl.load(
+        O
+        + b.to(tl.int64) * stride_ob
+        + h.to(tl.int64) * stride_oh
+        + rows * stride_om
+        + offs_d[None, :],
+        mask=mask,
+        other=0.0,
+    )
+    do = tl.load(
+        DO
+        + b.to(tl.int64) * stride_dob
+        + h.to(tl.int64) * stride_doh
+        + rows * stride_dom
+        + offs_d[None, :],
+        mask=mask,
+        other=0.0,
+    )
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
+    tl.store(DELTA + pid_bh.to(tl.int64) * seqlen_q + offs_m, delta, mask=offs_m < seqlen_q)
+
+
+@triton.jit
+def _load_row_stats(LSE, DELTA, bh, rows, seqlen_q):
+    """lse (to log2 units; +inf on empty rows so p = 0 there) and delta of ``rows``."""
+    ok = rows < seqlen_q
+    lse = tl.load(LSE + bh.to(tl.int64) * seqlen_q + rows, mask=ok, other=0.0)
+    lse2 = lse * 1.4426950408889634
+    lse2 = tl.where(lse2 == float("-inf"), float("inf"), lse2)
+    delta = tl.load(DELTA + bh.to(tl.int64) * seqlen_q + rows, mask=ok, other=0.0)
+    return lse2, delta
+
+
+@triton.jit(
+    do_not_specialize=_no_specialize(
+        "stride_qb", "stride_kb", "stride_vb", "stride_dob", "stride_dkb", "stride_dvb"
+    )
+)
+def _attn_bwd_dkdv_kernel(
+    Q,
+    K,
+    V,
+    DO,
+    LSE,
+    DELTA,
+    DK,
+    DV,  # Q, DO: (B, M, H, D); K, V, DK, DV: (B, N, Hkv, D)
+    stride_qb,
+    stride_qm,
+    stride_qh,
+    stride_kb,
+    stride_kn,
+    stride_kh,
+    stride_vb,
+    stride_vn,
+    stride_vh,
+    stride_dob,
+    stride_dom,
+    stride_doh,
+    stride_dkb,
+    stride_dkn,
+    stride_dkh,
+    stride_dvb,
+    stride_dvn,
+    stride_dvh,
+    seqlen_q,
+    seqlen_k,
+    nheads,
+    group,
+    sm_scale,
+    softcap,
+    window_left,
+    window_right,
+    dropout_p,
+    seed,
+    rng_offset,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    DROPOUT: tl.constexpr,
+    UPCAST: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
+    pid_n = tl.program_id(0)
+    pid_bhk = tl.program_id(1)
+    nheads_kv = nheads // group
+    b = pid_bhk // nheads_kv
+    hk = pid_bhk % nheads_kv
+    start_n = pid_n * BLOCK_N
+    diag = seqlen_k - seqlen_q
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < HEAD_DIM
+    kv_mask = (offs_n < seqlen_k)[:, None] & d_ok[None, :]
+    rows_n = offs_n[:, None].to(tl.int64)
+
+    # -- this program's key/value tile stays in registers --
+    k = tl.load(
+        K
+        + b.to(tl.int64) * stride_kb
+        + hk.to(tl.int64) * stride_kh
+        + rows_n * stride_kn
+        + offs_d[None, :],
+        mask=kv_mask,
+        other=0.0,
+    )
+    v = tl.load(
+        V
+        + b.to(tl.int64) * stride_vb
+        + hk.to(tl.int64) * stride_vh
+        + rows_n * stride_vn
+        + offs_d[None, :],
+        mask=kv_mask,
+        other=0.0,
+    )
+    if UPCAST:
+        k = k.to(tl.float32)
+        v = v.to(tl.float32)
+    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+
+    lo, mid_lo, mid_hi, hi = q_tile_ranges(
+        start_n,
+        seqlen_q,
+        seqlen_k,
+        diag,
+        window_left,
+        window_right,
+        BLOCK_M,
+        BLOCK_N,
+        HAS_LEFT,
+        HAS_RIGHT,
+    )
+    # -- every query head of the GQA group, in order: deterministic sums --
+    for g in range(0, group):
+        h = hk * group + g
+        bh = b * nheads + h
+        q_base = Q + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
+        do_base = DO + b.to(tl.int64) * stride_dob + h.to(tl.int64) * stride_doh
+        for stage in tl.static_range(3):
+            if stage == 0:
+                s_lo, s_hi = lo, mid_lo
+            elif stage == 1:
+                s_lo, s_hi = mid_lo, mid_hi
+            else:
+                s_lo, s_hi = mid_hi, hi
+            dk, dv = _bwd_dkdv_tiles(
+                dk,
+                dv,
+                k,
+                v,
+                q_base,
+                do_base,
+                LSE,
+                DELTA,
+                bh,
+                stride_qm,
+                stride_dom,
+                s_lo,
+                s_hi,
+                offs_m,
+                offs_n,
+                offs_d,
+                seqlen_q,
+                seqlen_k,
+                diag,
+                window_left,
+                window_right,
+                sm_scale,
+                softcap,
+                dropout_p,
+                seed,
+                rng_offset,
+                HEAD_DIM,
+                BLOCK_D,
+                BLOCK_M,
+                stage != 1,
+                HAS_LEFT,
+                HAS_RIGHT,
+                SOFTCAP,
+                DROPOUT,
+                UPCAST,
+                DOT_PREC,
+            )
+    dk = dk * sm_scale
+    tl.store(
+        DK
+        + b.to(tl.int64) * stride_dkb
+        + hk.to(tl.int64) * stride_dkh
+        + rows_n * stride_dkn
+        + offs_d[None, :],
+        cast_out(dk, DK.dtype.element_ty, UPCAST),
+        mask=kv_mask,
+    )
+    tl.store(
+        DV
+        + b.to(tl.int64) * stride_dvb
+        + hk.to(tl.int64) * stride_dvh
+        + rows_n * stride_dvn
+        + offs_d[None, :],
+        cast_out(dv, DV.dtype.element_ty, UPCAST),
+        mask=kv_mask,
+    )
+
+
+@triton.jit
+def _bwd_dkdv_tiles(
+    dk,
+    dv,
+    k,
+    v,
+    q_base,
+    do_base,
+    LSE,
+    DELTA,
+    bh,
+    stride_qm,
+    stride_dom,
+    lo,
+    hi,
+    offs_m,
+    offs_n,
+    offs_d,
+    seqlen_q,
+    seqlen_k,
+    diag,
+    window_left,
+    window_right,
+    sm_scale,
+    softcap,
+    dropout_p,
+    seed,
+    rng_offset,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    MASKED: tl.constexpr,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    DROPOUT: tl.constexpr,
+    UPCAST: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
+    """Accumulate dK, dV of one key tile over query tiles [lo, hi) (transposed scores)."""
+    d_ok = offs_d < HEAD_DIM
+    q_ptrs = q_base + lo.to(tl.int64) * stride_qm + offs_m[:, None] * stride_qm + offs_d[None, :]
+    do_ptrs = (
+        do_base + lo.to(tl.int64) * stride_dom + offs_m[:, None] * stride_dom + offs_d[None, :]
+    )
+    for start_m in tl.range(lo, hi, BLOCK_M):
+        rows = start_m + offs_m
+        q = _load_tile(q_ptrs, rows, seqlen_q, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
+        do = _load_tile(do_ptrs, rows, seqlen_q, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
+        lse2, delta = _load_row_stats(LSE, DELTA, bh, rows, seqlen_q)
+        # -- recompute P^T from the saved lse --
+        sT, tT = scores_log2(
+            tl.dot(k, tl.trans(q), input_precision=DOT_PREC), sm_scale, softcap, SOFTCAP
+        )
+        pT = tl.exp2(sT - lse2[None, :])
+        if MASKED:
+            keep = attn_keep(
+                rows[None, :],
+                offs_n[:, None],
+                seqlen_q,
+                seqlen_k,
+                diag,
+                window_left,
+                window_right,
+                HAS_LEFT,
+                HAS_RIGHT,
+            )
+            pT = tl.where(keep, pT, 0.0)
+        # -- dV += P_dropped^T dO --
+        dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)
+        if DROPOUT:
+            keep_d = dropout_keep(seed, rng_offset, bh, rows[None, :], offs_n[:, None], dropout_p)
+            scale_d = 1.0 / (1.0 - dropout_p)
+            dv += tl.dot(
+                tl.where(keep_d, pT * scale_d, 0.0).to(do.dtype), do, input_precision=DOT_PREC
+            )
+            dpT = tl.where(keep_d, dpT * scale_d, 0.0)
+        else:
+            dv += tl.dot(pT.to(do.dtype), do, input_precision=DOT_PREC)
+        # -- dS = P * (dP - delta); through the softcap's tanh --
+        dsT = pT * (dpT - delta[None, :])
+        if SOFTCAP:
+            dsT = dsT * (1.0 - tT * tT)
+        dk += tl.dot(dsT.to(q.dtype), q, input_precision=DOT_PREC)
+        q_ptrs += BLOCK_M * stride_qm
+        do_ptrs += BLOCK_M * stride_dom
+    return dk, dv
+
+
+@triton.jit(
+    do_not_specialize=_no_specialize(
+        "stride_qb", "stride_kb", "stride_vb", "stride_dob", "stride_dqb"
+    )
+)
+def _attn_bwd_dq_kernel(
+    Q,
+    K,
+    V,
+    DO,
+    LSE,
+    DELTA,
+    DQ,  # Q, DO, DQ: (B, M, H, D); K, V: (B, N, Hkv, D)
+    stride_qb,
+    stride_qm,
+    stride_qh,
+    stride_kb,
+    stride_kn,
+    stride_kh,
+    stride_vb,
+    stride_vn,
+    stride_vh,
+    stride_dob,
+    stride_dom,
+    stride_doh,
+    stride_dqb,
+    stride_dqm,
+    stride_dqh,
+    seqlen_q,
+    seqlen_k,
+    nheads,
+    group,
+    sm_scale,
+    softcap,
+    window_left,
+    window_right,
+    dropout_p,
+    seed,
+    rng_offset,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    DROPOUT: tl.constexpr,
+    UPCAST: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    hk = h // group
+    start_m = pid_m * BLOCK_M
+    diag = seqlen_k - seqlen_q
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < HEAD_DIM
+    q_mask = (offs_m < seqlen_q)[:, None] & d_ok[None, :]
+    rows_m = offs_m[:, None].to(tl.int64)
+
+    q = tl.load(
+        Q
+        + b.to(tl.int64) * stride_qb
+        + h.to(tl.int64) * stride_qh
+        + rows_m * stride_qm
+        + offs_d[None, :],
+        mask=q_mask,
+        other=0.0,
+    )
+    do = tl.load(
+        DO
+        + b.to(tl.int64) * stride_dob
+        + h.to(tl.int64) * stride_doh
+        + rows_m * stride_dom
+        + offs_d[None, :],
+        mask=q_mask,
+        other=0.0,
+    )
+    if UPCAST:
+        q = q.to(tl.float32)
+        do = do.to(tl.float32)
+    lse2, delta = _load_row_stats(LSE, DELTA, pid_bh, offs_m, seqlen_q)
+    k_base = K + b.to(tl.int64) * stride_kb + hk.to(tl.int64) * stride_kh
+    v_base = V + b.to(tl.int64) * stride_vb + hk.to(tl.int64) * stride_vh
+    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    lo, mid_lo, mid_hi, hi = kv_tile_ranges(
+        start_m,
+        seqlen_q,
+        seqlen_k,
+        diag,
+        window_left,
+        window_right,
+        BLOCK_M,
+        BLOCK_N,
+        HAS_LEFT,
+        HAS_RIGHT,
+    )
+    for stage in tl.static_range(3):
+        if stage == 0:
+            s_lo, s_hi = lo, mid_lo
+        elif stage == 1:
+            s_lo, s_hi = mid_lo, mid_hi
+        else:
+            s_lo, s_hi = mid_hi, hi
+        dq = _bwd_dq_tiles(
+            dq,
+            q,
+            do,
+            lse2,
+            delta,
+            k_base,
+            v_base,
+            stride_kn,
+            stride_vn,
+            s_lo,
+            s_hi,
+            offs_m,
+            offs_n,
+            offs_d,
+            seqlen_q,
+            seqlen_k,
+            diag,
+            window_left,
+            window_right,
+            sm_scale,
+            softcap,
+            dropout_p,
+            seed,
+            rng_offset,
+            pid_bh,
+            HEAD_DIM,
+            BLOCK_D,
+            BLOCK_N,
+            stage != 1,
+            HAS_LEFT,
+            HAS_RIGHT,
+            SOFTCAP,
+            DROPOUT,
+            UPCAST,
+            DOT_PREC,
+        )
+    dq = dq * sm_scale
+    tl.store(
+        DQ
+        + b.to(tl.int64) * stride_dqb
+        + h.to(tl.int64) * stride_dqh
+        + rows_m * stride_dqm
+        + offs_d[None, :],
+        cast_out(dq, DQ.dtype.element_ty, UPCAST),
+        mask=q_mask,
+    )
+
+
+@triton.jit
+def _bwd_dq_tiles(
+    dq,
+    q,
+    do,
+    lse2,
+    delta,
+    k_base,
+    v_base,
+    stride_kn,
+    stride_vn,
+    lo,
+    hi,
+    offs_m,
+    offs_n,
+    offs_d,
+    seqlen_q,
+    seqlen_k,
+    diag,
+    window_left,
+    window_right,
+    sm_scale,
+    softcap,
+    dropout_p,
+    seed,
+    rng_offset,
+    bh,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    MASKED: tl.constexpr,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    DROPOUT: tl.constexpr,
+    UPCAST: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
+    """Accumulate dQ of one query tile over key tiles [lo, hi)."""
+    d_ok = offs_d < HEAD_DIM
+    k_ptrs = k_base + lo.to(tl.int64) * stride_kn + offs_n[:, None] * stride_kn + offs_d[None, :]
+    v_ptrs = v_base + lo.to(tl.int64) * stride_vn + offs_n[:, None] * stride_vn + offs_d[None, :]
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        k = _load_tile(k_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
+        v = _load_tile(v_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
+        s, t = scores_log2(
+            tl.dot(q, tl.trans(k), input_precision=DOT_PREC), sm_scale, softcap, SOFTCAP
+        )
+        p = tl.exp2(s - lse2[:, None])
+        if MASKED:
+            keep = attn_keep(
+                offs_m[:, None],
+                cols[None, :],
+                seqlen_q,
+                seqlen_k,
+                diag,
+                window_left,
+                window_right,
+                HAS_LEFT,
+                HAS_RIGHT,
+            )
+            p = tl.where(keep, p, 0.0)
+        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)
+        if DROPOUT:
+            keep_d = dropout_keep(seed, rng_offset, bh, offs_m[:, None], cols[None, :], dropout_p)
+            dp = tl.where(keep_d, dp * (1.0 / (1.0 - dropout_p)), 0.0)
+        ds = p * (dp - delta[:, None])
+        if SOFTCAP:
+            ds = ds * (1.0 - t * t)
+        dq += tl.dot(ds.to(k.dtype), k, input_precision=DOT_PREC)
+        k_ptrs += BLOCK_N * stride_kn
+        v_ptrs += BLOCK_N * stride_vn
+    return dq
+
+
+# ==================================================================================
+# test-only: the dropout pattern the kernels draw
+# ==================================================================================
+
+
+def dropout_mask(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device):
+    """Bool keep-mask (B, H, Sq, Sk) that the kernels apply for ``rng_state``; for tests
+    and the validation harness (it runs the kernels' own ``dropout_keep``)."""
+    keep = torch.empty((batch * nheads, seqlen_q, seqlen_k), dtype=torch.int8, device=device)
+    seed, rng_offset = rng_state
+    grid = (triton.cdiv(seqlen_q, 16), triton.cdiv(seqlen_k, 16), batch * nheads)
+    with _device_ctx(keep):
+        _dropout_mask_kernel[grid](
+            keep, seqlen_q, seqlen_k, float(dropout_p), seed, rng_offset, BLOCK=16
+        )
+    return keep.view(batch, nheads, seqlen_q, seqlen_k).bool()
+
+
+@triton.jit
+def _dropout_mask_kernel(
+    KEEP, seqlen_q, seqlen_k, dropout_p, seed, rng_offset, BLOCK: tl.constexpr
+):
+    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    bh = tl.program_id(2)
+    keep = dropout_keep(seed, rng_offset, bh, rows[:, None], cols[None, :], dropout_p)
+    ptrs = KEEP + bh.to(tl.int64) * seqlen_q * seqlen_k + rows[:, None] * seqlen_k + cols[None, :]
+    tl.store(ptrs, keep.to(tl.int8), mask=(rows[:, None] < seqlen_q) & (cols[None, :] < seqlen_k))

@@ -1,0 +1,146 @@
+"""Plain-PyTorch references with the same arguments as flashtile's kernels.
+
+Reference-only keywords come last: ``upcast=True`` computes in float64 (the "truth" of
+the tolerance rule, DESIGN.md section 5), ``upcast=False`` in the input precision (the
+noise-floor baseline: how far PyTorch itself lands from the truth); ``dropout_mask``
+(bool, ``(batch, nheads, seqlen_q, seqlen_k)``) replays a kernel's dropout pattern.
+Gradients come from autograd through these functions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def attention_mask(
+    seqlen_q: int,
+    seqlen_k: int,
+    causal: bool = False,
+    window_size: tuple[int | None, int | None] = (None, None),
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """Boolean keep-mask ``(seqlen_q, seqlen_k)`` with bottom-right alignment.
+
+    ``window_size=(left, right)`` as the launchers take it: None is unbounded, any int
+    is a bound (negative ones too: ``sdpa``'s top-left causal is right = Sq - Sk).
+    ``causal`` sets right = 0.
+    """
+    left, right = window_size
+    if causal:
+        right = 0
+    i = torch.arange(seqlen_q, device=device)[:, None]
+    j = torch.arange(seqlen_k, device=device)[None, :]
+    diag = seqlen_k - seqlen_q
+    keep = torch.ones(seqlen_q, seqlen_k, dtype=torch.bool, device=device)
+    if right is not None:
+        keep &= j <= i + diag + right
+    if left is not None:
+        keep &= j >= i + diag - left
+    return keep
+
+
+def attention_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    softmax_scale: float | None = None,
+    causal: bool = False,
+    window_size: tuple[int | None, int | None] = (None, None),
+    softcap: float = 0.0,
+    dropout_p: float = 0.0,
+    dropout_mask: torch.Tensor | None = None,
+    upcast: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference twin of ``flashtile.ops.flash.attention_forward``: returns ``(out, lse)``.
+
+    q: (B, Sq, H, D); k, v: (B, Sk, Hkv, D) with H % Hkv == 0. out: like q (in q's
+    dtype); lse: (B, H, Sq) float32, natural log, -inf on fully masked rows.
+    """
+    _, seqlen_q, nheads, head_dim = q.shape
+    seqlen_k, nheads_kv = k.shape[1], k.shape[2]
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
+    dtype = torch.float64 if upcast else q.dtype
+    qf, kf, vf = q.to(dtype), k.to(dtype), v.to(dtype)
+    if nheads != nheads_kv:
+        group = nheads // nheads_kv
+        kf = kf.repeat_interleave(group, dim=2)
+        vf = vf.repeat_interleave(group, dim=2)
+    s = torch.einsum("bihd,bjhd->bhij", qf, kf) * scale  # (B, H, Sq, Sk)
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    keep = attention_mask(seqlen_q, seqlen_k, causal, window_size, device=q.device)
+    s = s.masked_fill(~keep, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)  # (B, H, Sq)
+    p = torch.softmax(s, dim=-1)
+    p = torch.where(keep.any(dim=-1)[:, None], p, torch.zeros_like(p))  # no NaN rows
+    if dropout_p > 0:
+        if dropout_mask is None:
+            raise ValueError("the reference needs the kernel's dropout_mask to replay dropout")
+        p = p * dropout_mask.to(dtype) / (1.0 - dropout_p)
+    out = torch.einsum("bhij,bjhd->bihd", p, vf)
+    return out.to(q.dtype), lse.float()
+
+
+def flash_attn_func(
+    q,
+    k,
+    v,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    deterministic=True,
+    return_lse=False,
+    *,
+    dropout_mask=None,
+    upcast=True,
+):
+    """Reference twin of ``flashtile.flash_attn_func`` (same arguments, same returns)."""
+    del deterministic  # the reference is deterministic
+    window = tuple(None if w == -1 else w for w in window_size)  # public: -1 = unbounded
+    out, lse = attention_forward(
+        q,
+        k,
+        v,
+        softmax_scale=softmax_scale,
+        causal=causal,
+        window_size=window,
+        softcap=softcap,
+        dropout_p=dropout_p,
+        dropout_mask=dropout_mask,
+        upcast=upcast,
+    )
+    return (out, lse.detach()) if return_lse else out
+
+
+def sdpa(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    *,
+    upcast=True,
+):
+    """Reference twin of ``flashtile.sdpa``: PyTorch's math SDPA, optionally in float64."""
+    dtype = torch.float64 if upcast else query.dtype
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query.to(dtype),
+        key.to(dtype),
+        value.to(dtype),
+        attn_mask=attn_mask
+        if attn_mask is None or attn_mask.dtype == torch.bool
+        else attn_mask.to(dtype),
+        dropout_p=dropout_p,
+        is_causal=is_causal,
+        scale=scale,
+        enable_gqa=enable_gqa,
+    )
+    return out.to(query.dtype)
