@@ -67,14 +67,7 @@ def scores_log2(qk, sm_scale, softcap, SOFTCAP: tl.constexpr):
 
 @triton.jit
 def attn_keep(
-    rows,
-    cols,
-    seqlen_q,
-    seqlen_k,
-    diag,
-    left,
-    right,
-    HAS_LEFT: tl.constexpr,
+    rows, cols, seqlen_q, seqlen_k, diag, left, right, HAS_LEFT: tl.constexpr,
     HAS_RIGHT: tl.constexpr,
 ):
     """Boolean keep-mask for query indices ``rows`` and key indices ``cols``."""
@@ -98,16 +91,8 @@ def _ceil_to(x, B: tl.constexpr):
 
 @triton.jit
 def kv_tile_ranges(
-    start_m,
-    seqlen_q,
-    seqlen_k,
-    diag,
-    left,
-    right,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    HAS_LEFT: tl.constexpr,
-    HAS_RIGHT: tl.constexpr,
+    start_m, seqlen_q, seqlen_k, diag, left, right, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
 ):
     """Key range for the query tile [start_m, start_m + BLOCK_M), in three stages:
     masked [lo, a), unmasked [a, b), masked [b, hi). Tiles outside [lo, hi) are fully
@@ -134,16 +119,8 @@ def kv_tile_ranges(
 
 @triton.jit
 def q_tile_ranges(
-    start_n,
-    seqlen_q,
-    seqlen_k,
-    diag,
-    left,
-    right,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    HAS_LEFT: tl.constexpr,
-    HAS_RIGHT: tl.constexpr,
+    start_n, seqlen_q, seqlen_k, diag, left, right, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
 ):
     """Query range for the key tile [start_n, start_n + BLOCK_N) (the backward's dK/dV
     loop), in the same three stages as ``kv_tile_ranges``."""

@@ -29,24 +29,13 @@ import triton.language as tl
 from .. import configs
 from ._checks import check_qkv, check_scalars, check_window
 from ._common import (
-    LN2,
-    attn_keep,
-    cast_out,
-    dropout_keep,
-    is_interpreting,
-    kv_tile_ranges,
-    next_pow2,
-    q_tile_ranges,
-    scores_log2,
+    LN2, attn_keep, cast_out, dropout_keep, is_interpreting, kv_tile_ranges, next_pow2,
+    q_tile_ranges, scores_log2,
 )
 
 __all__ = [
-    "flash_attn_func",
-    "attention_forward",
-    "attention_backward",
-    "FlashAttnFunction",
-    "draw_rng_state",
-    "dropout_mask",
+    "flash_attn_func", "attention_forward", "attention_backward", "FlashAttnFunction",
+    "draw_rng_state", "dropout_mask",
 ]
 
 
@@ -56,15 +45,9 @@ __all__ = [
 
 
 def flash_attn_func(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    dropout_p: float = 0.0,
-    softmax_scale: float | None = None,
-    causal: bool = False,
-    window_size: tuple[int, int] = (-1, -1),
-    softcap: float = 0.0,
-    deterministic: bool = True,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0,
+    softmax_scale: float | None = None, causal: bool = False,
+    window_size: tuple[int, int] = (-1, -1), softcap: float = 0.0, deterministic: bool = True,
     return_lse: bool = False,
 ):
     """Exact attention, FlashAttention-style (argument order of flash-attn's function).
@@ -137,25 +120,13 @@ class FlashAttnFunction(torch.autograd.Function):
 
 @torch.library.custom_op("flashtile::flash_attn_fwd", mutates_args=())
 def _flash_attn_fwd_op(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    softmax_scale: float,
-    window_left: int | None,
-    window_right: int | None,
-    softcap: float,
-    dropout_p: float,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float,
+    window_left: int | None, window_right: int | None, softcap: float, dropout_p: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     rng_state = draw_rng_state() if dropout_p > 0 else (0, 0)
     out, lse = attention_forward(
-        q,
-        k,
-        v,
-        softmax_scale=softmax_scale,
-        window_size=(window_left, window_right),
-        softcap=softcap,
-        dropout_p=dropout_p,
-        rng_state=rng_state,
+        q, k, v, softmax_scale=softmax_scale, window_size=(window_left, window_right),
+        softcap=softcap, dropout_p=dropout_p, rng_state=rng_state,
     )
     return out, lse, torch.tensor(rng_state, dtype=torch.int64)
 
@@ -165,38 +136,20 @@ def _(q, k, v, softmax_scale, window_left, window_right, softcap, dropout_p):
     batch, seqlen_q, nheads, _ = q.shape
     lse = q.new_empty((batch, nheads, seqlen_q), dtype=torch.float32)
     return (
-        torch.empty_like(q, memory_format=torch.contiguous_format),
-        lse,
+        torch.empty_like(q, memory_format=torch.contiguous_format), lse,
         torch.empty(2, dtype=torch.int64),
     )
 
 
 @torch.library.custom_op("flashtile::flash_attn_bwd", mutates_args=())
 def _flash_attn_bwd_op(
-    dout: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    lse: torch.Tensor,
-    rng_state: torch.Tensor,
-    softmax_scale: float,
-    window_left: int | None,
-    window_right: int | None,
-    softcap: float,
-    dropout_p: float,
+    dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+    lse: torch.Tensor, rng_state: torch.Tensor, softmax_scale: float, window_left: int | None,
+    window_right: int | None, softcap: float, dropout_p: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return attention_backward(
-        dout,
-        q,
-        k,
-        v,
-        out,
-        lse,
-        softmax_scale=softmax_scale,
-        window_size=(window_left, window_right),
-        softcap=softcap,
-        dropout_p=dropout_p,
+        dout, q, k, v, out, lse, softmax_scale=softmax_scale,
+        window_size=(window_left, window_right), softcap=softcap, dropout_p=dropout_p,
         rng_state=tuple(rng_state.tolist()),  # a CPU tensor: no device sync
     )
 
@@ -231,25 +184,15 @@ def _common_params(q, k, softmax_scale, window_size, softcap, dropout_p):
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     interp = is_interpreting()
     meta = dict(
-        HEAD_DIM=head_dim,
-        BLOCK_D=max(16, next_pow2(head_dim)),
-        HAS_LEFT=left is not None,
-        HAS_RIGHT=right is not None,
-        SOFTCAP=softcap > 0,
-        DROPOUT=dropout_p > 0,
+        HEAD_DIM=head_dim, BLOCK_D=max(16, next_pow2(head_dim)), HAS_LEFT=left is not None,
+        HAS_RIGHT=right is not None, SOFTCAP=softcap > 0, DROPOUT=dropout_p > 0,
         UPCAST=interp and q.dtype != torch.float32,
         DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32",
     )
     args = dict(
-        seqlen_q=seqlen_q,
-        seqlen_k=seqlen_k,
-        nheads=nheads,
-        group=nheads // nheads_kv,
-        sm_scale=float(scale),
-        softcap=float(softcap) if softcap > 0 else 1.0,
-        window_left=int(left or 0),
-        window_right=int(right or 0),
-        dropout_p=float(dropout_p),
+        seqlen_q=seqlen_q, seqlen_k=seqlen_k, nheads=nheads, group=nheads // nheads_kv,
+        sm_scale=float(scale), softcap=float(softcap) if softcap > 0 else 1.0,
+        window_left=int(left or 0), window_right=int(right or 0), dropout_p=float(dropout_p),
     )
     return batch, nheads, nheads_kv, meta, args
 
@@ -282,19 +225,8 @@ def _check_buffer(name, buf, shape, dtype, device):
 
 
 def attention_forward(
-    q,
-    k,
-    v,
-    *,
-    softmax_scale=None,
-    causal=False,
-    window_size=(None, None),
-    softcap=0.0,
-    dropout_p=0.0,
-    rng_state=None,
-    out=None,
-    lse=None,
-    config=None,
+    q, k, v, *, softmax_scale=None, causal=False, window_size=(None, None), softcap=0.0,
+    dropout_p=0.0, rng_state=None, out=None, lse=None, config=None,
 ):
     """Launch the forward kernel; no autograd. Returns ``(out, lse)``.
 
@@ -331,30 +263,10 @@ def attention_forward(
     grid = (triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)
     with _device_ctx(q):
         _attn_fwd_kernel[grid](
-            q,
-            k,
-            v,
-            out,
-            lse,
-            q.stride(0),
-            q.stride(1),
-            q.stride(2),
-            k.stride(0),
-            k.stride(1),
-            k.stride(2),
-            v.stride(0),
-            v.stride(1),
-            v.stride(2),
-            out.stride(0),
-            out.stride(1),
-            out.stride(2),
-            seed=seed,
-            rng_offset=rng_offset,
-            **args,
-            **meta,
-            BLOCK_M=cfg.block_m,
-            BLOCK_N=cfg.block_n,
-            num_warps=cfg.num_warps,
+            q, k, v, out, lse, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1),
+            k.stride(2), v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1),
+            out.stride(2), seed=seed, rng_offset=rng_offset, **args, **meta,
+            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, num_warps=cfg.num_warps,
             num_stages=cfg.num_stages,
         )
     return out, lse
@@ -365,55 +277,20 @@ def _no_specialize(*batch_strides):
     to 1 or divisible by 16): sequence lengths, batch strides (they scale with the
     sequence length), window sizes and RNG state. Changing them never recompiles."""
     return [
-        "seqlen_q",
-        "seqlen_k",
-        "window_left",
-        "window_right",
-        "seed",
-        "rng_offset",
+        "seqlen_q", "seqlen_k", "window_left", "window_right", "seed", "rng_offset",
         *batch_strides,
     ]
 
 
 @triton.jit(do_not_specialize=_no_specialize("stride_qb", "stride_kb", "stride_vb", "stride_ob"))
 def _attn_fwd_kernel(
-    Q,
-    K,
-    V,
-    O,
+    Q, K, V, O,
     LSE,  # Q, O: (B, M, H, D); K, V: (B, N, Hkv, D); LSE: (B, H, M) fp32
-    stride_qb,
-    stride_qm,
-    stride_qh,
-    stride_kb,
-    stride_kn,
-    stride_kh,
-    stride_vb,
-    stride_vn,
-    stride_vh,
-    stride_ob,
-    stride_om,
-    stride_oh,
-    seqlen_q,
-    seqlen_k,
-    nheads,
-    group,
-    sm_scale,
-    softcap,
-    window_left,
-    window_right,
-    dropout_p,
-    seed,
-    rng_offset,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    HAS_LEFT: tl.constexpr,
-    HAS_RIGHT: tl.constexpr,
-    SOFTCAP: tl.constexpr,
-    DROPOUT: tl.constexpr,
-    UPCAST: tl.constexpr,
+    stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn,
+    stride_vh, stride_ob, stride_om, stride_oh, seqlen_q, seqlen_k, nheads, group, sm_scale,
+    softcap, window_left, window_right, dropout_p, seed, rng_offset, HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, DROPOUT: tl.constexpr, UPCAST: tl.constexpr,
     DOT_PREC: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
@@ -448,124 +325,26 @@ def _attn_fwd_kernel(
 
     # -- key tiles: masked left band, unmasked middle, masked diagonal/boundary --
     lo, mid_lo, mid_hi, hi = kv_tile_ranges(
-        start_m,
-        seqlen_q,
-        seqlen_k,
-        diag,
-        window_left,
-        window_right,
-        BLOCK_M,
-        BLOCK_N,
-        HAS_LEFT,
-        HAS_RIGHT,
+        start_m, seqlen_q, seqlen_k, diag, window_left, window_right, BLOCK_M, BLOCK_N,
+        HAS_LEFT, HAS_RIGHT,
     )
     acc, l_i, m_i = _fwd_tiles(
-        acc,
-        l_i,
-        m_i,
-        q,
-        k_base,
-        v_base,
-        stride_kn,
-        stride_vn,
-        lo,
-        mid_lo,
-        offs_m,
-        offs_n,
-        offs_d,
-        seqlen_q,
-        seqlen_k,
-        diag,
-        window_left,
-        window_right,
-        sm_scale,
-        softcap,
-        dropout_p,
-        seed,
-        rng_offset,
-        pid_bh,
-        HEAD_DIM,
-        BLOCK_D,
-        BLOCK_N,
-        True,
-        HAS_LEFT,
-        HAS_RIGHT,
-        SOFTCAP,
-        DROPOUT,
-        UPCAST,
-        DOT_PREC,
+        acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, lo, mid_lo, offs_m, offs_n,
+        offs_d, seqlen_q, seqlen_k, diag, window_left, window_right, sm_scale, softcap,
+        dropout_p, seed, rng_offset, pid_bh, HEAD_DIM, BLOCK_D, BLOCK_N, True, HAS_LEFT,
+        HAS_RIGHT, SOFTCAP, DROPOUT, UPCAST, DOT_PREC,
     )
     acc, l_i, m_i = _fwd_tiles(
-        acc,
-        l_i,
-        m_i,
-        q,
-        k_base,
-        v_base,
-        stride_kn,
-        stride_vn,
-        mid_lo,
-        mid_hi,
-        offs_m,
-        offs_n,
-        offs_d,
-        seqlen_q,
-        seqlen_k,
-        diag,
-        window_left,
-        window_right,
-        sm_scale,
-        softcap,
-        dropout_p,
-        seed,
-        rng_offset,
-        pid_bh,
-        HEAD_DIM,
-        BLOCK_D,
-        BLOCK_N,
-        False,
-        HAS_LEFT,
-        HAS_RIGHT,
-        SOFTCAP,
-        DROPOUT,
-        UPCAST,
-        DOT_PREC,
+        acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, mid_lo, mid_hi, offs_m, offs_n,
+        offs_d, seqlen_q, seqlen_k, diag, window_left, window_right, sm_scale, softcap,
+        dropout_p, seed, rng_offset, pid_bh, HEAD_DIM, BLOCK_D, BLOCK_N, False, HAS_LEFT,
+        HAS_RIGHT, SOFTCAP, DROPOUT, UPCAST, DOT_PREC,
     )
     acc, l_i, m_i = _fwd_tiles(
-        acc,
-        l_i,
-        m_i,
-        q,
-        k_base,
-        v_base,
-        stride_kn,
-        stride_vn,
-        mid_hi,
-        hi,
-        offs_m,
-        offs_n,
-        offs_d,
-        seqlen_q,
-        seqlen_k,
-        diag,
-        window_left,
-        window_right,
-        sm_scale,
-        softcap,
-        dropout_p,
-        seed,
-        rng_offset,
-        pid_bh,
-        HEAD_DIM,
-        BLOCK_D,
-        BLOCK_N,
-        True,
-        HAS_LEFT,
-        HAS_RIGHT,
-        SOFTCAP,
-        DROPOUT,
-        UPCAST,
-        DOT_PREC,
+        acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, mid_hi, hi, offs_m, offs_n,
+        offs_d, seqlen_q, seqlen_k, diag, window_left, window_right, sm_scale, softcap,
+        dropout_p, seed, rng_offset, pid_bh, HEAD_DIM, BLOCK_D, BLOCK_N, True, HAS_LEFT,
+        HAS_RIGHT, SOFTCAP, DROPOUT, UPCAST, DOT_PREC,
     )
 
     # -- epilogue: normalise once; empty rows give 0 and lse = -inf --
@@ -583,8 +362,7 @@ def _attn_fwd_kernel(
         + offs_d[None, :]
     )
     tl.store(
-        o_ptrs,
-        cast_out(acc, O.dtype.element_ty, UPCAST),
+        o_ptrs, cast_out(acc, O.dtype.element_ty, UPCAST),
         mask=(offs_m < seqlen_q)[:, None] & d_ok[None, :],
     )
     tl.store(LSE + pid_bh.to(tl.int64) * seqlen_q + offs_m, lse, mask=offs_m < seqlen_q)
@@ -592,14 +370,8 @@ def _attn_fwd_kernel(
 
 @triton.jit
 def _load_tile(
-    ptrs,
-    rows,
-    n_rows,
-    d_ok,
-    MASK_ROWS: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    UPCAST: tl.constexpr,
+    ptrs, rows, n_rows, d_ok, MASK_ROWS: tl.constexpr, HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr, UPCAST: tl.constexpr,
 ):
     """Load a (rows, BLOCK_D) tile; masks compile away when rows and D are in range."""
     if MASK_ROWS:
@@ -615,40 +387,11 @@ def _load_tile(
 
 @triton.jit
 def _fwd_tiles(
-    acc,
-    l_i,
-    m_i,
-    q,
-    k_base,
-    v_base,
-    stride_kn,
-    stride_vn,
-    lo,
-    hi,
-    offs_m,
-    offs_n,
-    offs_d,
-    seqlen_q,
-    seqlen_k,
-    diag,
-    window_left,
-    window_right,
-    sm_scale,
-    softcap,
-    dropout_p,
-    seed,
-    rng_offset,
-    pid_bh,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    MASKED: tl.constexpr,
-    HAS_LEFT: tl.constexpr,
-    HAS_RIGHT: tl.constexpr,
-    SOFTCAP: tl.constexpr,
-    DROPOUT: tl.constexpr,
-    UPCAST: tl.constexpr,
-    DOT_PREC: tl.constexpr,
+    acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, lo, hi, offs_m, offs_n, offs_d,
+    seqlen_q, seqlen_k, diag, window_left, window_right, sm_scale, softcap, dropout_p, seed,
+    rng_offset, pid_bh, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+    MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr, DROPOUT: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
 ):
     """Online-softmax over key tiles [lo, hi): the one inner loop of the forward."""
     d_ok = offs_d < HEAD_DIM
@@ -663,15 +406,8 @@ def _fwd_tiles(
         )
         if MASKED:
             keep = attn_keep(
-                offs_m[:, None],
-                cols[None, :],
-                seqlen_q,
-                seqlen_k,
-                diag,
-                window_left,
-                window_right,
-                HAS_LEFT,
-                HAS_RIGHT,
+                offs_m[:, None], cols[None, :], seqlen_q, seqlen_k, diag, window_left,
+                window_right, HAS_LEFT, HAS_RIGHT,
             )
             s = tl.where(keep, s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -686,8 +422,7 @@ def _fwd_tiles(
         if DROPOUT:
             p = tl.where(
                 dropout_keep(seed, rng_offset, pid_bh, offs_m[:, None], cols[None, :], dropout_p),
-                p,
-                0.0,
+                p, 0.0,
             )
         v = _load_tile(v_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PREC)
@@ -703,23 +438,8 @@ def _fwd_tiles(
 
 
 def attention_backward(
-    dout,
-    q,
-    k,
-    v,
-    out,
-    lse,
-    *,
-    softmax_scale=None,
-    causal=False,
-    window_size=(None, None),
-    softcap=0.0,
-    dropout_p=0.0,
-    rng_state=(0, 0),
-    dq=None,
-    dk=None,
-    dv=None,
-    config=None,
+    dout, q, k, v, out, lse, *, softmax_scale=None, causal=False, window_size=(None, None),
+    softcap=0.0, dropout_p=0.0, rng_state=(0, 0), dq=None, dk=None, dv=None, config=None,
 ):
     """Launch the backward kernels; no autograd. Returns ``(dq, dk, dv)``.
 
@@ -747,99 +467,38 @@ def attention_backward(
     )
     delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
     common = dict(
-        seed=seed,
-        rng_offset=rng_offset,
-        **args,
-        **meta,
-        num_warps=cfg.num_warps,
+        seed=seed, rng_offset=rng_offset, **args, **meta, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
     with _device_ctx(q):
         _attn_bwd_preprocess_kernel[(triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)](
-            out,
-            dout,
-            delta,
-            out.stride(0),
-            out.stride(1),
-            out.stride(2),
-            dout.stride(0),
-            dout.stride(1),
-            dout.stride(2),
-            seqlen_q,
-            nheads,
-            HEAD_DIM=meta["HEAD_DIM"],
-            BLOCK_D=meta["BLOCK_D"],
-            BLOCK_M=cfg.block_m,
+            out, dout, delta, out.stride(0), out.stride(1), out.stride(2), dout.stride(0),
+            dout.stride(1), dout.stride(2), seqlen_q, nheads, HEAD_DIM=meta["HEAD_DIM"],
+            BLOCK_D=meta["BLOCK_D"], BLOCK_M=cfg.block_m,
         )
         strides = (
-            q.stride(0),
-            q.stride(1),
-            q.stride(2),
-            k.stride(0),
-            k.stride(1),
-            k.stride(2),
-            v.stride(0),
-            v.stride(1),
-            v.stride(2),
-            dout.stride(0),
-            dout.stride(1),
+            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+            v.stride(0), v.stride(1), v.stride(2), dout.stride(0), dout.stride(1),
             dout.stride(2),
         )
         _attn_bwd_dkdv_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
-            q,
-            k,
-            v,
-            dout,
-            lse,
-            delta,
-            dk,
-            dv,
-            *strides,
-            dk.stride(0),
-            dk.stride(1),
-            dk.stride(2),
-            dv.stride(0),
-            dv.stride(1),
-            dv.stride(2),
-            BLOCK_M=cfg.block_m,
-            BLOCK_N=cfg.block_n,
-            **common,
+            q, k, v, dout, lse, delta, dk, dv, *strides, dk.stride(0), dk.stride(1),
+            dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n, **common,
         )
         _attn_bwd_dq_kernel[(triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)](
-            q,
-            k,
-            v,
-            dout,
-            lse,
-            delta,
-            dq,
-            *strides,
-            dq.stride(0),
-            dq.stride(1),
-            dq.stride(2),
-            BLOCK_M=cfg.block_m,
-            BLOCK_N=cfg.block_n,
-            **common,
+            q, k, v, dout, lse, delta, dq, *strides, dq.stride(0), dq.stride(1), dq.stride(2),
+            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, **common,
         )
     return dq, dk, dv
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "stride_ob", "stride_dob"])
 def _attn_bwd_preprocess_kernel(
-    O,
-    DO,
+    O, DO,
     DELTA,  # O, DO: (B, M, H, D); DELTA: (B, H, M) fp32
-    stride_ob,
-    stride_om,
-    stride_oh,
-    stride_dob,
-    stride_dom,
-    stride_doh,
-    seqlen_q,
-    nheads,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    BLOCK_M: tl.constexpr,
+    stride_ob, stride_om, stride_oh, stride_dob, stride_dom, stride_doh, seqlen_q, nheads,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
 ):
     """DELTA = rowsum(dO * O): the softmax-backward correction, once per row."""
     pid_m = tl.program_id(0)
@@ -855,18 +514,14 @@ def _attn_bwd_preprocess_kernel(
         + b.to(tl.int64) * stride_ob
         + h.to(tl.int64) * stride_oh
         + rows * stride_om
-        + offs_d[None, :],
-        mask=mask,
-        other=0.0,
+        + offs_d[None, :], mask=mask, other=0.0,
     )
     do = tl.load(
         DO
         + b.to(tl.int64) * stride_dob
         + h.to(tl.int64) * stride_doh
         + rows * stride_dom
-        + offs_d[None, :],
-        mask=mask,
-        other=0.0,
+        + offs_d[None, :], mask=mask, other=0.0,
     )
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
     tl.store(DELTA + pid_bh.to(tl.int64) * seqlen_q + offs_m, delta, mask=offs_m < seqlen_q)
@@ -889,52 +544,14 @@ def _load_row_stats(LSE, DELTA, bh, rows, seqlen_q):
     )
 )
 def _attn_bwd_dkdv_kernel(
-    Q,
-    K,
-    V,
-    DO,
-    LSE,
-    DELTA,
-    DK,
+    Q, K, V, DO, LSE, DELTA, DK,
     DV,  # Q, DO: (B, M, H, D); K, V, DK, DV: (B, N, Hkv, D)
-    stride_qb,
-    stride_qm,
-    stride_qh,
-    stride_kb,
-    stride_kn,
-    stride_kh,
-    stride_vb,
-    stride_vn,
-    stride_vh,
-    stride_dob,
-    stride_dom,
-    stride_doh,
-    stride_dkb,
-    stride_dkn,
-    stride_dkh,
-    stride_dvb,
-    stride_dvn,
-    stride_dvh,
-    seqlen_q,
-    seqlen_k,
-    nheads,
-    group,
-    sm_scale,
-    softcap,
-    window_left,
-    window_right,
-    dropout_p,
-    seed,
-    rng_offset,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    HAS_LEFT: tl.constexpr,
-    HAS_RIGHT: tl.constexpr,
-    SOFTCAP: tl.constexpr,
-    DROPOUT: tl.constexpr,
-    UPCAST: tl.constexpr,
+    stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn,
+    stride_vh, stride_dob, stride_dom, stride_doh, stride_dkb, stride_dkn, stride_dkh,
+    stride_dvb, stride_dvn, stride_dvh, seqlen_q, seqlen_k, nheads, group, sm_scale, softcap,
+    window_left, window_right, dropout_p, seed, rng_offset, HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, DROPOUT: tl.constexpr, UPCAST: tl.constexpr,
     DOT_PREC: tl.constexpr,
 ):
     pid_n = tl.program_id(0)
@@ -957,18 +574,14 @@ def _attn_bwd_dkdv_kernel(
         + b.to(tl.int64) * stride_kb
         + hk.to(tl.int64) * stride_kh
         + rows_n * stride_kn
-        + offs_d[None, :],
-        mask=kv_mask,
-        other=0.0,
+        + offs_d[None, :], mask=kv_mask, other=0.0,
     )
     v = tl.load(
         V
         + b.to(tl.int64) * stride_vb
         + hk.to(tl.int64) * stride_vh
         + rows_n * stride_vn
-        + offs_d[None, :],
-        mask=kv_mask,
-        other=0.0,
+        + offs_d[None, :], mask=kv_mask, other=0.0,
     )
     if UPCAST:
         k = k.to(tl.float32)
@@ -977,16 +590,8 @@ def _attn_bwd_dkdv_kernel(
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
     lo, mid_lo, mid_hi, hi = q_tile_ranges(
-        start_n,
-        seqlen_q,
-        seqlen_k,
-        diag,
-        window_left,
-        window_right,
-        BLOCK_M,
-        BLOCK_N,
-        HAS_LEFT,
-        HAS_RIGHT,
+        start_n, seqlen_q, seqlen_k, diag, window_left, window_right, BLOCK_M, BLOCK_N,
+        HAS_LEFT, HAS_RIGHT,
     )
     # -- every query head of the GQA group, in order: deterministic sums --
     for g in range(0, group):
@@ -1002,42 +607,10 @@ def _attn_bwd_dkdv_kernel(
             else:
                 s_lo, s_hi = mid_hi, hi
             dk, dv = _bwd_dkdv_tiles(
-                dk,
-                dv,
-                k,
-                v,
-                q_base,
-                do_base,
-                LSE,
-                DELTA,
-                bh,
-                stride_qm,
-                stride_dom,
-                s_lo,
-                s_hi,
-                offs_m,
-                offs_n,
-                offs_d,
-                seqlen_q,
-                seqlen_k,
-                diag,
-                window_left,
-                window_right,
-                sm_scale,
-                softcap,
-                dropout_p,
-                seed,
-                rng_offset,
-                HEAD_DIM,
-                BLOCK_D,
-                BLOCK_M,
-                stage != 1,
-                HAS_LEFT,
-                HAS_RIGHT,
-                SOFTCAP,
-                DROPOUT,
-                UPCAST,
-                DOT_PREC,
+                dk, dv, k, v, q_base, do_base, LSE, DELTA, bh, stride_qm, stride_dom, s_lo,
+                s_hi, offs_m, offs_n, offs_d, seqlen_q, seqlen_k, diag, window_left,
+                window_right, sm_scale, softcap, dropout_p, seed, rng_offset, HEAD_DIM, BLOCK_D,
+                BLOCK_M, stage != 1, HAS_LEFT, HAS_RIGHT, SOFTCAP, DROPOUT, UPCAST, DOT_PREC,
             )
     dk = dk * sm_scale
     tl.store(
@@ -1045,58 +618,24 @@ def _attn_bwd_dkdv_kernel(
         + b.to(tl.int64) * stride_dkb
         + hk.to(tl.int64) * stride_dkh
         + rows_n * stride_dkn
-        + offs_d[None, :],
-        cast_out(dk, DK.dtype.element_ty, UPCAST),
-        mask=kv_mask,
+        + offs_d[None, :], cast_out(dk, DK.dtype.element_ty, UPCAST), mask=kv_mask,
     )
     tl.store(
         DV
         + b.to(tl.int64) * stride_dvb
         + hk.to(tl.int64) * stride_dvh
         + rows_n * stride_dvn
-        + offs_d[None, :],
-        cast_out(dv, DV.dtype.element_ty, UPCAST),
-        mask=kv_mask,
+        + offs_d[None, :], cast_out(dv, DV.dtype.element_ty, UPCAST), mask=kv_mask,
     )
 
 
 @triton.jit
 def _bwd_dkdv_tiles(
-    dk,
-    dv,
-    k,
-    v,
-    q_base,
-    do_base,
-    LSE,
-    DELTA,
-    bh,
-    stride_qm,
-    stride_dom,
-    lo,
-    hi,
-    offs_m,
-    offs_n,
-    offs_d,
-    seqlen_q,
-    seqlen_k,
-    diag,
-    window_left,
-    window_right,
-    sm_scale,
-    softcap,
-    dropout_p,
-    seed,
-    rng_offset,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    MASKED: tl.constexpr,
-    HAS_LEFT: tl.constexpr,
-    HAS_RIGHT: tl.constexpr,
-    SOFTCAP: tl.constexpr,
-    DROPOUT: tl.constexpr,
-    UPCAST: tl.constexpr,
+    dk, dv, k, v, q_base, do_base, LSE, DELTA, bh, stride_qm, stride_dom, lo, hi, offs_m,
+    offs_n, offs_d, seqlen_q, seqlen_k, diag, window_left, window_right, sm_scale, softcap,
+    dropout_p, seed, rng_offset, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, DROPOUT: tl.constexpr, UPCAST: tl.constexpr,
     DOT_PREC: tl.constexpr,
 ):
     """Accumulate dK, dV of one key tile over query tiles [lo, hi) (transposed scores)."""
@@ -1117,15 +656,8 @@ def _bwd_dkdv_tiles(
         pT = tl.exp2(sT - lse2[None, :])
         if MASKED:
             keep = attn_keep(
-                rows[None, :],
-                offs_n[:, None],
-                seqlen_q,
-                seqlen_k,
-                diag,
-                window_left,
-                window_right,
-                HAS_LEFT,
-                HAS_RIGHT,
+                rows[None, :], offs_n[:, None], seqlen_q, seqlen_k, diag, window_left,
+                window_right, HAS_LEFT, HAS_RIGHT,
             )
             pT = tl.where(keep, pT, 0.0)
         # -- dV += P_dropped^T dO --
@@ -1155,49 +687,14 @@ def _bwd_dkdv_tiles(
     )
 )
 def _attn_bwd_dq_kernel(
-    Q,
-    K,
-    V,
-    DO,
-    LSE,
-    DELTA,
+    Q, K, V, DO, LSE, DELTA,
     DQ,  # Q, DO, DQ: (B, M, H, D); K, V: (B, N, Hkv, D)
-    stride_qb,
-    stride_qm,
-    stride_qh,
-    stride_kb,
-    stride_kn,
-    stride_kh,
-    stride_vb,
-    stride_vn,
-    stride_vh,
-    stride_dob,
-    stride_dom,
-    stride_doh,
-    stride_dqb,
-    stride_dqm,
-    stride_dqh,
-    seqlen_q,
-    seqlen_k,
-    nheads,
-    group,
-    sm_scale,
-    softcap,
-    window_left,
-    window_right,
-    dropout_p,
-    seed,
-    rng_offset,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    HAS_LEFT: tl.constexpr,
-    HAS_RIGHT: tl.constexpr,
-    SOFTCAP: tl.constexpr,
-    DROPOUT: tl.constexpr,
-    UPCAST: tl.constexpr,
-    DOT_PREC: tl.constexpr,
+    stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn,
+    stride_vh, stride_dob, stride_dom, stride_doh, stride_dqb, stride_dqm, stride_dqh, seqlen_q,
+    seqlen_k, nheads, group, sm_scale, softcap, window_left, window_right, dropout_p, seed,
+    rng_offset, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr, DROPOUT: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -1218,18 +715,14 @@ def _attn_bwd_dq_kernel(
         + b.to(tl.int64) * stride_qb
         + h.to(tl.int64) * stride_qh
         + rows_m * stride_qm
-        + offs_d[None, :],
-        mask=q_mask,
-        other=0.0,
+        + offs_d[None, :], mask=q_mask, other=0.0,
     )
     do = tl.load(
         DO
         + b.to(tl.int64) * stride_dob
         + h.to(tl.int64) * stride_doh
         + rows_m * stride_dom
-        + offs_d[None, :],
-        mask=q_mask,
-        other=0.0,
+        + offs_d[None, :], mask=q_mask, other=0.0,
     )
     if UPCAST:
         q = q.to(tl.float32)
@@ -1240,16 +733,8 @@ def _attn_bwd_dq_kernel(
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
     lo, mid_lo, mid_hi, hi = kv_tile_ranges(
-        start_m,
-        seqlen_q,
-        seqlen_k,
-        diag,
-        window_left,
-        window_right,
-        BLOCK_M,
-        BLOCK_N,
-        HAS_LEFT,
-        HAS_RIGHT,
+        start_m, seqlen_q, seqlen_k, diag, window_left, window_right, BLOCK_M, BLOCK_N,
+        HAS_LEFT, HAS_RIGHT,
     )
     for stage in tl.static_range(3):
         if stage == 0:
@@ -1259,41 +744,10 @@ def _attn_bwd_dq_kernel(
         else:
             s_lo, s_hi = mid_hi, hi
         dq = _bwd_dq_tiles(
-            dq,
-            q,
-            do,
-            lse2,
-            delta,
-            k_base,
-            v_base,
-            stride_kn,
-            stride_vn,
-            s_lo,
-            s_hi,
-            offs_m,
-            offs_n,
-            offs_d,
-            seqlen_q,
-            seqlen_k,
-            diag,
-            window_left,
-            window_right,
-            sm_scale,
-            softcap,
-            dropout_p,
-            seed,
-            rng_offset,
-            pid_bh,
-            HEAD_DIM,
-            BLOCK_D,
-            BLOCK_N,
-            stage != 1,
-            HAS_LEFT,
-            HAS_RIGHT,
-            SOFTCAP,
-            DROPOUT,
-            UPCAST,
-            DOT_PREC,
+            dq, q, do, lse2, delta, k_base, v_base, stride_kn, stride_vn, s_lo, s_hi, offs_m,
+            offs_n, offs_d, seqlen_q, seqlen_k, diag, window_left, window_right, sm_scale,
+            softcap, dropout_p, seed, rng_offset, pid_bh, HEAD_DIM, BLOCK_D, BLOCK_N,
+            stage != 1, HAS_LEFT, HAS_RIGHT, SOFTCAP, DROPOUT, UPCAST, DOT_PREC,
         )
     dq = dq * sm_scale
     tl.store(
@@ -1301,49 +755,17 @@ def _attn_bwd_dq_kernel(
         + b.to(tl.int64) * stride_dqb
         + h.to(tl.int64) * stride_dqh
         + rows_m * stride_dqm
-        + offs_d[None, :],
-        cast_out(dq, DQ.dtype.element_ty, UPCAST),
-        mask=q_mask,
+        + offs_d[None, :], cast_out(dq, DQ.dtype.element_ty, UPCAST), mask=q_mask,
     )
 
 
 @triton.jit
 def _bwd_dq_tiles(
-    dq,
-    q,
-    do,
-    lse2,
-    delta,
-    k_base,
-    v_base,
-    stride_kn,
-    stride_vn,
-    lo,
-    hi,
-    offs_m,
-    offs_n,
-    offs_d,
-    seqlen_q,
-    seqlen_k,
-    diag,
-    window_left,
-    window_right,
-    sm_scale,
-    softcap,
-    dropout_p,
-    seed,
-    rng_offset,
-    bh,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    MASKED: tl.constexpr,
-    HAS_LEFT: tl.constexpr,
-    HAS_RIGHT: tl.constexpr,
-    SOFTCAP: tl.constexpr,
-    DROPOUT: tl.constexpr,
-    UPCAST: tl.constexpr,
-    DOT_PREC: tl.constexpr,
+    dq, q, do, lse2, delta, k_base, v_base, stride_kn, stride_vn, lo, hi, offs_m, offs_n,
+    offs_d, seqlen_q, seqlen_k, diag, window_left, window_right, sm_scale, softcap, dropout_p,
+    seed, rng_offset, bh, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+    MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr, DROPOUT: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
 ):
     """Accumulate dQ of one query tile over key tiles [lo, hi)."""
     d_ok = offs_d < HEAD_DIM
@@ -1359,15 +781,8 @@ def _bwd_dq_tiles(
         p = tl.exp2(s - lse2[:, None])
         if MASKED:
             keep = attn_keep(
-                offs_m[:, None],
-                cols[None, :],
-                seqlen_q,
-                seqlen_k,
-                diag,
-                window_left,
-                window_right,
-                HAS_LEFT,
-                HAS_RIGHT,
+                offs_m[:, None], cols[None, :], seqlen_q, seqlen_k, diag, window_left,
+                window_right, HAS_LEFT, HAS_RIGHT,
             )
             p = tl.where(keep, p, 0.0)
         dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)
