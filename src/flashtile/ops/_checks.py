@@ -45,8 +45,7 @@ def check_device(names_and_tensors) -> torch.device:
     return t0.device
 
 
-def check_qkv(q, k, v, layout: str = "(batch, seqlen, nheads, headdim)") -> None:
-    ndim = q.dim() if isinstance(q, torch.Tensor) else 4
+def check_qkv(q, k, v, ndim: int = 4, layout: str = "(batch, seqlen, nheads, headdim)") -> None:
     for name, x in (("q", q), ("k", k), ("v", v)):
         check_tensor(name, x, ndim, layout)
     if not (q.dtype == k.dtype == v.dtype):

@@ -1,0 +1,217 @@
+"""flashtile.flash_attn_func: numerics over the DESIGN.md grid, dropout, determinism,
+autograd plumbing. CPU runs the kernels under the interpreter on small shapes; the
+``gpu`` tests run the full product at realistic shapes on the H200."""
+
+import math
+
+import pytest
+import torch
+from conftest import DEVICE, HAS_CUDA
+
+import flashtile
+from flashtile import reference
+from flashtile.ops import flash
+from flashtile.validate import Case, case_grid, make_qkv, run_case, with_
+
+CPU_GRID = case_grid(small=True)
+FP32_CASES = [
+    Case(seqlen_q=47, seqlen_k=81, head_dim=64, causal=True, dtype=torch.float32),
+    Case(seqlen_q=65, seqlen_k=40, head_dim=40, nheads=4, nheads_kv=1, softcap=8.0,
+         window_size=(20, 3), dtype=torch.float32, kind="wide_logits"),
+]
+
+
+def _assert_ok(result):
+    assert result.ok, result.summary()
+
+
+@pytest.mark.parametrize("case", CPU_GRID + FP32_CASES, ids=lambda c: c.name)
+def test_grid(case, device):
+    """Pairwise covering set of head dim x seqlen class x head ratio x mask x dtype x
+    input kind x layout: out, lse, dq, dk, dv within the DESIGN.md bound."""
+    _assert_ok(run_case(case, device))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", case_grid(full=True), ids=lambda c: c.name)
+def test_grid_full_gpu(case, device):
+    _assert_ok(run_case(with_(case, batch=2), device))
+
+
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(5, 40), (40, 5), (33, 70)])
+@pytest.mark.parametrize("window", [(-1, -1), (0, 0), (2, -1)])
+def test_fully_masked_rows(seqlen_q, seqlen_k, window, device):
+    """Causal with seqlen_q > seqlen_k, or a narrow window, leaves rows with no key:
+    out must be 0 and lse -inf there, with finite gradients everywhere."""
+    case = Case(seqlen_q=seqlen_q, seqlen_k=seqlen_k, head_dim=32, causal=True,
+                window_size=window)
+    _assert_ok(run_case(case, device))
+    q, k, v = make_qkv(1, seqlen_q, seqlen_k, 2, 2, 32, torch.float16, device)
+    out, lse = flashtile.flash_attn_func(q, k, v, causal=True, window_size=window,
+                                         return_lse=True)
+    empty = ~reference.attention_mask(seqlen_q, seqlen_k, True,
+                                      tuple(None if w == -1 else w for w in window)).any(-1)
+    assert torch.isneginf(lse[..., empty.to(lse.device)]).all()
+    assert (out[:, empty.to(out.device)] == 0).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_dropout_replay(dtype, device):
+    """Dropout: the kernel's own mask (test-only dropout_mask) applied to the reference
+    reproduces forward and backward."""
+    case = Case(seqlen_q=70, seqlen_k=45, nheads=4, nheads_kv=2, head_dim=32, causal=True,
+                dtype=dtype, dropout_p=0.3)
+    _assert_ok(run_case(case, device))
+
+
+def test_dropout_same_seed_bitwise(device):
+    q, k, v = make_qkv(2, 40, 40, 2, 2, 32, torch.float16, device)
+    outs = []
+    for _ in range(2):
+        torch.manual_seed(1234)
+        outs.append(flashtile.flash_attn_func(q, k, v, dropout_p=0.25))
+    assert torch.equal(outs[0], outs[1])
+    torch.manual_seed(4321)
+    assert not torch.equal(outs[0], flashtile.flash_attn_func(q, k, v, dropout_p=0.25))
+
+
+def test_dropout_statistics(device):
+    """The mean over many seeds approaches the no-dropout output: every element within
+    6 standard errors (std from the reference probabilities)."""
+    n, p_drop = 48 if not HAS_CUDA else 400, 0.2
+    q, k, v = make_qkv(1, 32, 48, 2, 2, 32, torch.float32, device)
+    base = flashtile.flash_attn_func(q, k, v).double()
+    acc = torch.zeros_like(base)
+    for i in range(n):
+        torch.manual_seed(10_000 + i)
+        acc += flashtile.flash_attn_func(q, k, v, dropout_p=p_drop).double()
+    mean = acc / n
+    s = torch.einsum("bihd,bjhd->bhij", q.double(), k.double()) / math.sqrt(32)
+    p = torch.softmax(s, -1)  # (B, H, Sq, Sk)
+    var = p_drop / (1 - p_drop) * torch.einsum("bhij,bjhd->bihd", p**2, v.double() ** 2)
+    z = (mean - base).abs() / (var.sqrt() / math.sqrt(n))
+    assert z.max() < 6, f"max z-score {z.max():.2f} over {n} seeds"
+    keep = flash.dropout_mask((7, 11), 2, 3, 64, 64, p_drop, device)
+    assert abs(keep.float().mean().item() - (1 - p_drop)) < 0.02
+
+
+def test_backward_deterministic(device):
+    """Backward twice (GQA, causal): bitwise-equal gradients."""
+    q, k, v = make_qkv(2, 100, 100, 4, 1, 64, torch.float16, device)
+    dout = torch.randn(q.shape, device=device, dtype=q.dtype)
+    grads = []
+    for _ in range(2):
+        inp = [t.detach().requires_grad_() for t in (q, k, v)]
+        out = flashtile.flash_attn_func(*inp, causal=True)
+        grads.append(torch.autograd.grad(out, inp, dout))
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+
+
+def test_forward_race(device):
+    """The forward 50 times (3 under the interpreter): bitwise equal every time."""
+    reps = 50 if HAS_CUDA else 3
+    shape = (4, 1024, 8, 128) if HAS_CUDA else (1, 70, 2, 32)
+    q, k, v = make_qkv(shape[0], shape[1], shape[1], shape[2], shape[2], shape[3],
+                       torch.bfloat16, device)
+    first = flashtile.flash_attn_func(q, k, v, causal=True)
+    for _ in range(reps - 1):
+        assert torch.equal(first, flashtile.flash_attn_func(q, k, v, causal=True))
+
+
+def test_noncontiguous_dout(device):
+    q, k, v = make_qkv(1, 40, 40, 2, 2, 32, torch.float16, device)
+    inp = [t.detach().requires_grad_() for t in (q, k, v)]
+    out = flashtile.flash_attn_func(*inp)
+    dout_t = torch.randn(1, 2, 40, 32, device=device, dtype=q.dtype).transpose(1, 2)
+    g_strided = torch.autograd.grad(out, inp, dout_t, retain_graph=True)
+    g_packed = torch.autograd.grad(out, inp, dout_t.contiguous())
+    for a, b in zip(g_strided, g_packed):
+        assert torch.equal(a, b)
+
+
+def test_return_lse_not_differentiable(device):
+    q, k, v = (t.requires_grad_() for t in make_qkv(1, 20, 20, 2, 2, 32, torch.float16, device))
+    out, lse = flashtile.flash_attn_func(q, k, v, return_lse=True)
+    assert out.requires_grad and not lse.requires_grad
+    assert lse.dtype == torch.float32 and lse.shape == (1, 2, 20)
+
+
+def _count_saved(fn):
+    packed = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+        fn()
+    return len(packed)
+
+
+def test_saves_nothing_without_grad(device):
+    q, k, v = (t.requires_grad_() for t in make_qkv(1, 20, 20, 2, 2, 32, torch.float16, device))
+    with torch.no_grad():
+        assert _count_saved(lambda: flashtile.flash_attn_func(q, k, v)) == 0
+        assert flashtile.flash_attn_func(q, k, v).grad_fn is None
+    assert _count_saved(lambda: flashtile.flash_attn_func(q, k, v)) > 0
+    frozen = [t.detach() for t in (q, k, v)]
+    assert _count_saved(lambda: flashtile.flash_attn_func(*frozen)) == 0
+
+
+def test_double_backward_raises(device):
+    q, k, v = (t.requires_grad_() for t in make_qkv(1, 20, 20, 2, 2, 32, torch.float32, device))
+    out = flashtile.flash_attn_func(q, k, v)
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(out.sum(), q, create_graph=True)
+
+
+def test_empty_inputs(device):
+    q, k, v = make_qkv(1, 8, 8, 2, 2, 32, torch.float16, device)
+    out = flashtile.flash_attn_func(q[:, :0], k, v)
+    assert out.shape == (1, 0, 2, 32)
+    out, lse = flashtile.flash_attn_func(q, k[:, :0], v[:, :0], return_lse=True)
+    assert (out == 0).all() and torch.isneginf(lse).all()
+
+
+@pytest.mark.gpu
+def test_no_recompile_on_seqlen_or_batch(device):
+    """Sequence length and batch are runtime arguments: one compiled variant each for
+    the forward and the backward kernels, whatever the lengths."""
+    kernels = (flash._attn_fwd_kernel, flash._attn_bwd_dkdv_kernel, flash._attn_bwd_dq_kernel,
+               flash._attn_bwd_preprocess_kernel)
+
+    def n_compiled():
+        return [sum(len(c) for c in kern.device_caches.values()) if hasattr(kern, "device_caches")
+                else len(kern.cache.get(device.index or 0, {})) for kern in kernels]
+
+    def run(b, s):
+        q, k, v = (t.requires_grad_() for t in make_qkv(b, s, s + 3, 4, 2, 64, torch.bfloat16,
+                                                          device))
+        flashtile.flash_attn_func(q, k, v, causal=True).sum().backward()
+
+    run(2, 128)
+    before = n_compiled()
+    for b, s in [(1, 1), (3, 17), (2, 1000), (1, 4096), (5, 333)]:
+        run(b, s)
+    assert n_compiled() == before
+
+
+@pytest.mark.gpu
+def test_torch_compile_fullgraph(device):
+    q, k, v = (t.requires_grad_() for t in make_qkv(2, 256, 256, 4, 2, 64, torch.bfloat16,
+                                                      device))
+
+    def f(q, k, v):
+        return flashtile.flash_attn_func(q, k, v, causal=True).float().square().sum()
+
+    compiled = torch.compile(f, fullgraph=True)
+    loss = compiled(q, k, v)
+    grads = torch.autograd.grad(loss, (q, k, v))
+    loss_e = f(q, k, v)
+    grads_e = torch.autograd.grad(loss_e, (q, k, v))
+    assert torch.equal(loss, loss_e)
+    for a, b in zip(grads, grads_e):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_second_device():
+    dev = torch.device("cuda", 1)
+    _assert_ok(run_case(Case(seqlen_q=300, seqlen_k=300, head_dim=64, causal=True), dev))
