@@ -35,7 +35,7 @@ case "$suite" in
     tail -n 15 "$out/pytest_gpu.log"
     ft validate --grid covering --csv "$out/validate.csv" >"$out/validate.log" 2>&1 || status=1
     tail -n 16 "$out/validate.log"
-    ft bench --no-bwd --backends flashtile,sdpa-flash,sdpa-cudnn --commit "$commit" \
+    ft bench --no-bwd --backends flashtile sdpa-flash sdpa-cudnn --commit "$commit" \
       --csv "$out/bench_core.csv" >"$out/bench_core.log" 2>&1 || status=1
     tail -n 40 "$out/bench_core.log"
     ;;

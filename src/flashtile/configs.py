@@ -56,8 +56,9 @@ def fwd_config(
     if head_dim <= 128:
         # first guess; to be measured
         return FwdConfig(128, 64, 8, 3)
-    # hd 256: 128x64 fp32 acc + q tile already fill the register file (first guess)
-    return FwdConfig(64, 64, 4, 2)
+    # hd 256: 4 warps spill 4 KB at 64x64 (ptxas -v, sm_90, 2026-11-29); 8 warps halve
+    # the per-thread accumulator (first guess otherwise)
+    return FwdConfig(64, 64, 8, 2)
 
 
 def bwd_config(

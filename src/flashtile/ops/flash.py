@@ -395,10 +395,14 @@ def _fwd_tiles(
 ):
     """Online-softmax over key tiles [lo, hi): the one inner loop of the forward."""
     d_ok = offs_d < HEAD_DIM
-    k_ptrs = k_base + lo.to(tl.int64) * stride_kn + offs_n[:, None] * stride_kn + offs_d[None, :]
-    v_ptrs = v_base + lo.to(tl.int64) * stride_vn + offs_n[:, None] * stride_vn + offs_d[None, :]
+    # int32 tile offsets + a scalar 64-bit base per step: a 2D tensor of 64-bit pointers
+    # would cost 2 registers per element and spill (ptxas -v, sm_90)
+    k_offs = offs_n[:, None] * stride_kn + offs_d[None, :]
+    v_offs = offs_n[:, None] * stride_vn + offs_d[None, :]
     for start_n in tl.range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
+        k_ptrs = k_base + tl.cast(start_n, tl.int64) * stride_kn + k_offs
+        v_ptrs = v_base + tl.cast(start_n, tl.int64) * stride_vn + v_offs
         k = _load_tile(k_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
         # -- scores (log2 units) --
         s, _ = scores_log2(
@@ -427,8 +431,6 @@ def _fwd_tiles(
         v = _load_tile(v_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PREC)
         m_i = m_new
-        k_ptrs += BLOCK_N * stride_kn
-        v_ptrs += BLOCK_N * stride_vn
     return acc, l_i, m_i
 
 
@@ -640,12 +642,12 @@ def _bwd_dkdv_tiles(
 ):
     """Accumulate dK, dV of one key tile over query tiles [lo, hi) (transposed scores)."""
     d_ok = offs_d < HEAD_DIM
-    q_ptrs = q_base + lo.to(tl.int64) * stride_qm + offs_m[:, None] * stride_qm + offs_d[None, :]
-    do_ptrs = (
-        do_base + lo.to(tl.int64) * stride_dom + offs_m[:, None] * stride_dom + offs_d[None, :]
-    )
+    q_offs = offs_m[:, None] * stride_qm + offs_d[None, :]
+    do_offs = offs_m[:, None] * stride_dom + offs_d[None, :]
     for start_m in tl.range(lo, hi, BLOCK_M):
         rows = start_m + offs_m
+        q_ptrs = q_base + tl.cast(start_m, tl.int64) * stride_qm + q_offs
+        do_ptrs = do_base + tl.cast(start_m, tl.int64) * stride_dom + do_offs
         q = _load_tile(q_ptrs, rows, seqlen_q, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
         do = _load_tile(do_ptrs, rows, seqlen_q, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
         lse2, delta = _load_row_stats(LSE, DELTA, bh, rows, seqlen_q)
@@ -676,8 +678,6 @@ def _bwd_dkdv_tiles(
         if SOFTCAP:
             dsT = dsT * (1.0 - tT * tT)
         dk += tl.dot(dsT.to(q.dtype), q, input_precision=DOT_PREC)
-        q_ptrs += BLOCK_M * stride_qm
-        do_ptrs += BLOCK_M * stride_dom
     return dk, dv
 
 
@@ -769,10 +769,14 @@ def _bwd_dq_tiles(
 ):
     """Accumulate dQ of one query tile over key tiles [lo, hi)."""
     d_ok = offs_d < HEAD_DIM
-    k_ptrs = k_base + lo.to(tl.int64) * stride_kn + offs_n[:, None] * stride_kn + offs_d[None, :]
-    v_ptrs = v_base + lo.to(tl.int64) * stride_vn + offs_n[:, None] * stride_vn + offs_d[None, :]
+    # int32 tile offsets + a scalar 64-bit base per step: a 2D tensor of 64-bit pointers
+    # would cost 2 registers per element and spill (ptxas -v, sm_90)
+    k_offs = offs_n[:, None] * stride_kn + offs_d[None, :]
+    v_offs = offs_n[:, None] * stride_vn + offs_d[None, :]
     for start_n in tl.range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
+        k_ptrs = k_base + tl.cast(start_n, tl.int64) * stride_kn + k_offs
+        v_ptrs = v_base + tl.cast(start_n, tl.int64) * stride_vn + v_offs
         k = _load_tile(k_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
         v = _load_tile(v_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
         s, t = scores_log2(
@@ -793,8 +797,6 @@ def _bwd_dq_tiles(
         if SOFTCAP:
             ds = ds * (1.0 - t * t)
         dq += tl.dot(ds.to(k.dtype), k, input_precision=DOT_PREC)
-        k_ptrs += BLOCK_N * stride_kn
-        v_ptrs += BLOCK_N * stride_vn
     return dq
 
 

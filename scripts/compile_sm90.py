@@ -1,0 +1,117 @@
+"""Compile the production kernels for sm_90 on a machine with no GPU (free: no device
+time) and report registers/spills/shared memory and whether wgmma was used.
+
+    python scripts/compile_sm90.py [--head-dims 64,128,256] [--ptx DIR]
+
+Run without TRITON_INTERPRET. Catches compile errors and resource problems before a
+GPU call; the same check runs in CI (tests/test_compile.py).
+"""
+
+import argparse
+import os
+import re
+import sys
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from flashtile import configs
+from flashtile.ops import flash
+
+TARGET = GPUTarget("cuda", 90, 32)
+
+
+def _signature(kernel, dtype, constexprs):
+    """Argument types: pointers for UPPER_CASE tensors, fp32 for floats, i32 ints."""
+    floats = {"sm_scale", "softcap", "dropout_p"}
+    sig = {}
+    for name in kernel.arg_names:
+        if name in constexprs:
+            sig[name] = "constexpr"
+        elif name.isupper() or name in ("DO", "DK", "DV", "DQ"):
+            sig[name] = "*fp32" if name in ("LSE", "DELTA") else f"*{dtype}"
+        elif name in floats:
+            sig[name] = "fp32"
+        else:
+            sig[name] = "i32"
+    return sig
+
+
+def compile_kernel(kernel, dtype, constexprs, num_warps, num_stages):
+    src = ASTSource(fn=kernel, signature=_signature(kernel, dtype, constexprs),
+                    constexprs=constexprs)
+    return triton.compile(src, target=TARGET,
+                          options=dict(num_warps=num_warps, num_stages=num_stages))
+
+
+def variants(head_dim):
+    bd = max(16, 1 << (head_dim - 1).bit_length())
+    for causal in (False, True):
+        base = dict(HEAD_DIM=head_dim, BLOCK_D=bd, HAS_LEFT=False, HAS_RIGHT=causal,
+                    SOFTCAP=False, DROPOUT=False, UPCAST=False, DOT_PREC="tf32")
+        yield f"d{head_dim}{'-causal' if causal else ''}", base
+    yield f"d{head_dim}-window-softcap-dropout", dict(
+        base, HAS_LEFT=True, HAS_RIGHT=True, SOFTCAP=True, DROPOUT=True)
+
+
+def ptxas_usage(ptx: str) -> tuple[str, str]:
+    """Registers and spill bytes from Triton's bundled ptxas -v (the kernels' own numbers
+    need a GPU to load the cubin)."""
+    import subprocess
+    import tempfile
+
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas")
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+        f.write(ptx)
+    res = subprocess.run([ptxas, "-arch=sm_90a", "-v", f.name, "-o", os.devnull],
+                         capture_output=True, text=True)
+    regs = re.search(r"Used (\d+) registers", res.stderr)
+    spill = re.search(r"(\d+) bytes spill stores", res.stderr)
+    return (regs.group(1) if regs else "?"), (spill.group(1) if spill else "?")
+
+
+def report(name, k):
+    ptx = k.asm.get("ptx", "")
+    regs, spills = ptxas_usage(ptx)
+    return (f"{name:<48} regs={regs:>4} spill_bytes={spills:>5} smem={k.metadata.shared:>6} "
+            f"wgmma={'yes' if 'wgmma' in ptx else 'NO'}")
+
+
+def main():
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        sys.exit("unset TRITON_INTERPRET: this compiles for the GPU")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--head-dims", default="64,128,256")
+    ap.add_argument("--ptx", help="write PTX files here")
+    args = ap.parse_args()
+    import torch
+
+    dev = torch.device("cuda")  # only used as a key: configs treat it as sm_90 below
+    configs._arch = lambda device: 90  # noqa: SLF001 (pretend: we compile for sm_90)
+    for hd in map(int, args.head_dims.split(",")):
+        for vname, meta in variants(hd):
+            fc = configs.fwd_config(meta["BLOCK_D"], meta["HAS_RIGHT"], torch.bfloat16, dev, 4096)
+            bc = configs.bwd_config(meta["BLOCK_D"], meta["HAS_RIGHT"], torch.bfloat16, dev, 4096)
+            jobs = [
+                ("fwd", flash._attn_fwd_kernel, dict(meta, BLOCK_M=fc.block_m, BLOCK_N=fc.block_n),
+                 fc),
+                ("bwd_dkdv", flash._attn_bwd_dkdv_kernel,
+                 dict(meta, BLOCK_M=bc.block_m, BLOCK_N=bc.block_n), bc),
+                ("bwd_dq", flash._attn_bwd_dq_kernel,
+                 dict(meta, BLOCK_M=bc.block_m, BLOCK_N=bc.block_n), bc),
+            ]
+            for kname, kern, cx, cfg in jobs:
+                k = compile_kernel(kern, "bf16", cx, cfg.num_warps, cfg.num_stages)
+                print(report(f"{kname} {vname} {cfg.block_m}x{cfg.block_n} w{cfg.num_warps} "
+                             f"s{cfg.num_stages}", k), flush=True)
+                if args.ptx:
+                    os.makedirs(args.ptx, exist_ok=True)
+                    with open(os.path.join(args.ptx, f"{kname}_{vname}.ptx"), "w") as f:
+                        f.write(k.asm["ptx"])
+                if re.search(r"\.local", k.asm.get("ptx", "")):
+                    print("   note: PTX uses local memory")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+"""Timing harness: warm up, time with ``triton.testing.do_bench``, derive TFLOPS.
+
+For every (shape, backend) the harness builds the backend's closures (``setup_s``),
+calls each closure once and times that call apart (``<mode>_first_call_s``: Triton
+compilation, ``torch.compile``, cuDNN plan building), then takes the median of
+``do_bench`` (``<mode>_ms``) and the peak memory the call allocates above what was
+live before it (``<mode>_peak_mem_mib``). The bf16 matmul ceiling (8192^3
+``torch.matmul``) is measured in the same run, and each attention number is also
+given as a percentage of it and as a ratio to SDPA cuDNN on the same shape.
+
+Results are long-format ``Record``s (one number each); ``report.py`` turns them into
+the CSV and the human table.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from .backends import BackendUnavailable, get_backend
+from .flops import MODES, Shape, attn_flops, matmul_flops, tflops
+
+ATTN_KERNEL = "attention"
+MATMUL_N = 8192
+MATMUL_KERNEL = f"matmul_{MATMUL_N}x{MATMUL_N}x{MATMUL_N}"
+REFERENCE_BACKEND = "sdpa-cudnn"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """``do_bench`` budgets in milliseconds (its own warm-up, then the timed reps)."""
+
+    warmup_ms: int = 25
+    rep_ms: int = 100
+
+    @classmethod
+    def quick(cls) -> Timing:
+        """Short budgets for a first look; medians get noisier."""
+        return cls(warmup_ms=5, rep_ms=25)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One measured or derived number, a row of the long-format CSV."""
+
+    kernel: str
+    backend: str
+    shape: Shape | None
+    metric: str
+    value: float
+
+
+@dataclass
+class BenchResult:
+    """Everything one run produced; ``notes`` says why a (shape, backend) has no numbers."""
+
+    records: list[Record] = field(default_factory=list)
+    backends: list[str] = field(default_factory=list)  # as requested: the table's order
+    notes: dict[tuple[Shape, str], str] = field(default_factory=dict)
+    matmul_tflops: float | None = None
+
+
+# ----------------------------------------------------------------------------------
+# primitives
+# ----------------------------------------------------------------------------------
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_first_call(fn: Callable[[], object], device: torch.device) -> float:
+    """Wall seconds of one synchronised call: the compile / warm-up call."""
+    _sync(device)
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - start
+
+
+def median_ms(fn: Callable[[], object], timing: Timing) -> float:
+    """Median milliseconds per call from ``triton.testing.do_bench`` (CUDA only)."""
+    from triton.testing import do_bench  # imported late: TRITON_INTERPRET is read at import
+
+    return float(do_bench(fn, warmup=timing.warmup_ms, rep=timing.rep_ms, return_mode="median"))
+
+
+def peak_memory_mib(fn: Callable[[], object], device: torch.device) -> float:
+    """MiB allocated at the peak of one call, above what was allocated before it."""
+    _sync(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    fn()
+    _sync(device)
+    return (torch.cuda.max_memory_allocated(device) - before) / 2**20
+
+
+def matmul_ceiling(device: torch.device, timing: Timing, n: int = MATMUL_N) -> float:
+    """TFLOPS of a bf16 ``torch.matmul`` of two (n, n) matrices: the device's ceiling."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, dtype=torch.bfloat16, device=device, generator=gen)
+    b = torch.randn(n, n, dtype=torch.bfloat16, device=device, generator=gen)
+    fn = lambda: torch.matmul(a, b)
+    fn()
+    return tflops(matmul_flops(n, n, n), median_ms(fn, timing))
+
+
+def make_inputs(shape: Shape, device: torch.device, seed: int = 0):
+    """Random q, k, v, dout, each (batch, seqlen, nheads, head_dim) in ``shape.dtype``."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    dims = (shape.batch, shape.seqlen, shape.nheads, shape.head_dim)
+    dtype = getattr(torch, shape.dtype)
+    return tuple(torch.randn(dims, dtype=dtype, device=device, generator=gen) for _ in range(4))
+
+
+# ----------------------------------------------------------------------------------
+# one backend on one shape
+# ----------------------------------------------------------------------------------
+
+
+def measure_backend(
+    backend: str, shape: Shape, inputs, timing: Timing, modes: Sequence[str] = MODES
+) -> list[Record]:
+    """All metrics of ``backend`` on ``shape``; raises ``BackendUnavailable`` or errors."""
+    q, k, v, dout = inputs
+    device = q.device
+    rec = lambda metric, value: Record(ATTN_KERNEL, backend, shape, metric, float(value))
+    start = time.perf_counter()
+    closures = get_backend(backend)(q, k, v, shape.causal, dout=dout)
+    records = [rec("setup_s", time.perf_counter() - start)]
+    for mode in modes:
+        fn = getattr(closures, mode)
+        records.append(rec(f"{mode}_first_call_s", time_first_call(fn, device)))
+        ms = median_ms(fn, timing)
+        records.append(rec(f"{mode}_ms", ms))
+        records.append(rec(f"{mode}_tflops", tflops(attn_flops(shape, mode), ms)))
+        if device.type == "cuda":
+            records.append(rec(f"{mode}_peak_mem_mib", peak_memory_mib(fn, device)))
+    return records
+
+
+def _try_measure(backend, shape, inputs, timing, modes) -> tuple[list[Record], str | None]:
+    """``measure_backend``, turning a failure into a note so the run goes on."""
+    try:
+        return measure_backend(backend, shape, inputs, timing, modes), None
+    except BackendUnavailable as exc:
+        return [], f"unavailable: {exc}"
+    except Exception as exc:  # one backend failing (OOM, no kernel) must not end the run
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        first_line = (str(exc).strip().splitlines() or [""])[0][:200]
+        return [], f"failed: {type(exc).__name__}: {first_line}"
+
+
+# ----------------------------------------------------------------------------------
+# the whole run
+# ----------------------------------------------------------------------------------
+
+
+class _NoProgress:
+    """Stand-in for tqdm when it is missing or disabled."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_description(self, desc: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, enabled: bool):
+    """A tqdm bar on stderr, or a silent stand-in."""
+    if not enabled:
+        return _NoProgress()
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NoProgress()
+    return tqdm(total=total, file=sys.stderr, unit="run", dynamic_ncols=True)
+
+
+def run_benchmark(
+    shapes: Sequence[Shape],
+    backends: Sequence[str],
+    *,
+    timing: Timing = Timing(),
+    do_bwd: bool = True,
+    device: torch.device | str = "cuda",
+    progress: bool = True,
+    seed: int = 0,
+) -> BenchResult:
+    """Measure the matmul ceiling, then every backend on every shape (same inputs)."""
+    device = torch.device(device)
+    modes = MODES if do_bwd else ("fwd",)
+    result = BenchResult(backends=list(backends))
+    result.matmul_tflops = matmul_ceiling(device, timing)
+    result.records.append(Record(MATMUL_KERNEL, "torch", None, "tflops", result.matmul_tflops))
+    bar = _progress(len(shapes) * len(backends), progress)
+    try:
+        for shape in shapes:
+            inputs = make_inputs(shape, device, seed)
+            for backend in backends:
+                bar.set_description(f"{shape.label()} {'causal ' if shape.causal else ''}{backend}")
+                records, note = _try_measure(backend, shape, inputs, timing, modes)
+                result.records.extend(records)
+                if note is not None:
+                    result.notes[(shape, backend)] = note
+                bar.update()
+            del inputs
+    finally:
+        bar.close()
+    result.records.extend(derived_records(result.records, result.matmul_tflops))
+    return result
+
+
+def derived_records(records: Iterable[Record], matmul_tflops: float | None) -> list[Record]:
+    """Ratios: ``<mode>_pct_of_matmul`` and ``<mode>_vs_sdpa_cudnn`` for each attention row."""
+    records = [r for r in records if r.kernel == ATTN_KERNEL]
+    ref = {(r.shape, r.metric): r.value for r in records if r.backend == REFERENCE_BACKEND}
+    out = []
+    for r in records:
+        if not r.metric.endswith("_tflops"):
+            continue
+        mode = r.metric.removesuffix("_tflops")
+        if matmul_tflops:
+            pct = 100.0 * r.value / matmul_tflops
+            out.append(Record(r.kernel, r.backend, r.shape, f"{mode}_pct_of_matmul", pct))
+        base = ref.get((r.shape, r.metric))
+        if base:
+            out.append(
+                Record(r.kernel, r.backend, r.shape, f"{mode}_vs_sdpa_cudnn", r.value / base)
+            )
+    return out

@@ -1,0 +1,186 @@
+"""Reporting: the long-format CSV and the human table.
+
+CSV columns (one number per row)::
+
+    kernel, backend, batch, seqlen, nheads, head_dim, causal, dtype, metric, value,
+    gpu, torch, triton, commit, date
+
+Shape columns are empty for rows that have no attention shape (the matmul ceiling).
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .harness import ATTN_KERNEL, MATMUL_N, REFERENCE_BACKEND, BenchResult, Record
+
+CSV_COLUMNS = (
+    "kernel",
+    "backend",
+    "batch",
+    "seqlen",
+    "nheads",
+    "head_dim",
+    "causal",
+    "dtype",
+    "metric",
+    "value",
+    "gpu",
+    "torch",
+    "triton",
+    "commit",
+    "date",
+)
+
+
+@dataclass(frozen=True)
+class Env:
+    """Where and when the numbers were taken."""
+
+    gpu: str
+    torch: str
+    triton: str
+    commit: str
+    date: str
+
+    @classmethod
+    def collect(cls, commit: str | None = None) -> Env:
+        """Describe this machine; ``commit`` overrides ``git rev-parse HEAD``."""
+        import torch
+        import triton
+
+        gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+        return cls(
+            gpu=gpu,
+            torch=torch.__version__,
+            triton=triton.__version__,
+            commit=commit or git_commit(),
+            date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+
+
+def git_commit() -> str:
+    """The checkout's HEAD (read-only ``git rev-parse``), or "unknown"."""
+    try:
+        proc = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else "unknown"
+
+
+def csv_row(record: Record, env: Env) -> dict:
+    """One CSV row (a dict keyed by ``CSV_COLUMNS``)."""
+    s = record.shape
+    row = dict(kernel=record.kernel, backend=record.backend, metric=record.metric)
+    row.update(
+        batch=s.batch if s else "",
+        seqlen=s.seqlen if s else "",
+        nheads=s.nheads if s else "",
+        head_dim=s.head_dim if s else "",
+        causal=int(s.causal) if s else "",
+        dtype=s.dtype if s else "bfloat16",
+        value=f"{record.value:.6g}",
+    )
+    row.update(gpu=env.gpu, torch=env.torch, triton=env.triton, commit=env.commit, date=env.date)
+    return row
+
+
+def write_csv(path: str | Path, records: list[Record], env: Env) -> None:
+    """Write ``records`` as a long-format CSV with a header (overwrites ``path``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(csv_row(r, env) for r in records)
+
+
+# ----------------------------------------------------------------------------------
+# human table
+# ----------------------------------------------------------------------------------
+
+_TABLE = (  # (header, metric, format)
+    ("fwd TFLOPS", "fwd_tflops", "{:.1f}"),
+    ("fwd+bwd TFLOPS", "fwd_bwd_tflops", "{:.1f}"),
+    ("fwd/cuDNN", "fwd_vs_sdpa_cudnn", "{:.2f}x"),
+    ("fwd+bwd/cuDNN", "fwd_bwd_vs_sdpa_cudnn", "{:.2f}x"),
+    ("fwd %mm", "fwd_pct_of_matmul", "{:.0f}%"),
+    ("fwd+bwd %mm", "fwd_bwd_pct_of_matmul", "{:.0f}%"),
+    ("peak MiB", "fwd_bwd_peak_mem_mib", "{:.0f}"),
+    ("1st call s", "first_call_s", "{:.1f}"),
+)
+
+
+def _cells(result: BenchResult) -> dict[tuple, dict[str, float]]:
+    """(shape, backend) -> {metric: value}, in measurement order; first-call times summed."""
+    cells: dict[tuple, dict[str, float]] = {}
+    for r in result.records:
+        if r.kernel != ATTN_KERNEL:
+            continue
+        cell = cells.setdefault((r.shape, r.backend), {})
+        cell[r.metric] = r.value
+        if r.metric.endswith("_first_call_s"):
+            cell["first_call_s"] = cell.get("first_call_s", 0.0) + r.value
+    for key in result.notes:
+        cells.setdefault(key, {})
+    return cells
+
+
+def _align(rows: list[list[str]], left: int) -> str:
+    """Plain-text columns: the first ``left`` left-aligned, the rest right-aligned."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [
+            c.ljust(w) if i < left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_table(result: BenchResult, env: Env | None = None) -> str:
+    """The human table: one line per (shape, backend), then notes and the ceiling."""
+    header = ["shape", "causal", "backend", *(h for h, _, _ in _TABLE)]
+    rows = [header]
+    cells = _cells(result)
+    rank = {b: i for i, b in enumerate(dict.fromkeys([*result.backends, *(b for _, b in cells)]))}
+    by_shape = lambda key: (key[0].causal, key[0].head_dim, key[0].seqlen, rank[key[1]])
+    for shape, backend in sorted(cells, key=by_shape):
+        metrics = cells[(shape, backend)]
+        line = [shape.label(), "yes" if shape.causal else "no", backend]
+        for _, metric, fmt in _TABLE:
+            value = metrics.get(metric)
+            line.append("-" if value is None else fmt.format(value))
+        rows.append(line)
+    parts = [_align(rows, left=3)]
+    parts.extend(_note_lines(result.notes))
+    if result.matmul_tflops is not None:
+        parts.append(f"bf16 matmul {MATMUL_N}^3: {result.matmul_tflops:.1f} TFLOPS (ceiling, %mm)")
+    parts.append(f"ratios are to {REFERENCE_BACKEND} on the same shape, measured in this run")
+    if env is not None:
+        parts.append(
+            f"{env.gpu}, torch {env.torch}, triton {env.triton}, commit {env.commit}, {env.date}"
+        )
+    return "\n".join(parts)
+
+
+def _note_lines(notes: dict) -> list[str]:
+    """One line per (backend, reason), with how many shapes it covers."""
+    grouped: dict[tuple[str, str], int] = {}
+    for (_, backend), reason in notes.items():
+        grouped[(backend, reason)] = grouped.get((backend, reason), 0) + 1
+    return [f"{backend}: {reason} ({n} shape(s))" for (backend, reason), n in grouped.items()]

@@ -1,0 +1,148 @@
+"""Rung v4, FlashAttention-2 loop order, fp32 math on tf32 tensor cores.
+
+One program per query tile (Dao 2023, Algorithm 1)::
+
+    load Q_i once (it stays in registers); acc = 0, m = -inf, l = 0
+    for each K/V tile j:
+        S = scale * Q_i K_j^T                     tf32 MMA, fp32 accumulate
+        m_new = max(m, rowmax(S));  P = exp(S - m_new);  alpha = exp(m - m_new)
+        l = alpha * l + rowsum(P);  acc = alpha * acc + P V_j      (unnormalised)
+    O_i = acc / l (once), lse = m + log(l)
+
+What changed from v3: the loops are inverted. The running state (acc, m, l) never
+leaves registers, the division by l happens once instead of once per K/V tile, and
+the grid is cdiv(M, BLOCK_M) * B * H programs instead of B * H, so long sequences
+fill the GPU. The products move to tensor cores in tf32 (fp32 range, 10-bit
+mantissa): bf16/fp16 q, k, v are exact in tf32, so only P is rounded.
+
+P is rounded to tf32 explicitly (to nearest even, as cuBLAS/CUTLASS convert) before
+its product, so the result does not depend on what the MMA does with the low 13
+bits, and the interpreter (which multiplies in full fp32) computes the same thing.
+Not yet here: causal tile skipping (every tile is computed and masked), exp2,
+pipelining (num_stages=1), tuned tiles: v6.
+
+Notation: B batch, H heads, M = seqlen_q, N = seqlen_k, D head dim (BLOCK_D padded).
+Grid: (cdiv(M, BLOCK_M), B * H).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..ops._common import attn_keep, cast_out, is_interpreting
+from . import INTERP_TILE, TileConfig, block_d, device_ctx, empty_outputs, prepare
+
+
+def attention(q, k, v, *, causal=False, softmax_scale=None):
+    """v4: ``(out, lse)``; shapes and semantics in ``flashtile.ladder``."""
+    scale = prepare(q, k, v, softmax_scale)
+    batch, seqlen_q, nheads, head_dim = q.shape
+    out, lse = empty_outputs(q)
+    cfg = config(head_dim, q.device)
+    with device_ctx(q):
+        _fa2_tf32_kernel[(triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)](
+            q, k, v, out, lse, q.stride(0), q.stride(1), q.stride(2), k.stride(0),
+            k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), out.stride(0),
+            out.stride(1), out.stride(2), seqlen_q, k.shape[1], nheads, scale,
+            HEAD_DIM=head_dim, BLOCK_D=block_d(head_dim), BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n, CAUSAL=causal, UPCAST=is_interpreting(),
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        )
+    return out, lse
+
+
+# ==================================================================================
+# config
+# ==================================================================================
+
+
+def config(head_dim: int, device: torch.device) -> TileConfig:
+    """fp32 operand tiles take twice the bytes of bf16 ones: 64 x 32 tiles (32 x 32
+    past D = 128), unpipelined. No spills for sm_90 at D = 64 and 128 (ptxas -v,
+    offline, 2026-11-29); speed not yet measured."""
+    if device.type != "cuda":
+        return INTERP_TILE
+    if block_d(head_dim) <= 128:
+        return TileConfig(64, 32, 4, 1)
+    return TileConfig(32, 32, 4, 1)
+
+
+# ==================================================================================
+# kernel
+# ==================================================================================
+
+
+@triton.jit
+def round_tf32(x):
+    """fp32 -> tf32 (10 mantissa bits), to nearest even, kept in fp32. Finite x only."""
+    bits = x.to(tl.uint32, bitcast=True)
+    bits = (bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit(do_not_specialize=[
+    "seqlen_q", "seqlen_k", "stride_qb", "stride_kb", "stride_vb", "stride_ob",
+])
+def _fa2_tf32_kernel(
+    Q, K, V, O,
+    LSE,  # Q, O: (B, M, H, D); K, V: (B, N, H, D); LSE: (B, H, M) fp32
+    stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn,
+    stride_vh, stride_ob, stride_om, stride_oh, seqlen_q, seqlen_k, nheads, sm_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    diag = seqlen_k - seqlen_q
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    m_ok = offs_m < seqlen_q
+    d_ok = offs_d < HEAD_DIM
+
+    # -- the query tile: loaded once, converted to fp32, kept in registers --
+    q = tl.load(Q + b.to(tl.int64) * stride_qb + h * stride_qh
+                + offs_m[:, None].to(tl.int64) * stride_qm + offs_d[None, :],
+                mask=m_ok[:, None] & d_ok[None, :], other=0.0).to(tl.float32)
+    k_ptrs = (K + b.to(tl.int64) * stride_kb + h * stride_kh
+              + offs_n[:, None].to(tl.int64) * stride_kn + offs_d[None, :])
+    v_ptrs = (V + b.to(tl.int64) * stride_vb + h * stride_vh
+              + offs_n[:, None].to(tl.int64) * stride_vn + offs_d[None, :])
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    for start_n in range(0, seqlen_k, BLOCK_N):
+        cols = start_n + offs_n
+        kv_mask = (cols < seqlen_k)[:, None] & d_ok[None, :]
+        k = tl.load(k_ptrs, mask=kv_mask, other=0.0).to(tl.float32)
+        # -- scores: tf32 MMA (q and k are exact in tf32) --
+        s = tl.dot(q, tl.trans(k), input_precision="tf32") * sm_scale
+        keep = attn_keep(offs_m[:, None], cols[None, :], seqlen_q, seqlen_k, diag, 0, 0,
+                         False, CAUSAL)
+        s = tl.where(keep, s, float("-inf"))
+        # -- online softmax: rescale the running state --
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # no key seen yet
+        alpha = tl.exp(m_i - m_use)
+        p = tl.exp(s - m_use[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(v_ptrs, mask=kv_mask, other=0.0).to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot(round_tf32(p), v, input_precision="tf32")
+        m_i = m_new
+        k_ptrs += BLOCK_N * stride_kn
+        v_ptrs += BLOCK_N * stride_vn
+
+    # -- epilogue: normalise once; rows with no key give 0 and lse = -inf --
+    empty = l_i == 0.0
+    l_safe = tl.where(empty, 1.0, l_i)
+    acc = acc / l_safe[:, None]
+    lse = tl.where(empty, float("-inf"), m_i + tl.log(l_safe))
+    o_ptrs = (O + b.to(tl.int64) * stride_ob + h * stride_oh
+              + offs_m[:, None].to(tl.int64) * stride_om + offs_d[None, :])
+    tl.store(o_ptrs, cast_out(acc, O.dtype.element_ty, UPCAST), mask=m_ok[:, None] & d_ok[None, :])
+    tl.store(LSE + pid_bh.to(tl.int64) * seqlen_q + offs_m, lse, mask=m_ok)

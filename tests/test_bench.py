@@ -1,0 +1,276 @@
+"""flashtile.bench: FLOP model, shapes, registry, CSV/table/plot plumbing, and the CPU
+path of ``flashtile bench``. No timing is asserted on: on the CPU ``do_bench`` is
+replaced by a constant, and the ``gpu`` test checks only that numbers come out."""
+
+import argparse
+import csv
+import math
+
+import pytest
+import torch
+
+from conftest import HAS_CUDA
+from flashtile.bench import backends, cli, harness
+from flashtile.bench.backends import BACKENDS, BackendUnavailable, Closures
+from flashtile.bench.flops import (
+    Shape,
+    attn_flops,
+    attn_fwd_flops,
+    matmul_flops,
+    paper_shape,
+    paper_shapes,
+    tflops,
+)
+from flashtile.bench.harness import BenchResult, Record, Timing, derived_records
+from flashtile.bench.report import CSV_COLUMNS, Env, format_table, write_csv
+
+TINY = Shape(batch=1, seqlen=64, nheads=2, head_dim=64, causal=True)
+ENV = Env(gpu="test-gpu", torch="t", triton="tr", commit="abc123", date="2026-01-01")
+
+
+def _tiny_inputs(device, shape=TINY):
+    dims = (shape.batch, shape.seqlen, shape.nheads, shape.head_dim)
+    return [torch.randn(dims, dtype=torch.bfloat16, device=device) for _ in range(4)]
+
+
+def _parse(*argv):
+    return cli.configure_parser(argparse.ArgumentParser()).parse_args(argv)
+
+
+# ----------------------------------------------------------------------------------
+# FLOP model and shapes
+# ----------------------------------------------------------------------------------
+
+
+def test_flop_model():
+    fwd = 4 * 2 * 3 * 1024 * 512 * 64
+    assert attn_fwd_flops(2, 3, 1024, 512, 64, causal=False) == fwd
+    assert attn_fwd_flops(2, 3, 1024, 512, 64, causal=True) == fwd / 2
+    shape = Shape(batch=4, seqlen=4096, nheads=16, head_dim=128, causal=False)
+    base = 4 * 4 * 16 * 4096 * 4096 * 128
+    assert attn_flops(shape, "fwd") == base
+    assert attn_flops(shape, "bwd") == 2.5 * base
+    assert attn_flops(shape, "fwd_bwd") == 3.5 * base
+    assert attn_flops(Shape(4, 4096, 16, 128, causal=True), "fwd_bwd") == 1.75 * base
+    assert matmul_flops(8192, 8192, 8192) == 2 * 8192**3
+    assert tflops(2e12, 1000.0) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="mode"):
+        attn_flops(shape, "backward")
+
+
+def test_paper_shapes():
+    shapes = paper_shapes()
+    assert len(shapes) == 18
+    assert [s.causal for s in shapes] == [False] * 9 + [True] * 9
+    for s in shapes:
+        assert s.batch * s.seqlen == 16384 and s.nheads * s.head_dim == 2048, s
+        assert s.dtype == "bfloat16"
+    assert paper_shape(4096, 128, False) == Shape(4, 4096, 16, 128, False)
+    assert paper_shape(1024, 64, True) == Shape(16, 1024, 32, 64, True)
+    assert paper_shape(16384, 256, False) == Shape(1, 16384, 8, 256, False)
+    assert {s.seqlen for s in shapes} == {1024, 4096, 16384}
+    assert {s.head_dim for s in shapes} == {64, 128, 256}
+    with pytest.raises(ValueError, match="head_dim"):
+        paper_shape(1024, 100, False)
+
+
+def test_cli_shape_selection():
+    shapes = cli.select_shapes(
+        _parse("--seqlens", "1k", "4096", "--head-dims", "128", "--causal", "yes")
+    )
+    assert shapes == [Shape(16, 1024, 16, 128, True), Shape(4, 4096, 16, 128, True)]
+    assert len(cli.select_shapes(_parse())) == 18
+    quick = cli.select_shapes(_parse("--quick"))
+    assert {(s.seqlen, s.head_dim) for s in quick} == {(1024, 128), (4096, 128)}
+    args = _parse("--no-bwd", "--backends", "flashtile", "sdpa-cudnn", "--csv", "x.csv")
+    assert args.no_bwd and args.backends == ["flashtile", "sdpa-cudnn"] and args.csv == "x.csv"
+    assert args.suite == "core" and args.plot is None and args.commit is None
+    with pytest.raises(SystemExit):
+        _parse("--seqlens", "four")
+
+
+# ----------------------------------------------------------------------------------
+# registry and closures
+# ----------------------------------------------------------------------------------
+
+
+def test_registry_lists_backends():
+    names = backends.backend_names()
+    assert names == ["flashtile", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex"]
+    with pytest.raises(KeyError, match="known: flashtile"):
+        backends.get_backend("cutlass")
+    with pytest.raises(ValueError, match="already registered"):
+        backends.register("flashtile")(lambda q, k, v, causal, dout=None: None)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the CPU refusal")
+@pytest.mark.parametrize("name", ["sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex"])
+def test_cuda_backends_refuse_cpu(name):
+    q, k, v, dout = _tiny_inputs("cpu")
+    with pytest.raises(BackendUnavailable, match="CUDA"):
+        backends.get_backend(name)(q, k, v, True, dout=dout)
+
+
+def test_flashtile_closures(device):
+    """fwd equals the public function's output; fwd_bwd returns (dq, dk, dv) equal to
+    autograd's, the same on every call, and leaves the caller's tensors untouched."""
+    from flashtile.ops.flash import flash_attn_func
+
+    q, k, v, dout = _tiny_inputs(device)
+    closures = backends.get_backend("flashtile")(q, k, v, True, dout=dout)
+    out = closures.fwd()
+    assert torch.equal(out, flash_attn_func(q, k, v, causal=True))
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    flash_attn_func(*leaves, causal=True).backward(dout)
+    first, second = closures.fwd_bwd(), closures.fwd_bwd()
+    for name, g1, g2, leaf in zip("qkv", first, second, leaves, strict=True):
+        assert torch.equal(g1, leaf.grad), f"d{name} differs from autograd"
+        assert torch.equal(g1, g2), f"d{name} changed between calls"
+    assert q.grad is None and not q.requires_grad
+
+
+# ----------------------------------------------------------------------------------
+# derived metrics, CSV, table
+# ----------------------------------------------------------------------------------
+
+
+def _records():
+    shape = Shape(4, 4096, 16, 128, False)
+    return shape, [
+        Record("attention", "flashtile", shape, "fwd_tflops", 300.0),
+        Record("attention", "flashtile", shape, "fwd_bwd_tflops", 200.0),
+        Record("attention", "sdpa-cudnn", shape, "fwd_tflops", 600.0),
+        Record("attention", "sdpa-cudnn", shape, "fwd_bwd_tflops", 500.0),
+        Record(harness.MATMUL_KERNEL, "torch", None, "tflops", 750.0),
+    ]
+
+
+def test_derived_records():
+    shape, records = _records()
+    got = {(r.backend, r.metric): r.value for r in derived_records(records, 750.0)}
+    assert got[("flashtile", "fwd_vs_sdpa_cudnn")] == pytest.approx(0.5)
+    assert got[("flashtile", "fwd_bwd_vs_sdpa_cudnn")] == pytest.approx(0.4)
+    assert got[("sdpa-cudnn", "fwd_vs_sdpa_cudnn")] == pytest.approx(1.0)
+    assert got[("flashtile", "fwd_pct_of_matmul")] == pytest.approx(40.0)
+    assert got[("sdpa-cudnn", "fwd_bwd_pct_of_matmul")] == pytest.approx(500 / 7.5)
+
+
+def test_csv_columns(tmp_path):
+    shape, records = _records()
+    path = tmp_path / "sub" / "bench.csv"
+    write_csv(path, records, ENV)
+    with path.open() as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    assert tuple(reader.fieldnames) == CSV_COLUMNS
+    assert CSV_COLUMNS == (
+        "kernel",
+        "backend",
+        "batch",
+        "seqlen",
+        "nheads",
+        "head_dim",
+        "causal",
+        "dtype",
+        "metric",
+        "value",
+        "gpu",
+        "torch",
+        "triton",
+        "commit",
+        "date",
+    )
+    assert len(rows) == len(records)
+    first, matmul = rows[0], rows[-1]
+    assert (first["batch"], first["seqlen"], first["nheads"], first["head_dim"]) == (
+        "4",
+        "4096",
+        "16",
+        "128",
+    )
+    assert first["causal"] == "0" and first["dtype"] == "bfloat16"
+    assert float(first["value"]) == 300.0 and first["metric"] == "fwd_tflops"
+    assert first["gpu"] == "test-gpu" and first["commit"] == "abc123"
+    assert matmul["kernel"].startswith("matmul") and matmul["seqlen"] == ""
+
+
+def test_format_table():
+    shape, records = _records()
+    result = BenchResult(records=records + derived_records(records, 750.0), matmul_tflops=750.0)
+    result.notes[(shape, "flex")] = "unavailable: test reason"
+    text = format_table(result, ENV)
+    header = text.splitlines()[0]
+    for column in ("shape", "causal", "backend", "fwd TFLOPS", "fwd+bwd TFLOPS", "fwd/cuDNN"):
+        assert column in header
+    row = next(line for line in text.splitlines() if " flashtile " in line)
+    assert "B4 S4096 H16 D128" in row and "300.0" in row and "0.50x" in row and "40%" in row
+    assert "flex: unavailable: test reason (1 shape(s))" in text
+    assert "750.0 TFLOPS" in text and "abc123" in text
+
+
+# ----------------------------------------------------------------------------------
+# the harness end to end, with do_bench replaced by a constant
+# ----------------------------------------------------------------------------------
+
+
+def _reference_factory(q, k, v, causal, *, dout=None):
+    from flashtile import reference
+
+    return backends._closures(
+        lambda *t: reference.flash_attn_func(*t, causal=causal), (q, k, v), dout
+    )
+
+
+def _unavailable_factory(q, k, v, causal, *, dout=None):
+    raise BackendUnavailable("not here")
+
+
+def _broken_factory(q, k, v, causal, *, dout=None):
+    return Closures(fwd=lambda: 1 / 0, fwd_bwd=lambda: 1 / 0)
+
+
+def test_run_benchmark_plumbing(monkeypatch, tmp_path, device):
+    """Every backend gets records or a note; derived ratios, CSV, table, plot follow."""
+    monkeypatch.setattr(harness, "median_ms", lambda fn, timing: 2.0)
+    monkeypatch.setattr(harness, "matmul_ceiling", lambda device, timing: 100.0)
+    monkeypatch.setitem(BACKENDS, "sdpa-cudnn", _reference_factory)
+    monkeypatch.setitem(BACKENDS, "test-unavailable", _unavailable_factory)
+    monkeypatch.setitem(BACKENDS, "test-broken", _broken_factory)
+    names = ["flashtile", "sdpa-cudnn", "test-unavailable", "test-broken"]
+    result = harness.run_benchmark([TINY], names, device=device, progress=False)
+    got = {(r.backend, r.metric): r.value for r in result.records}
+    flops = attn_flops(TINY, "fwd_bwd")
+    assert got[("flashtile", "fwd_bwd_tflops")] == pytest.approx(tflops(flops, 2.0))
+    assert got[("flashtile", "fwd_vs_sdpa_cudnn")] == pytest.approx(1.0)
+    assert math.isfinite(got[("flashtile", "fwd_first_call_s")])
+    assert result.notes[(TINY, "test-unavailable")] == "unavailable: not here"
+    assert result.notes[(TINY, "test-broken")].startswith("failed: ZeroDivisionError")
+    write_csv(tmp_path / "r.csv", result.records, ENV)
+    assert "test-broken: failed" in format_table(result)
+    pytest.importorskip("matplotlib")
+    from flashtile.bench.plots import plot_tflops
+
+    png = plot_tflops(result, tmp_path / "fig.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the CPU path of `flashtile bench`")
+def test_cli_run_without_gpu(capsys):
+    assert cli.run(_parse()) == 0
+    out = capsys.readouterr().out
+    assert "timings need a GPU" in out
+    assert out.count("smoke ok") == 2
+
+
+@pytest.mark.gpu
+def test_run_benchmark_gpu(tmp_path):
+    """A quick real run on one paper shape: numbers come out for both backends."""
+    shape = paper_shape(1024, 128, True)
+    result = harness.run_benchmark(
+        [shape], ["flashtile", "sdpa-cudnn"], timing=Timing.quick(), progress=False
+    )
+    got = {(r.backend, r.metric): r.value for r in result.records}
+    assert result.notes == {}
+    assert got[("flashtile", "fwd_bwd_tflops")] > 0 and result.matmul_tflops > 0
+    assert ("flashtile", "fwd_bwd_vs_sdpa_cudnn") in got
+    assert got[("flashtile", "fwd_bwd_peak_mem_mib")] > 0
