@@ -39,8 +39,14 @@ def _signature(kernel, dtype, constexprs):
 
 
 def compile_kernel(kernel, dtype, constexprs, num_warps, num_stages):
-    src = ASTSource(fn=kernel, signature=_signature(kernel, dtype, constexprs),
-                    constexprs=constexprs)
+    sig = _signature(kernel, dtype, constexprs)
+    # as a real launch of packed bf16 tensors specialises them: base pointers 16-byte
+    # aligned, strides divisible by 16 (those not in do_not_specialize)
+    nospec = set(getattr(kernel, "do_not_specialize", []) or [])
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(kernel.arg_names)
+             if sig[n].startswith("*") or (n.startswith("stride") and n not in nospec
+                                           and i not in nospec)}
+    src = ASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs)
     return triton.compile(src, target=TARGET,
                           options=dict(num_warps=num_warps, num_stages=num_stages))
 

@@ -325,23 +325,16 @@ def case_grid(full: bool = False, small: bool = False, dtypes=None) -> list[Case
     if full:
         import itertools
 
+        # head dim x seqlen class x mask x dtype in full (350 rows), the head ratio cycling
+        # through MHA/GQA/MQA, plus the covering set with adversarial inputs and layouts
+        keys = ("head_dim", "seqlens", "mask", "dtype")
         rows = [
-            dict(zip(axes, vals))
-            for vals in itertools.product(
-                *[
-                    axes[a]
-                    if a in ("head_dim", "seqlens", "heads", "mask", "dtype")
-                    else axes[a][:1]
-                    for a in axes
-                ]
-            )
+            dict(zip(keys, vals), heads=HEAD_RATIOS[n % len(HEAD_RATIOS)], kind="randn",
+                 layout="contiguous")
+            for n, vals in enumerate(itertools.product(*(axes[a] for a in keys)))
         ]
-        # adversarial inputs and layouts at every head dim, one mask each
-        rows += [
-            dict(r, kind=kd, layout=lay)
-            for r in covering_grid(axes)
-            for kd, lay in (("wide_logits", "strided"), ("late_spike", "contiguous"))
-        ]
+        rows += [dict(r, kind=kd, layout=lay) for r in covering_grid(axes)
+                 for kd, lay in (("wide_logits", "strided"), ("late_spike", "contiguous"))]
     else:
         rows = covering_grid(axes)
     cases = []

@@ -367,19 +367,23 @@ def _copy_tbps(device: torch.device, timing: Timing) -> float:
     return 2 * src.numel() * src.element_size() / (ms * 1e-3) / 1e12
 
 
-def run_gpu(args, names, seqlens, head_dims, causals) -> int:
-    device = torch.device("cuda", torch.cuda.current_device())
+def run_gpu(args, names, seqlens, head_dims, causals, *, device=None, meter=None,
+            ceilings=None, **grid_kw) -> int:
+    """Measure, write the CSV and the figures, print the tables last (the log's tail).
+    Exit status 1 when a rung failed its check or raised. ``device``, ``meter``,
+    ``ceilings`` and ``grid_kw`` (``measure_grid``'s) replace the GPU's in tests."""
+    device = device or torch.device("cuda", torch.cuda.current_device())
     timing = Timing.quick() if args.quick else Timing()
     env = Env.collect(args.commit)
     log = lambda line: print(line, file=sys.stderr, flush=True)
     log(f"flashtile ladder: {len(names)} rungs x {len(seqlens)} seqlens x {len(head_dims)} "
         f"head dims x {len(causals)} masks on {env.gpu}")
     start = time.perf_counter()
-    ceilings = measure_ceilings(device, timing)
+    ceilings = ceilings or measure_ceilings(device, timing)
     log(f"ceilings: bf16 matmul {ceilings['matmul_tflops']:.0f} TFLOPS, "
         f"device copy {ceilings['copy_tbps']:.2f} TB/s")
     rows = measure_grid(names, seqlens, head_dims, causals, device,
-                        CudaMeter(device, timing), log=log)
+                        meter or CudaMeter(device, timing), log=log, **grid_kw)
     log(f"flashtile ladder: done in {time.perf_counter() - start:.0f} s")
     if args.csv:
         write_csv(args.csv, rows, env, ceilings)
@@ -447,7 +451,9 @@ def _smoke_in_child(names: Sequence[str]) -> int:
     src = str(Path(__file__).resolve().parents[2])  # the directory holding flashtile/
     env = dict(os.environ, TRITON_INTERPRET="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, "-m", "flashtile.ladder.run", "--rungs", *names]
+    code = ("import sys; from flashtile.ladder.run import cpu_smoke; "
+            f"sys.exit(cpu_smoke({list(names)!r}))")
+    cmd = [sys.executable, "-c", code]
     sys.stdout.flush()
     return subprocess.run(cmd, env=env, check=False).returncode
 
@@ -577,6 +583,20 @@ def _series(rows, head_dim, causal, attr):
     return out
 
 
+def _color(rung: str) -> str:
+    """One colour per rung in every figure, whatever rungs a panel holds."""
+    names = rung_names()
+    return f"C{names.index(rung) % 10}" if rung in names else "k"
+
+
+def _seqlen_axis(ax, seqlens) -> None:
+    ax.set_xscale("log", base=2)
+    ticks = sorted(set(seqlens))
+    if ticks:
+        ax.set_xticks(ticks, [f"{s // 1024}k" if s % 1024 == 0 else str(s) for s in ticks])
+        ax.minorticks_off()
+
+
 def _line_figure(rows, attr, ylabel, logy, title, ceiling=None):
     from matplotlib.figure import Figure
 
@@ -585,10 +605,10 @@ def _line_figure(rows, attr, ylabel, logy, title, ceiling=None):
     fig = Figure(figsize=(5.2 * ncols, 3.8 * nrows), layout="constrained")
     for ax, d, c in _panels(fig, rows):
         for rung, (xs, ys) in _series(rows, d, c, attr).items():
-            ax.plot(xs, ys, marker="o", label=rung)
+            ax.plot(xs, ys, marker="o", label=rung, color=_color(rung))
         if ceiling:
             ax.axhline(ceiling[1], ls="--", c="grey", lw=1, label=ceiling[0])
-        ax.set_xscale("log", base=2)
+        _seqlen_axis(ax, [r.seqlen for r in rows if r.head_dim == d and r.causal == c])
         ax.set_yscale("log" if logy else "linear")
         ax.set_title(f"head dim {d}, {'causal' if c else 'not causal'}")
         ax.set_xlabel("seqlen (batch = 16k / seqlen)")
@@ -618,7 +638,10 @@ def _roofline(rows, ceilings, title):
             sel = [r for r in pts if r.rung == name and r.causal == causal]
             if sel:
                 ax.scatter([r.flop_per_byte for r in sel], [r.tflops for r in sel],
-                           marker=marker, s=22, label=f"{name}{' causal' if causal else ''}")
+                           marker=marker, s=22, color=_color(name),
+                           label=None if causal else name)
+    for causal, marker in ((False, "o"), (True, "^")):  # marker key
+        ax.scatter([], [], marker=marker, color="grey", label="causal" if causal else "full")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per model HBM byte)")
@@ -638,7 +661,8 @@ def write_figures(directory, rows: Sequence[Row], ceilings: dict, title: str = "
     mm = ceilings.get("matmul_tflops")
     figs = [
         _line_figure(rows, "time_ms", "time (ms)", True, f"ladder latency, bf16. {title}"),
-        _line_figure(rows, "tflops", "TFLOPS", False, f"ladder TFLOPS, bf16. {title}",
+        _line_figure(rows, "tflops", "TFLOPS (log: the rungs span 100x)", True,
+                     f"ladder TFLOPS, bf16. {title}",
                      ceiling=("bf16 matmul", mm) if mm else None),
         _line_figure(rows, "peak_mem_gib", "peak allocated (GiB)", True,
                      f"peak memory per call (inputs included). {title}"),

@@ -15,7 +15,8 @@ to fp32 after loading and the products run as IEEE fp32 FMAs
 Notation: B batch, H heads, M = seqlen_q, N = seqlen_k, D head dim, BLOCK_D = D
 padded to a power of two >= 16. S and P are (B, H, M, N) fp32, contiguous; LSE is
 (B, H, M). Grids: kernel 1 (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N), B * H); kernel 2
-(B * H * M,), one program per row, the whole row in one block; kernel 3
+(B * H * M,), one program per row, the whole row in one block (16 rows per
+program under the interpreter); kernel 3
 (cdiv(M, BLOCK_M), B * H).
 """
 
@@ -47,8 +48,12 @@ def attention(q, k, v, *, causal=False, softmax_scale=None):
     with device_ctx(q):
         scores(q, k, s, scale, causal, cfg, interp)
         bn = triton.next_power_of_2(seqlen_k)
-        _softmax_kernel[(batch * nheads * seqlen_q,)](
-            s, p, lse, seqlen_k, BLOCK_N=bn, num_warps=1 if interp else _softmax_warps(bn),
+        rows = batch * nheads * seqlen_q
+        # the interpreter pays per program: there, one program takes 16 rows
+        per_program = 16 if interp else 1
+        _softmax_kernel[(triton.cdiv(rows, per_program),)](
+            s, p, lse, rows, seqlen_k, ROWS=per_program, BLOCK_N=bn,
+            num_warps=1 if interp else _softmax_warps(bn),
         )
         _pv_kernel[(triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)](
             p, v, out, v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1),
@@ -138,24 +143,26 @@ def _scores_kernel(
     tl.store(s_ptrs, s, mask=(offs_m < seqlen_q)[:, None] & (offs_n < seqlen_k)[None, :])
 
 
-@triton.jit(do_not_specialize=["seqlen_k"])
+@triton.jit(do_not_specialize=["n_rows", "seqlen_k"])
 def _softmax_kernel(
     S, P,
     LSE,  # S, P: (B, H, M, N) fp32; LSE: (B, H, M) fp32
-    seqlen_k, BLOCK_N: tl.constexpr,
+    n_rows, seqlen_k, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    """One row of P = softmax(S): read the row once, write it once."""
-    row = tl.program_id(0).to(tl.int64)  # flat (b, h, m): also the LSE index
+    """ROWS rows of P = softmax(S) (1 on the GPU): each row read once, written once."""
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)  # flat (b, h, m)
     offs_n = tl.arange(0, BLOCK_N)
-    ok = offs_n < seqlen_k
-    s = tl.load(S + row * seqlen_k + offs_n, mask=ok, other=float("-inf"))
-    m = tl.max(s, 0)
+    ok = (rows < n_rows)[:, None] & (offs_n < seqlen_k)[None, :]
+    offs = rows[:, None] * seqlen_k + offs_n[None, :]
+    s = tl.load(S + offs, mask=ok, other=float("-inf"))
+    m = tl.max(s, 1)
     m_use = tl.where(m == float("-inf"), 0.0, m)  # a row with no key: p = 0, not NaN
-    p = tl.exp(s - m_use)
-    l = tl.sum(p, 0)
+    p = tl.exp(s - m_use[:, None])
+    l = tl.sum(p, 1)
     l_safe = tl.where(l == 0.0, 1.0, l)
-    tl.store(P + row * seqlen_k + offs_n, p / l_safe, mask=ok)
-    tl.store(LSE + row, tl.where(l == 0.0, float("-inf"), m_use + tl.log(l_safe)))
+    tl.store(P + offs, p / l_safe[:, None], mask=ok)
+    lse = tl.where(l == 0.0, float("-inf"), m_use + tl.log(l_safe))
+    tl.store(LSE + rows, lse, mask=rows < n_rows)
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "stride_vb", "stride_ob"])
@@ -175,18 +182,19 @@ def _pv_kernel(
     offs_d = tl.arange(0, BLOCK_D)
     m_ok = offs_m < seqlen_q
     d_ok = offs_d < HEAD_DIM
-    p_ptrs = (P + pid_bh.to(tl.int64) * seqlen_q * seqlen_k
-              + offs_m[:, None].to(tl.int64) * seqlen_k + offs_n[None, :])
-    v_ptrs = (V + b.to(tl.int64) * stride_vb + h * stride_vh
-              + offs_n[:, None].to(tl.int64) * stride_vn + offs_d[None, :])
+    # 64-bit scalar bases, 32-bit tile offsets: a 2D tensor of 64-bit pointers carried
+    # through the loop costs two registers per element (ptxas -v, sm_90)
+    p_base = P + (pid_bh.to(tl.int64) * seqlen_q + pid_m * BLOCK_M) * seqlen_k
+    p_offs = tl.arange(0, BLOCK_M)[:, None] * seqlen_k + offs_n[None, :]
+    v_base = V + b.to(tl.int64) * stride_vb + h * stride_vh
+    v_offs = offs_n[:, None] * stride_vn + offs_d[None, :]
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     for start_n in range(0, seqlen_k, BLOCK_N):
         n_ok = start_n + offs_n < seqlen_k
-        p = tl.load(p_ptrs, mask=m_ok[:, None] & n_ok[None, :], other=0.0)
-        v = tl.load(v_ptrs, mask=n_ok[:, None] & d_ok[None, :], other=0.0).to(tl.float32)
+        p = tl.load(p_base + start_n + p_offs, mask=m_ok[:, None] & n_ok[None, :], other=0.0)
+        v = tl.load(v_base + tl.cast(start_n, tl.int64) * stride_vn + v_offs,
+                    mask=n_ok[:, None] & d_ok[None, :], other=0.0).to(tl.float32)
         acc += tl.dot(p, v, input_precision="ieee")
-        p_ptrs += BLOCK_N
-        v_ptrs += BLOCK_N * stride_vn
     o_ptrs = (O + b.to(tl.int64) * stride_ob + h * stride_oh
               + offs_m[:, None].to(tl.int64) * stride_om + offs_d[None, :])
     tl.store(o_ptrs, cast_out(acc, O.dtype.element_ty, UPCAST), mask=m_ok[:, None] & d_ok[None, :])

@@ -82,21 +82,21 @@ def _softmax_pv_kernel(
     offs_d = tl.arange(0, BLOCK_D)
     m_ok = offs_m < seqlen_q
     d_ok = offs_d < HEAD_DIM
-    s_base = (S + pid_bh.to(tl.int64) * seqlen_q * seqlen_k
-              + offs_m[:, None].to(tl.int64) * seqlen_k + offs_n[None, :])
+    # 64-bit scalar bases, 32-bit tile offsets (fewer registers than 64-bit pointers)
+    s_base = S + (pid_bh.to(tl.int64) * seqlen_q + pid_m * BLOCK_M) * seqlen_k
+    s_offs = tl.arange(0, BLOCK_M)[:, None] * seqlen_k + offs_n[None, :]
 
     # -- pass 1: row max and normaliser in one read of S --
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    s_ptrs = s_base
     for start_n in range(0, seqlen_k, BLOCK_N):
         n_ok = start_n + offs_n < seqlen_k
-        s = tl.load(s_ptrs, mask=m_ok[:, None] & n_ok[None, :], other=float("-inf"))
+        s = tl.load(s_base + start_n + s_offs, mask=m_ok[:, None] & n_ok[None, :],
+                    other=float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # no key seen yet
         l_i = l_i * tl.exp(m_i - m_use) + tl.sum(tl.exp(s - m_use[:, None]), 1)
         m_i = m_new
-        s_ptrs += BLOCK_N
 
     # -- pass 2: P = exp(S - m) / l in registers, straight into P V --
     empty = l_i == 0.0  # rows with no key: out 0, lse -inf
@@ -104,17 +104,16 @@ def _softmax_pv_kernel(
     l_safe = tl.where(empty, 1.0, l_i)
     inv_l = 1.0 / l_safe
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    s_ptrs = s_base
-    v_ptrs = (V + b.to(tl.int64) * stride_vb + h * stride_vh
-              + offs_n[:, None].to(tl.int64) * stride_vn + offs_d[None, :])
+    v_base = V + b.to(tl.int64) * stride_vb + h * stride_vh
+    v_offs = offs_n[:, None] * stride_vn + offs_d[None, :]
     for start_n in range(0, seqlen_k, BLOCK_N):
         n_ok = start_n + offs_n < seqlen_k
-        s = tl.load(s_ptrs, mask=m_ok[:, None] & n_ok[None, :], other=float("-inf"))
+        s = tl.load(s_base + start_n + s_offs, mask=m_ok[:, None] & n_ok[None, :],
+                    other=float("-inf"))
         p = tl.exp(s - m_use[:, None]) * inv_l[:, None]
-        v = tl.load(v_ptrs, mask=n_ok[:, None] & d_ok[None, :], other=0.0).to(tl.float32)
+        v = tl.load(v_base + tl.cast(start_n, tl.int64) * stride_vn + v_offs,
+                    mask=n_ok[:, None] & d_ok[None, :], other=0.0).to(tl.float32)
         acc += tl.dot(p, v, input_precision="ieee")
-        s_ptrs += BLOCK_N
-        v_ptrs += BLOCK_N * stride_vn
 
     o_ptrs = (O + b.to(tl.int64) * stride_ob + h * stride_oh
               + offs_m[:, None].to(tl.int64) * stride_om + offs_d[None, :])

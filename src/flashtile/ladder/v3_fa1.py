@@ -67,18 +67,22 @@ def attention(q, k, v, *, causal=False, softmax_scale=None):
 
 
 def config(head_dim: int, device: torch.device) -> TileConfig:
-    """K_j, V_j (fp32) stay on chip across the inner loop: the tiles shrink as D grows.
-    Unpipelined. Chosen to compile without spills for sm_90 (ptxas -v, offline,
-    2026-11-29: at D = 64, 64 x 64 spills 200-340 bytes, 32 x 64 none); speed not
-    yet measured. A wide K/V tile means fewer round trips of O through HBM."""
+    """K_j, V_j (fp32) stay on chip across the inner loop; unpipelined. Speed not yet
+    measured; spills from ptxas -v on an offline sm_90 compile, 2026-11-29.
+
+    BLOCK_N sets the traffic: every K/V tile moves each query row's fp32 O, m, l
+    through HBM and back, about 10 * D / BLOCK_N bytes per score against v2's 12, so
+    the K/V tile is as wide as the registers allow (D = 64: 32 x 128, no spills;
+    D = 128: 16 x 128, 24 bytes of spills, accepted over 16 x 64, which has none but
+    doubles O's round trips). D > 128: not compile-checked."""
     if device.type != "cuda":
         return INTERP_TILE
     d = block_d(head_dim)
     if d <= 64:
-        return TileConfig(32, 64, 8, 1)
+        return TileConfig(32, 128, 8, 1)
     if d <= 128:
-        return TileConfig(32, 32, 8, 1)
-    return TileConfig(16, 32, 8, 1)
+        return TileConfig(16, 128, 8, 1)
+    return TileConfig(16, 64, 8, 1)
 
 
 # ==================================================================================
@@ -109,6 +113,8 @@ def _fa1_kernel(
     k_base = K + b.to(tl.int64) * stride_kb + h * stride_kh
     v_base = V + b.to(tl.int64) * stride_vb + h * stride_vh
     row_base = pid_bh.to(tl.int64) * seqlen_q  # into MI, LI, LSE; times D into OACC
+    # pointers are recomputed from the loop index at each step, not hoisted 32-bit
+    # offset tiles: those stay live across both loops and spill (ptxas -v, sm_90)
 
     # -- outer loop: one K/V tile, loaded once --
     for start_n in range(0, seqlen_k, BLOCK_N):

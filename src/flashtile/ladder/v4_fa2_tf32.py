@@ -60,8 +60,8 @@ def attention(q, k, v, *, causal=False, softmax_scale=None):
 
 def config(head_dim: int, device: torch.device) -> TileConfig:
     """fp32 operand tiles take twice the bytes of bf16 ones: 64 x 32 tiles (32 x 32
-    past D = 128), unpipelined. No spills for sm_90 at D = 64 and 128 (ptxas -v,
-    offline, 2026-11-29); speed not yet measured."""
+    past D = 128), unpipelined. For sm_90: no spills at D = 64, 12 bytes at D = 128
+    (ptxas -v, offline, 2026-11-29); speed not yet measured."""
     if device.type != "cuda":
         return INTERP_TILE
     if block_d(head_dim) <= 128:
@@ -108,10 +108,12 @@ def _fa2_tf32_kernel(
     q = tl.load(Q + b.to(tl.int64) * stride_qb + h * stride_qh
                 + offs_m[:, None].to(tl.int64) * stride_qm + offs_d[None, :],
                 mask=m_ok[:, None] & d_ok[None, :], other=0.0).to(tl.float32)
-    k_ptrs = (K + b.to(tl.int64) * stride_kb + h * stride_kh
-              + offs_n[:, None].to(tl.int64) * stride_kn + offs_d[None, :])
-    v_ptrs = (V + b.to(tl.int64) * stride_vb + h * stride_vh
-              + offs_n[:, None].to(tl.int64) * stride_vn + offs_d[None, :])
+    # 64-bit scalar bases + 32-bit tile offsets: a 2D tensor of 64-bit pointers carried
+    # through the loop costs two registers per element (ptxas -v, sm_90)
+    k_base = K + b.to(tl.int64) * stride_kb + h * stride_kh
+    v_base = V + b.to(tl.int64) * stride_vb + h * stride_vh
+    k_offs = offs_n[:, None] * stride_kn + offs_d[None, :]
+    v_offs = offs_n[:, None] * stride_vn + offs_d[None, :]
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
@@ -119,6 +121,8 @@ def _fa2_tf32_kernel(
     for start_n in range(0, seqlen_k, BLOCK_N):
         cols = start_n + offs_n
         kv_mask = (cols < seqlen_k)[:, None] & d_ok[None, :]
+        k_ptrs = k_base + tl.cast(start_n, tl.int64) * stride_kn + k_offs
+        v_ptrs = v_base + tl.cast(start_n, tl.int64) * stride_vn + v_offs
         k = tl.load(k_ptrs, mask=kv_mask, other=0.0).to(tl.float32)
         # -- scores: tf32 MMA (q and k are exact in tf32) --
         s = tl.dot(q, tl.trans(k), input_precision="tf32") * sm_scale
@@ -134,8 +138,6 @@ def _fa2_tf32_kernel(
         v = tl.load(v_ptrs, mask=kv_mask, other=0.0).to(tl.float32)
         acc = acc * alpha[:, None] + tl.dot(round_tf32(p), v, input_precision="tf32")
         m_i = m_new
-        k_ptrs += BLOCK_N * stride_kn
-        v_ptrs += BLOCK_N * stride_vn
 
     # -- epilogue: normalise once; rows with no key give 0 and lse = -inf --
     empty = l_i == 0.0

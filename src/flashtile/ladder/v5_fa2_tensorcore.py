@@ -94,10 +94,12 @@ def _fa2_kernel(
                 mask=m_ok[:, None] & d_ok[None, :], other=0.0)
     if UPCAST:
         q = q.to(tl.float32)
-    k_ptrs = (K + b.to(tl.int64) * stride_kb + h * stride_kh
-              + offs_n[:, None].to(tl.int64) * stride_kn + offs_d[None, :])
-    v_ptrs = (V + b.to(tl.int64) * stride_vb + h * stride_vh
-              + offs_n[:, None].to(tl.int64) * stride_vn + offs_d[None, :])
+    # 64-bit scalar bases + 32-bit tile offsets: a 2D tensor of 64-bit pointers carried
+    # through the loop costs two registers per element (ptxas -v, sm_90)
+    k_base = K + b.to(tl.int64) * stride_kb + h * stride_kh
+    v_base = V + b.to(tl.int64) * stride_vb + h * stride_vh
+    k_offs = offs_n[:, None] * stride_kn + offs_d[None, :]
+    v_offs = offs_n[:, None] * stride_vn + offs_d[None, :]
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
@@ -105,6 +107,8 @@ def _fa2_kernel(
     for start_n in range(0, seqlen_k, BLOCK_N):
         cols = start_n + offs_n
         kv_mask = (cols < seqlen_k)[:, None] & d_ok[None, :]
+        k_ptrs = k_base + tl.cast(start_n, tl.int64) * stride_kn + k_offs
+        v_ptrs = v_base + tl.cast(start_n, tl.int64) * stride_vn + v_offs
         k = tl.load(k_ptrs, mask=kv_mask, other=0.0)
         if UPCAST:
             k = k.to(tl.float32)
@@ -126,8 +130,6 @@ def _fa2_kernel(
         p = cast_out(p, V.dtype.element_ty, UPCAST).to(v.dtype)
         acc = acc * alpha[:, None] + tl.dot(p, v)
         m_i = m_new
-        k_ptrs += BLOCK_N * stride_kn
-        v_ptrs += BLOCK_N * stride_vn
 
     # -- epilogue: normalise once; rows with no key give 0 and lse = -inf --
     empty = l_i == 0.0

@@ -52,15 +52,15 @@ def attention(q, k, v, *, causal=False, softmax_scale=None):
 # config
 # ==================================================================================
 
-# padded head dim -> tile. Starting from the Triton tutorial's Hopper tiles, the
-# largest that compile for sm_90 without spills (ptxas -v, offline, 2026-11-29);
-# speed not yet measured on the H200 (the ladder run decides, docs/ladder.md):
-#   64:  128 x 64, 8 warps, 3 stages (4 warps: 255 regs + 530 bytes of spills)
-#   128: 128 x 32, 8 warps, 3 stages (128 x 64: 230 bytes of spills)
+# padded head dim -> tile. The Triton tutorial's Hopper tiles, kept where they compile
+# for sm_90 without real spills (ptxas -v, offline, 2026-11-29); speed not yet
+# measured on the H200 (the ladder run decides, docs/ladder.md):
+#   64:  128 x 64, 8 warps, 3 stages (4 warps: 255 regs, 8 bytes of spills)
+#   128: 128 x 64, 8 warps, 3 stages (4 bytes of spills; 128 x 128: 190 bytes)
 #   256: 64 x 64, 8 warps, 2 stages (4 warps: 10 KB of spills); not in the ladder run
 CONFIGS = {
     64: TileConfig(128, 64, 8, 3),
-    128: TileConfig(128, 32, 8, 3),
+    128: TileConfig(128, 64, 8, 3),
     256: TileConfig(64, 64, 8, 2),
 }
 
@@ -147,10 +147,14 @@ def _tiles(
 ):
     """Online softmax over key tiles [lo, hi), in log2 units."""
     d_ok = offs_d < HEAD_DIM
-    k_ptrs = k_base + (lo + offs_n[:, None]).to(tl.int64) * stride_kn + offs_d[None, :]
-    v_ptrs = v_base + (lo + offs_n[:, None]).to(tl.int64) * stride_vn + offs_d[None, :]
+    # 64-bit scalar base + 32-bit tile offsets: 64-bit pointer tiles carried through
+    # the loop cost two registers per element (ptxas -v, sm_90)
+    k_offs = offs_n[:, None] * stride_kn + offs_d[None, :]
+    v_offs = offs_n[:, None] * stride_vn + offs_d[None, :]
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
+        k_ptrs = k_base + tl.cast(start_n, tl.int64) * stride_kn + k_offs
+        v_ptrs = v_base + tl.cast(start_n, tl.int64) * stride_vn + v_offs
         # unmasked tiles lie wholly inside [0, seqlen_k): only a padded D needs a mask
         if MASKED:
             kv_mask = (cols < seqlen_k)[:, None] & d_ok[None, :]
@@ -183,6 +187,4 @@ def _tiles(
         p = cast_out(p, v_base.dtype.element_ty, UPCAST).to(v.dtype)
         acc = acc * alpha[:, None] + tl.dot(p, v)
         m_i = m_new
-        k_ptrs += BLOCK_N * stride_kn
-        v_ptrs += BLOCK_N * stride_vn
     return acc, l_i, m_i
