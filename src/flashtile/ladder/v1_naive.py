@@ -5,8 +5,8 @@
     kernel 3   O = P V                          reads P
 
 The N x N matrix crosses HBM four times (S written, S read, P written, P read):
-16 bytes per score, against 4 * D FLOPs per score. That traffic, not the math, is
-what this rung measures; v2 removes half of it, v3 all of it.
+16 bytes per score, against 4 * D FLOPs per score, and O(N^2) memory. v2 removes
+half of that traffic, v3 all of it; v4 moves the math to tensor cores.
 
 fp32 math, as a from-scratch CUDA implementation would do it: q, k, v are converted
 to fp32 after loading and the products run as IEEE fp32 FMAs
@@ -15,9 +15,8 @@ to fp32 after loading and the products run as IEEE fp32 FMAs
 Notation: B batch, H heads, M = seqlen_q, N = seqlen_k, D head dim, BLOCK_D = D
 padded to a power of two >= 16. S and P are (B, H, M, N) fp32, contiguous; LSE is
 (B, H, M). Grids: kernel 1 (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N), B * H); kernel 2
-(B * H * M,), one program per row, the whole row in one block (16 rows per
-program under the interpreter); kernel 3
-(cdiv(M, BLOCK_M), B * H).
+(B * H * M,), one program per row with the whole row in one block (16 rows per
+program under the interpreter); kernel 3 (cdiv(M, BLOCK_M), B * H).
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ def attention(q, k, v, *, causal=False, softmax_scale=None):
     cfg = config(head_dim, q.device)
     interp = is_interpreting()
     with device_ctx(q):
-        scores(q, k, s, scale, causal, cfg, interp)
+        scores(q, k, s, scale, causal, cfg)
         bn = triton.next_power_of_2(seqlen_k)
         rows = batch * nheads * seqlen_q
         # the interpreter pays per program: there, one program takes 16 rows
@@ -64,7 +63,7 @@ def attention(q, k, v, *, causal=False, softmax_scale=None):
     return out, lse
 
 
-def scores(q, k, s, scale, causal, cfg, interp):
+def scores(q, k, s, scale, causal, cfg):
     """Kernel 1 into ``s`` ((B, H, M, N) fp32): shared with v2, which keeps it."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k = k.shape[1]

@@ -39,7 +39,7 @@ def attention(q, k, v, *, causal=False, softmax_scale=None):
     cfg = config(head_dim, q.device)
     interp = is_interpreting()
     with device_ctx(q):
-        scores(q, k, s, scale, causal, cfg, interp)
+        scores(q, k, s, scale, causal, cfg)
         _softmax_pv_kernel[(triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)](
             s, v, out, lse, v.stride(0), v.stride(1), v.stride(2), out.stride(0),
             out.stride(1), out.stride(2), seqlen_q, seqlen_k, nheads, HEAD_DIM=head_dim,
