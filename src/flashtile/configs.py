@@ -51,14 +51,18 @@ def fwd_config(
         # fp32 inputs use IEEE fp32 dots: small tiles keep registers in check (first guess)
         return FwdConfig(64, 32, 4, 2)
     if head_dim <= 64:
-        # first guess from the Triton tutorial's Hopper configs; to be measured
+        # H200, 2026-11-29: 128x64 w4 s3 381-384 TFLOPS non-causal at 4k/16k (SDPA flash
+        # 304-308); s4 was best in the (unpipelined) first sweep
         return FwdConfig(128, 64, 4, 3)
     if head_dim <= 128:
-        # first guess; to be measured
+        # H200, 2026-11-29: 128x64 w8 s3 435-446 TFLOPS non-causal at 4k/16k (flash 337-349)
         return FwdConfig(128, 64, 8, 3)
-    # hd 256: 4 warps spill 4 KB at 64x64 (ptxas -v, sm_90, 2026-11-29); 8 warps halve
-    # the per-thread accumulator (first guess otherwise)
-    return FwdConfig(64, 64, 8, 2)
+    # hd 256: BLOCK_M 128 gives each of the 2 warpgroups a 64-row wgmma; 64x64 tiles ran
+    # 214-252 TFLOPS. H200, 2026-11-29, scripts/tune.py: 128x32 w8 s3 404 TFLOPS at
+    # seqlen 1k, 128x64 w8 s2 487 at 16k (SDPA flash 308 / 323)
+    if seqlen_q <= 2048:
+        return FwdConfig(128, 32, 8, 3)
+    return FwdConfig(128, 64, 8, 2)
 
 
 def bwd_config(
