@@ -6,9 +6,9 @@ import math
 
 import pytest
 import torch
-from conftest import DEVICE, HAS_CUDA
 
 import flashtile
+from conftest import HAS_CUDA
 from flashtile import reference
 from flashtile.ops import flash
 from flashtile.validate import Case, case_grid, make_qkv, run_case, with_

@@ -7,7 +7,8 @@ import torch
 
 import flashtile
 from flashtile import reference
-from flashtile.ops import _checks, sdpa as sdpa_mod
+from flashtile.ops import _checks
+from flashtile.ops import sdpa as sdpa_mod
 from flashtile.validate import check_close
 
 

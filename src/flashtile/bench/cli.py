@@ -22,7 +22,7 @@ QUICK_HEAD_DIMS = (128,)
 SMOKE_SHAPE = dict(batch=1, seqlen=64, nheads=2, head_dim=64)
 
 
-def _size(text: str) -> int:
+def parse_size(text: str) -> int:
     """Parse ``4096`` or ``4k`` (k = 1024)."""
     text = text.strip().lower()
     try:
@@ -47,7 +47,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     )
     parser.add_argument(
         "--seqlens",
-        type=_size,
+        type=parse_size,
         nargs="+",
         metavar="N",
         help=f"sequence lengths, 4096 or 4k (default: {' '.join(map(str, SEQLENS))})",

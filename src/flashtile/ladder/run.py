@@ -36,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from ..bench.cli import parse_size
 from ..bench.flops import Shape, attn_fwd_flops, paper_shape, tflops
 from ..bench.harness import MATMUL_N, Record, Timing, matmul_ceiling, median_ms
 from ..bench.report import CSV_COLUMNS, Env, csv_row
@@ -56,17 +57,6 @@ GiB = 2**30
 # ==================================================================================
 # command line
 # ==================================================================================
-
-
-def _size(text: str) -> int:
-    """``4096`` or ``4k`` (k = 1024)."""
-    text = text.strip().lower()
-    try:
-        return int(text[:-1]) * 1024 if text.endswith("k") else int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a size such as 4096 or 4k, got {text!r}"
-        ) from None
 
 
 def _split(values) -> list[str]:
@@ -110,7 +100,7 @@ def selection(args) -> tuple[list[str], list[int], list[int], list[bool]]:
         raise ValueError(f"unknown rung(s) {', '.join(unknown)}; known: {', '.join(known)}")
     names = [n for n in known if n in names]  # ladder order
     try:
-        seqlens = [_size(s) for s in _split(args.seqlens)]
+        seqlens = [parse_size(s) for s in _split(args.seqlens)]
         head_dims = [int(d) for d in _split(args.head_dims)]
     except (argparse.ArgumentTypeError, ValueError) as exc:
         raise ValueError(str(exc)) from None

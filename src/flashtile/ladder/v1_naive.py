@@ -104,7 +104,7 @@ def _softmax_warps(block_n: int) -> int:
 # ==================================================================================
 
 
-@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "stride_qb", "stride_kb"])
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
 def _scores_kernel(
     Q, K,
     S,  # Q: (B, M, H, D); K: (B, N, H, D); S: (B, H, M, N) fp32
@@ -164,7 +164,7 @@ def _softmax_kernel(
     tl.store(LSE + rows, lse, mask=rows < n_rows)
 
 
-@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "stride_vb", "stride_ob"])
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
 def _pv_kernel(
     P, V,
     O,  # P: (B, H, M, N) fp32; V: (B, N, H, D); O: (B, M, H, D)

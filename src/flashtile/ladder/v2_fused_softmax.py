@@ -65,7 +65,7 @@ def config(head_dim: int, device: torch.device) -> TileConfig:
 # ==================================================================================
 
 
-@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "stride_vb", "stride_ob"])
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
 def _softmax_pv_kernel(
     S, V, O,
     LSE,  # S: (B, H, M, N) fp32; V: (B, N, H, D); O: (B, M, H, D); LSE: (B, H, M) fp32

@@ -32,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..ops._common import attn_keep, cast_out, is_interpreting
+from ..ops._common import attn_keep, cast_out, is_interpreting, online_softmax
 from . import INTERP_TILE, TileConfig, block_d, device_ctx, empty_outputs, prepare
 
 
@@ -90,9 +90,7 @@ def config(head_dim: int, device: torch.device) -> TileConfig:
 # ==================================================================================
 
 
-@triton.jit(do_not_specialize=[
-    "seqlen_q", "seqlen_k", "stride_qb", "stride_kb", "stride_vb", "stride_ob",
-])
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
 def _fa1_kernel(
     Q, K, V, O, LSE, OACC, MI,
     LI,  # Q, O: (B, M, H, D); K, V: (B, N, H, D); LSE, MI, LI: (B, H, M); OACC: (B, H, M, D)
@@ -141,11 +139,7 @@ def _fa1_kernel(
                              False, CAUSAL)
             s = tl.where(keep, s, float("-inf"))
             # -- online softmax: new max, rescale, renormalise O --
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # no key seen yet
-            alpha = tl.exp(m_i - m_use)
-            p = tl.exp(s - m_use[:, None])
-            l_new = alpha * l_i + tl.sum(p, 1)
+            m_new, alpha, p, l_new = online_softmax(m_i, l_i, s, False)
             l_safe = tl.where(l_new == 0.0, 1.0, l_new)
             pv = tl.dot(p, v, input_precision="ieee")
             o = (o * (l_i * alpha)[:, None] + pv) / l_safe[:, None]

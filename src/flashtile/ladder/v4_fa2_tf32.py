@@ -31,7 +31,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..ops._common import attn_keep, cast_out, is_interpreting
+from ..ops._common import attn_keep, cast_out, is_interpreting, online_softmax, softmax_finish
 from . import INTERP_TILE, TileConfig, block_d, device_ctx, empty_outputs, prepare
 
 
@@ -82,9 +82,7 @@ def round_tf32(x):
     return bits.to(tl.float32, bitcast=True)
 
 
-@triton.jit(do_not_specialize=[
-    "seqlen_q", "seqlen_k", "stride_qb", "stride_kb", "stride_vb", "stride_ob",
-])
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
 def _fa2_tf32_kernel(
     Q, K, V, O,
     LSE,  # Q, O: (B, M, H, D); K, V: (B, N, H, D); LSE: (B, H, M) fp32
@@ -130,20 +128,13 @@ def _fa2_tf32_kernel(
                          False, CAUSAL)
         s = tl.where(keep, s, float("-inf"))
         # -- online softmax: rescale the running state --
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # no key seen yet
-        alpha = tl.exp(m_i - m_use)
-        p = tl.exp(s - m_use[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
+        m_new, alpha, p, l_i = online_softmax(m_i, l_i, s, False)
         v = tl.load(v_ptrs, mask=kv_mask, other=0.0).to(tl.float32)
         acc = acc * alpha[:, None] + tl.dot(round_tf32(p), v, input_precision="tf32")
         m_i = m_new
 
     # -- epilogue: normalise once; rows with no key give 0 and lse = -inf --
-    empty = l_i == 0.0
-    l_safe = tl.where(empty, 1.0, l_i)
-    acc = acc / l_safe[:, None]
-    lse = tl.where(empty, float("-inf"), m_i + tl.log(l_safe))
+    acc, lse = softmax_finish(acc, m_i, l_i, False)
     o_ptrs = (O + b.to(tl.int64) * stride_ob + h * stride_oh
               + offs_m[:, None].to(tl.int64) * stride_om + offs_d[None, :])
     tl.store(o_ptrs, cast_out(acc, O.dtype.element_ty, UPCAST), mask=m_ok[:, None] & d_ok[None, :])

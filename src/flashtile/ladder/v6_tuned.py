@@ -26,7 +26,15 @@ import torch
 import triton
 import triton.language as tl
 
-from ..ops._common import LN2, LOG2E, attn_keep, cast_out, is_interpreting, kv_tile_ranges
+from ..ops._common import (
+    LOG2E,
+    attn_keep,
+    cast_out,
+    is_interpreting,
+    kv_tile_ranges,
+    online_softmax,
+    softmax_finish,
+)
 from . import INTERP_TILE, TileConfig, block_d, device_ctx, empty_outputs, prepare
 
 
@@ -40,7 +48,7 @@ def attention(q, k, v, *, causal=False, softmax_scale=None):
         _fa2_tuned_kernel[(triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)](
             q, k, v, out, lse, q.stride(0), q.stride(1), q.stride(2), k.stride(0),
             k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), out.stride(0),
-            out.stride(1), out.stride(2), seqlen_q, k.shape[1], nheads, scale * LOG2E,
+            out.stride(1), out.stride(2), seqlen_q, k.shape[1], nheads, scale * LOG2E.value,
             HEAD_DIM=head_dim, BLOCK_D=block_d(head_dim), BLOCK_M=cfg.block_m,
             BLOCK_N=cfg.block_n, CAUSAL=causal, UPCAST=is_interpreting(),
             num_warps=cfg.num_warps, num_stages=cfg.num_stages,
@@ -78,9 +86,7 @@ def config(head_dim: int, device: torch.device) -> TileConfig:
 # ==================================================================================
 
 
-@triton.jit(do_not_specialize=[
-    "seqlen_q", "seqlen_k", "stride_qb", "stride_kb", "stride_vb", "stride_ob",
-])
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
 def _fa2_tuned_kernel(
     Q, K, V, O,
     LSE,  # Q, O: (B, M, H, D); K, V: (B, N, H, D); LSE: (B, H, M) fp32
@@ -129,10 +135,7 @@ def _fa2_tuned_kernel(
     )
 
     # -- epilogue: normalise once; lse back to natural log --
-    empty = l_i == 0.0
-    l_safe = tl.where(empty, 1.0, l_i)
-    acc = acc / l_safe[:, None]
-    lse = tl.where(empty, float("-inf"), (m_i + tl.log2(l_safe)) * LN2)
+    acc, lse = softmax_finish(acc, m_i, l_i, True)
     o_ptrs = (O + b.to(tl.int64) * stride_ob + h * stride_oh
               + offs_m[:, None].to(tl.int64) * stride_om + offs_d[None, :])
     tl.store(o_ptrs, cast_out(acc, O.dtype.element_ty, UPCAST), mask=m_ok[:, None] & d_ok[None, :])
@@ -175,15 +178,8 @@ def _tiles(
             keep = attn_keep(offs_m[:, None], cols[None, :], seqlen_q, seqlen_k, diag, 0, 0,
                              False, CAUSAL)
             s = tl.where(keep, s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # no key seen yet
-        else:
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            m_use = m_new
         # -- rescale the running state, accumulate --
-        alpha = tl.exp2(m_i - m_use)
-        p = tl.exp2(s - m_use[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
+        m_new, alpha, p, l_i = online_softmax(m_i, l_i, s, True)
         p = cast_out(p, v_base.dtype.element_ty, UPCAST).to(v.dtype)
         acc = acc * alpha[:, None] + tl.dot(p, v)
         m_i = m_new

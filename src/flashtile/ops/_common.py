@@ -179,3 +179,39 @@ def cast_out(x, DTYPE: tl.constexpr, UPCAST: tl.constexpr):
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
         x = bits.to(tl.float32, bitcast=True)
     return x.to(DTYPE)
+
+
+# ----------------------------------------------------------------------------------
+# the online softmax (written once: the production kernels and the ladder share it)
+# ----------------------------------------------------------------------------------
+
+
+@triton.jit
+def online_softmax(m_i, l_i, s, EXP2: tl.constexpr):
+    """One online-softmax step over a tile of scores ``s`` (rows x keys, -inf where
+    masked), in log2 units with EXP2 else natural. Returns ``(m_new, alpha, p, l_new)``:
+    the new running max, the rescale factor for the old state, the tile's unnormalised
+    probabilities and the new normaliser. A row with no key seen yet keeps m = -inf and
+    gets alpha = p = 0 (no NaN from -inf - -inf)."""
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+    if EXP2:
+        alpha = tl.exp2(m_i - m_use)
+        p = tl.exp2(s - m_use[:, None])
+    else:
+        alpha = tl.exp(m_i - m_use)
+        p = tl.exp(s - m_use[:, None])
+    return m_new, alpha, p, l_i * alpha + tl.sum(p, 1)
+
+
+@triton.jit
+def softmax_finish(acc, m_i, l_i, EXP2: tl.constexpr):
+    """Normalise once at the end: ``(acc / l, lse)`` with lse in natural log; rows that
+    saw no key give 0 and lse = -inf."""
+    empty = l_i == 0.0
+    l_safe = tl.where(empty, 1.0, l_i)
+    if EXP2:
+        lse = (m_i + tl.log2(l_safe)) * LN2
+    else:
+        lse = m_i + tl.log(l_safe)
+    return acc / l_safe[:, None], tl.where(empty, float("-inf"), lse)

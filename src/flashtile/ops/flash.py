@@ -29,8 +29,16 @@ import triton.language as tl
 from .. import configs
 from ._checks import check_qkv, check_scalars, check_window
 from ._common import (
-    LN2, attn_keep, cast_out, dropout_keep, is_interpreting, kv_tile_ranges, next_pow2,
-    q_tile_ranges, scores_log2,
+    attn_keep,
+    cast_out,
+    dropout_keep,
+    is_interpreting,
+    kv_tile_ranges,
+    next_pow2,
+    online_softmax,
+    q_tile_ranges,
+    scores_log2,
+    softmax_finish,
 )
 
 __all__ = [
@@ -347,12 +355,9 @@ def _attn_fwd_kernel(
     )
 
     # -- epilogue: normalise once; empty rows give 0 and lse = -inf --
-    empty = l_i == 0.0
-    l_safe = tl.where(empty, 1.0, l_i)
-    acc = acc / l_safe[:, None]
+    acc, lse = softmax_finish(acc, m_i, l_i, True)
     if DROPOUT:
         acc = acc * (1.0 / (1.0 - dropout_p))
-    lse = tl.where(empty, float("-inf"), (m_i + tl.log2(l_safe)) * LN2)
     o_ptrs = (
         O
         + b.to(tl.int64) * stride_ob
@@ -413,15 +418,8 @@ def _fwd_tiles(
                 window_right, HAS_LEFT, HAS_RIGHT,
             )
             s = tl.where(keep, s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # all-masked so far
-        else:
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            m_use = m_new
         # -- rescale the running state, accumulate --
-        alpha = tl.exp2(m_i - m_use)
-        p = tl.exp2(s - m_use[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
+        m_new, alpha, p, l_i = online_softmax(m_i, l_i, s, True)
         if DROPOUT:
             p = tl.where(
                 dropout_keep(seed, rng_offset, pid_bh, offs_m[:, None], cols[None, :], dropout_p),

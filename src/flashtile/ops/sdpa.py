@@ -98,7 +98,8 @@ def _unsupported(query, key, value, attn_mask, enable_gqa) -> str | None:
         return f"{query.device.type} tensors (flashtile needs CUDA or TRITON_INTERPRET=1)"
     d = query.shape[-1]
     if d % 8 or d > MAX_HEAD_DIM or key.shape[-1] != d or value.shape[-1] != d:
-        return f"head dims {d}/{key.shape[-1]}/{value.shape[-1]} (needs equal, multiple of 8, <= 256)"
+        dims = f"{d}/{key.shape[-1]}/{value.shape[-1]}"
+        return f"head dims {dims} (needs equal, a multiple of 8, <= {MAX_HEAD_DIM})"
     if key.shape != value.shape or query.shape[0] != key.shape[0]:
         return "shapes PyTorch would reject"
     hq, hkv = query.shape[1], key.shape[1]
