@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (an H200 through the device tool):
-#   scripts/gpu_check.sh SUITE [COMMIT]
+#   scripts/gpu_check.sh SUITE[,SUITE...] [COMMIT]
 # installs flashtile there (offline: no deps, no build isolation), runs the suite's GPU
 # tests and commands, writes full logs under $OUT (or ./out) and prints a short table last.
-# Suites (each under 7 minutes):
+# Suites (each under 7 minutes), one file each in scripts/suites/SUITE.sh:
 #   core    gpu tests (full validation grid, compile, recompiles) + flashtile validate
 #           + a forward bench at the DESIGN.md shapes
 #   perf    flashtile bench: every backend, forward and forward+backward, figure
@@ -28,35 +28,17 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log
 ft() { python3 -m flashtile.cli "$@"; }
 status=0
 
-case "$suite" in
-  core)
-    python3 -m pytest -q -m gpu -n 4 tests/ -p no:cacheprovider --durations=10 \
-      >"$out/pytest_gpu.log" 2>&1 || status=1
-    tail -n 15 "$out/pytest_gpu.log"
-    ft validate --grid covering --csv "$out/validate.csv" >"$out/validate.log" 2>&1 || status=1
-    tail -n 16 "$out/validate.log"
-    ft bench --no-bwd --backends flashtile sdpa-flash sdpa-cudnn --commit "$commit" \
-      --csv "$out/bench_core.csv" >"$out/bench_core.log" 2>&1 || status=1
-    tail -n 40 "$out/bench_core.log"
-    ;;
-  perf)
-    ft bench --commit "$commit" --csv "$out/bench_perf.csv" --plot "$out/bench_perf.png" \
-      >"$out/bench_perf.log" 2>&1 || status=1
-    tail -n 60 "$out/bench_perf.log"
-    ;;
-  tune)
-    python3 scripts/tune.py --seqlens 4096 --csv "$out/tune_fwd.csv" 2>"$out/tune_fwd.err" \
-      | tee "$out/tune_fwd.log" || status=1
-    python3 scripts/tune.py --bwd --seqlens 4096 --causal 0 --csv "$out/tune_bwd.csv" \
-      2>"$out/tune_bwd.err" | tee "$out/tune_bwd.log" || status=1
-    ;;
-  ladder)
-    ft ladder --commit "$commit" --csv "$out/ladder.csv" --figures "$out" \
-      >"$out/ladder.log" 2>&1 || status=1
-    tail -n 60 "$out/ladder.log"
-    ;;
-  *)
-    echo "unknown suite '$suite' (core, perf, tune, ladder)"; exit 2 ;;
-esac
-echo "suite $suite: $([ $status -eq 0 ] && echo PASS || echo FAIL) (logs in $out)"
-exit $status
+# SUITE may name several, comma-separated (one machine start for all of them).
+overall=0
+for one in ${suite//,/ }; do
+  if [ ! -f "scripts/suites/$one.sh" ]; then
+    echo "unknown suite '$one' (have: $(ls scripts/suites | sed 's/\.sh$//' | tr '\n' ' '))"; exit 2
+  fi
+  status=0
+  t0=$SECONDS
+  # shellcheck source=/dev/null
+  source "scripts/suites/$one.sh"
+  echo "suite $one: $([ $status -eq 0 ] && echo PASS || echo FAIL) in $((SECONDS - t0)) s (logs in $out)"
+  [ $status -eq 0 ] || overall=1
+done
+exit $overall
