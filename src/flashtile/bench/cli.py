@@ -21,6 +21,11 @@ QUICK_SEQLENS = (1024, 4096)
 QUICK_HEAD_DIMS = (128,)
 SMOKE_SHAPE = dict(batch=1, seqlen=64, nheads=2, head_dim=64)
 
+# Suites that are not attention-shape sweeps: name -> module with ``run(args) -> int``
+# (and optionally ``configure_parser(parser)`` for suite-specific options, prefixed
+# with the suite name, e.g. ``--decode-batches``).
+MODULE_SUITES: dict[str, str] = {}
+
 
 def parse_size(text: str) -> int:
     """Parse ``4096`` or ``4k`` (k = 1024)."""
@@ -38,12 +43,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     from .backends import backend_names
     from .flops import HEAD_DIMS, SEQLENS, SUITES
 
+    from importlib import import_module
+
     names = backend_names()
     parser.add_argument(
         "--suite",
-        choices=sorted(SUITES),
+        choices=sorted([*SUITES, *MODULE_SUITES]),
         default="core",
-        help="shape set; core = DESIGN.md section 6 (default: core)",
+        help="what to measure; core = DESIGN.md section 6 attention shapes (default: core)",
     )
     parser.add_argument(
         "--seqlens",
@@ -90,6 +97,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         f"{' '.join(map(str, QUICK_SEQLENS))} and head dim "
         f"{' '.join(map(str, QUICK_HEAD_DIMS))} only",
     )
+    for module in MODULE_SUITES.values():
+        configure = getattr(import_module(module), "configure_parser", None)
+        if configure is not None:
+            configure(parser)
     return parser
 
 
@@ -107,6 +118,10 @@ def run(args: argparse.Namespace) -> int:
     """Run the benchmark (GPU) or the CPU smoke check; return the exit status."""
     import torch
 
+    if args.suite in MODULE_SUITES:
+        from importlib import import_module
+
+        return import_module(MODULE_SUITES[args.suite]).run(args)
     if not torch.cuda.is_available():
         print("flashtile bench: timings need a GPU, and no CUDA device was found.")
         print(
