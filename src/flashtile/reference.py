@@ -144,3 +144,105 @@ def sdpa(
         enable_gqa=enable_gqa,
     )
     return out.to(query.dtype)
+
+
+def flash_attn_varlen_func(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    return_lse=False,
+    *,
+    upcast=True,
+):
+    """Reference twin of ``flashtile.flash_attn_varlen_func``: the dense reference per
+    sequence. out (total_q, H, D) (zero past ``cu_seqlens_q[-1]``); lse (H, total_q)."""
+    del max_seqlen_q, max_seqlen_k  # the reference reads the lengths themselves
+    window = tuple(None if w == -1 else w for w in window_size)
+    cq, ck = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    outs, lses = [], []
+    for b in range(len(cq) - 1):
+        o, lse = attention_forward(
+            q[None, cq[b] : cq[b + 1]],
+            k[None, ck[b] : ck[b + 1]],
+            v[None, ck[b] : ck[b + 1]],
+            softmax_scale=softmax_scale,
+            causal=causal,
+            window_size=window,
+            softcap=softcap,
+            upcast=upcast,
+        )
+        outs.append(o[0])
+        lses.append(lse[0])
+    tail = q.shape[0] - cq[-1]
+    outs.append(q.new_zeros((tail, *q.shape[1:])))
+    lses.append(torch.full((q.shape[1], tail), float("-inf"), device=q.device))
+    out, lse = torch.cat(outs, 0), torch.cat(lses, 1)
+    return (out, lse.detach()) if return_lse else out
+
+
+def flash_attn_with_kvcache(
+    q,
+    k_cache,
+    v_cache,
+    k=None,
+    v=None,
+    cache_seqlens=None,
+    page_table=None,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    num_splits=0,
+    return_lse=False,
+    *,
+    upcast=True,
+):
+    """Reference twin of ``flashtile.flash_attn_with_kvcache``. Like the kernel, it
+    writes ``k``/``v`` into the cache at ``cache_seqlens`` (through ``page_table`` when
+    paged), then attends each sequence to its ``cache_seqlens[b] + seqlen_new`` keys."""
+    del num_splits  # a schedule, not semantics
+    batch, seqlen_q = q.shape[0], q.shape[1]
+    paged = page_table is not None
+    page_size = k_cache.shape[1]
+    capacity = page_table.shape[1] * page_size if paged else k_cache.shape[1]
+    lens = [capacity] * batch if cache_seqlens is None else cache_seqlens.tolist()
+    seqlen_new = 0 if k is None else k.shape[1]
+
+    def rows(b, n):  # cache rows of sequence b's first n keys: (index, index) pairs
+        pos = torch.arange(n, device=k_cache.device)
+        if not paged:
+            return torch.full_like(pos, b), pos
+        return page_table[b][pos // page_size].long(), pos % page_size
+
+    outs, lses = [], []
+    for b in range(batch):
+        n = lens[b] + seqlen_new
+        if seqlen_new:
+            i0, i1 = rows(b, n)
+            k_cache[i0[lens[b] :], i1[lens[b] :]] = k[b]
+            v_cache[i0[lens[b] :], i1[lens[b] :]] = v[b]
+        i0, i1 = rows(b, n)
+        o, lse = flash_attn_func(
+            q[b : b + 1],
+            k_cache[i0, i1][None],
+            v_cache[i0, i1][None],
+            softmax_scale=softmax_scale,
+            causal=causal,
+            window_size=window_size,
+            softcap=softcap,
+            return_lse=True,
+            upcast=upcast,
+        )
+        outs.append(o)
+        lses.append(lse)
+    out = torch.cat(outs, 0) if outs else q.new_empty(q.shape)
+    lse = torch.cat(lses, 0) if lses else q.new_empty((0, q.shape[2], seqlen_q)).float()
+    return (out, lse) if return_lse else out

@@ -300,7 +300,8 @@ def _attn_fwd_kernel(
     HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, DROPOUT: tl.constexpr, UPCAST: tl.constexpr,
     DOT_PREC: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)
+    # heaviest query tiles first (the last ones under a causal mask): shortens the tail
+    pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // nheads
     h = pid_bh % nheads
@@ -685,7 +686,8 @@ def _attn_bwd_dq_kernel(
     BLOCK_N: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     SOFTCAP: tl.constexpr, DROPOUT: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)
+    # heaviest query tiles first (the last ones under a causal mask): shortens the tail
+    pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // nheads
     h = pid_bh % nheads
