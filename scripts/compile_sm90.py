@@ -2,6 +2,7 @@
 time) and report registers/spills/shared memory and whether wgmma was used.
 
     python scripts/compile_sm90.py [--head-dims 64,128,256] [--ptx DIR]
+    python scripts/compile_sm90.py --hopper [--json]   # the Gluon forward, every config
 
 Run without TRITON_INTERPRET. Catches compile errors and resource problems before a
 GPU call; the same check runs in CI (tests/test_compile.py).
@@ -84,13 +85,65 @@ def report(name, k):
             f"wgmma={'yes' if 'wgmma' in ptx else 'NO'}")
 
 
+def hopper_variants():
+    """(name, head_dim, causal, dtype, config): every shipped Gluon forward config
+    (ops/hopper_fwd.py) in both dtypes, plus the other stage at hd 64/128 for A/B runs."""
+    import dataclasses
+
+    import torch
+
+    for hd in (64, 128, 256):
+        for causal in (False, True):
+            cfg = configs.hopper_fwd_config(hd, causal, 4096)
+            for dt in (torch.bfloat16, torch.float16):
+                yield (f"hopper d{hd}{'-causal' if causal else ''} {str(dt)[6:]}", hd, causal,
+                       dt, cfg)
+            if hd <= 128:
+                alt = dataclasses.replace(cfg, warp_specialize=not cfg.warp_specialize)
+                yield (f"hopper d{hd}{'-causal' if causal else ''} bfloat16 alt", hd, causal,
+                       torch.bfloat16, alt)
+
+
+def hopper_main(as_json: bool) -> None:
+    """Compile the Gluon forward for sm_90: one line per variant (JSON with --json)."""
+    import json
+
+    from flashtile.ops import hopper_fwd
+
+    for name, hd, causal, dt, cfg in hopper_variants():
+        rec = dict(name=name, head_dim=hd, causal=causal, dtype=str(dt), config=repr(cfg))
+        try:
+            k = hopper_fwd.compile_sm90(hd, causal, dt, cfg)
+            ptx = k.asm.get("ptx", "")
+            regs, spills = ptxas_usage(ptx)
+            rec.update(ok=True, regs=regs, spill_bytes=spills, smem=k.metadata.shared,
+                       wgmma="wgmma.mma_async" in ptx, tma="cp.async.bulk.tensor" in ptx,
+                       setmaxnreg="setmaxnreg" in ptx, local=bool(re.search(r"\.local", ptx)))
+        except Exception as exc:  # report every variant, then fail in the caller
+            rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[-4000:])
+        if as_json:
+            print(json.dumps(rec), flush=True)
+        elif rec["ok"]:
+            print(f"{name:<36} {cfg.block_m}x{cfg.block_n} w{cfg.num_warps} s{cfg.num_stages} "
+                  f"ws={int(cfg.warp_specialize)} regs={rec['regs']:>4} "
+                  f"spill_bytes={rec['spill_bytes']:>5} smem={rec['smem']:>6} "
+                  f"wgmma={'yes' if rec['wgmma'] else 'NO'}", flush=True)
+        else:
+            print(f"{name:<36} FAILED {rec['error']}", flush=True)
+
+
 def main():
     if os.environ.get("TRITON_INTERPRET") == "1":
         sys.exit("unset TRITON_INTERPRET: this compiles for the GPU")
     ap = argparse.ArgumentParser()
     ap.add_argument("--head-dims", default="64,128,256")
     ap.add_argument("--ptx", help="write PTX files here")
+    ap.add_argument("--hopper", action="store_true",
+                    help="compile the Gluon sm_90 forward (ops/hopper_fwd.py) instead")
+    ap.add_argument("--json", action="store_true", help="with --hopper: one JSON line each")
     args = ap.parse_args()
+    if args.hopper:
+        return hopper_main(args.json)
     import torch
 
     dev = torch.device("cuda")  # only used as a key: configs treat it as sm_90 below

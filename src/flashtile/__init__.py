@@ -14,6 +14,8 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "flash_attn_func": "flashtile.ops.flash",
+    "flash_attn_varlen_func": "flashtile.ops.varlen",
+    "flash_attn_with_kvcache": "flashtile.ops.kvcache",
     "sdpa": "flashtile.ops.sdpa",
     "last_path": "flashtile.ops.sdpa",
 }

@@ -132,6 +132,10 @@ COMMANDS = {
               *_lazy("flashtile.bench.cli")),
     "ladder": ("run the kernel ladder (v1 naive ... production) and plot it",
                *_lazy("flashtile.ladder.run")),
+    "train": ("train MiniGPT on Tiny Shakespeare with flashtile forward + backward",
+              *_lazy("flashtile.models.train")),
+    "sample": ("sample text from a MiniGPT checkpoint (temperature, top-k, top-p)",
+               *_lazy("flashtile.models.sample")),
 }
 
 

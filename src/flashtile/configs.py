@@ -95,3 +95,36 @@ def check_smem(cfg, head_dim: int, elem_bytes: int, device: torch.device) -> Non
             f"config {cfg} needs ~{need} bytes of shared memory at head_dim={head_dim}, "
             f"device allows {budget}"
         )
+
+
+# ----------------------------------------------------------------------------------
+# Hopper (sm_90) Gluon forward, ops/hopper_fwd.py
+# ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HopperFwdConfig:
+    block_m: int  # query rows per program: 16 per consumer warp (64 per warpgroup)
+    block_n: int  # keys per tile (wgmma n of QK^T)
+    num_warps: int  # consumer warps (4 per warpgroup)
+    num_stages: int  # depth of the K/V shared-memory ring
+    warp_specialize: bool = False  # stage B: 1-warp TMA producer partition
+    load_regs: int = 24  # producer registers per thread (setmaxnreg) when specialised
+
+    def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
+        """Q tile + K and V rings (barriers are a few bytes)."""
+        return (self.block_m + 2 * self.num_stages * self.block_n) * head_dim * elem_bytes
+
+
+def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig:
+    """Gluon forward tile shape for fp16/bf16 on sm_90. Chosen by compiling for sm_90 on
+    the CPU (tests/test_hopper.py: no spills, fits 227 KB); not yet measured on the GPU."""
+    if head_dim <= 64:
+        # not yet measured: 128x128, ring of 3 (112 KB smem)
+        return HopperFwdConfig(128, 128, 8, 3, warp_specialize=True)
+    if head_dim <= 128:
+        # not yet measured: 128x128, ring of 2 (160 KB smem)
+        return HopperFwdConfig(128, 128, 8, 2, warp_specialize=True)
+    # hd 256, not yet measured: 128x64, ring of 2 (192 KB smem); the O accumulator is
+    # 128 fp32 registers per thread, so S stays at 64 columns
+    return HopperFwdConfig(128, 64, 8, 2, warp_specialize=False)

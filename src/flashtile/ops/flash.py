@@ -27,6 +27,7 @@ import triton
 import triton.language as tl
 
 from .. import configs
+from . import hopper_fwd
 from ._checks import check_qkv, check_scalars, check_window
 from ._common import (
     attn_keep,
@@ -261,6 +262,13 @@ def attention_forward(
             raise ValueError("lse= buffer must be contiguous")
     if out.numel() == 0:
         return out, lse
+    if config is None and hopper_fwd.hopper_supported(
+        q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
+        softmax_scale=softmax_scale,
+    ):  # sm_90: the Gluon kernel (ops/hopper_fwd.py); FLASHTILE_DISABLE_HOPPER=1 skips it
+        return hopper_fwd.hopper_attention_forward(
+            q, k, v, softmax_scale, window_size[1] == 0, out, lse
+        )
     if dropout_p > 0 and rng_state is None:
         rng_state = draw_rng_state()
     seed, rng_offset = rng_state if dropout_p > 0 else (0, 0)
