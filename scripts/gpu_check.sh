@@ -9,6 +9,11 @@
 #   perf    flashtile bench: every backend, forward and forward+backward, figure
 #   tune    config sweeps (scripts/tune.py), forward and backward
 #   ladder  flashtile ladder: every rung, table, CSV and figures
+#   decode  varlen + KV-cache gpu tests, bench suites varlen and decode (GB/s, split-KV,
+#           paged-memory table + PNG)
+#   hopper  the Gluon sm_90 forward: compile report, gpu tests, TFLOPS vs portable/cuDNN
+#   train   MiniGPT on Tiny Shakespeare: gpu tests, `flashtile train` per backend, step
+#           time vs SDPA cuDNN/flash, a sample, loss figure (needs data/ carried along)
 set -uo pipefail
 suite=${1:-core}
 commit=${2:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}

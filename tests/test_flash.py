@@ -170,14 +170,18 @@ def test_empty_inputs(device):
 
 
 @pytest.mark.gpu
-def test_no_recompile_on_seqlen_or_batch(device):
+def test_no_recompile_on_seqlen_or_batch(device, monkeypatch):
     """Sequence length and batch are runtime arguments: one compiled variant each for
-    the forward and the backward kernels, whatever the lengths."""
+    the forward and the backward kernels, whatever the lengths. (The portable path;
+    tests/test_hopper.py counts the Gluon kernel's variants.)"""
+    monkeypatch.setenv("FLASHTILE_DISABLE_HOPPER", "1")
     kernels = (flash._attn_fwd_kernel, flash._attn_bwd_dkdv_kernel, flash._attn_bwd_dq_kernel,
                flash._attn_bwd_preprocess_kernel)
 
     def n_compiled():
-        return [sum(len(c) for c in kern.device_caches.values()) if hasattr(kern, "device_caches")
+        # device_caches: device -> (kernel cache, key cache, target, backend, binder)
+        return [sum(len(c[0]) for c in kern.device_caches.values())
+                if hasattr(kern, "device_caches")
                 else len(kern.cache.get(device.index or 0, {})) for kern in kernels]
 
     def run(b, s):
@@ -187,6 +191,7 @@ def test_no_recompile_on_seqlen_or_batch(device):
 
     run(2, 128)
     before = n_compiled()
+    assert all(n >= 1 for n in before), before  # the count sees the compiled variants
     for b, s in [(1, 1), (3, 17), (2, 1000), (1, 4096), (5, 333)]:
         run(b, s)
     assert n_compiled() == before
@@ -205,9 +210,15 @@ def test_torch_compile_fullgraph(device):
     grads = torch.autograd.grad(loss, (q, k, v))
     loss_e = f(q, k, v)
     grads_e = torch.autograd.grad(loss_e, (q, k, v))
-    assert torch.equal(loss, loss_e)
+    # the attention op runs the same kernels compiled or not: its output is bitwise equal;
+    # inductor fuses square().sum() differently from eager, so the loss and the gradient
+    # of the square (fed to our backward) agree to fp32 rounding, not bitwise
+    out_c = torch.compile(lambda q, k, v: flashtile.flash_attn_func(q, k, v, causal=True),
+                          fullgraph=True)(q, k, v)
+    assert torch.equal(out_c, flashtile.flash_attn_func(q, k, v, causal=True))
+    torch.testing.assert_close(loss, loss_e, rtol=1e-6, atol=0)
     for a, b in zip(grads, grads_e):
-        assert torch.equal(a, b)
+        torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-5)
 
 
 @pytest.mark.gpu

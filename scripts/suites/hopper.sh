@@ -1,0 +1,16 @@
+# gpu_check.sh suite "hopper" (sourced; $out, $commit, ft() and status are set)
+# The Gluon sm_90 forward (ops/hopper_fwd.py): its GPU tests, then forward TFLOPS of
+# stage B / stage A / the portable kernel / SDPA cuDNN at the DESIGN.md shapes, then the
+# public API through the bench harness. Logs under $out; short table last.
+python3 scripts/compile_sm90.py --hopper >"$out/hopper_compile.log" 2>&1 || status=1
+tail -n 20 "$out/hopper_compile.log"
+python3 -m pytest -q -m gpu -n 4 tests/test_hopper.py -p no:cacheprovider -rf --tb=short \
+  --durations=5 >"$out/pytest_hopper.log" 2>&1 || status=1
+grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_hopper.log" | tail -n 40
+ft bench --no-bwd --backends flashtile sdpa-cudnn --head-dims 64 128 --commit "$commit" \
+  --csv "$out/bench_hopper_api.csv" >"$out/bench_hopper_api.log" 2>&1 || status=1
+tail -n 20 "$out/bench_hopper_api.log"
+python3 scripts/bench_hopper.py --csv "$out/bench_hopper.csv" >"$out/bench_hopper.log" 2>&1 \
+  || status=1
+grep -E "FAILED|MISMATCH|Error" "$out/bench_hopper.log" | head -n 20
+tail -n 16 "$out/bench_hopper.log"
