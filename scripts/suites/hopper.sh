@@ -7,10 +7,7 @@ tail -n 20 "$out/hopper_compile.log"
 python3 -m pytest -q -m gpu -n 4 tests/test_hopper.py -p no:cacheprovider -rf --tb=short \
   --durations=5 >"$out/pytest_hopper.log" 2>&1 || status=1
 grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_hopper.log" | tail -n 40
-ft bench --no-bwd --backends flashtile sdpa-cudnn --head-dims 64 128 --commit "$commit" \
-  --csv "$out/bench_hopper_api.csv" >"$out/bench_hopper_api.log" 2>&1 || status=1
-tail -n 20 "$out/bench_hopper_api.log"
-python3 scripts/bench_hopper.py --csv "$out/bench_hopper.csv" >"$out/bench_hopper.log" 2>&1 \
+python3 scripts/bench_hopper.py --head-dims 64 128 256 --csv "$out/bench_hopper.csv" >"$out/bench_hopper.log" 2>&1 \
   || status=1
 grep -E "FAILED|MISMATCH|Error" "$out/bench_hopper.log" | head -n 20
 tail -n 16 "$out/bench_hopper.log"

@@ -16,6 +16,7 @@ _LAZY = {
     "flash_attn_func": "flashtile.ops.flash",
     "flash_attn_varlen_func": "flashtile.ops.varlen",
     "flash_attn_with_kvcache": "flashtile.ops.kvcache",
+    "PagedKVCache": "flashtile.kv",
     "sdpa": "flashtile.ops.sdpa",
     "last_path": "flashtile.ops.sdpa",
 }

@@ -24,7 +24,10 @@ SMOKE_SHAPE = dict(batch=1, seqlen=64, nheads=2, head_dim=64)
 # Suites that are not attention-shape sweeps: name -> module with ``run(args) -> int``
 # (and optionally ``configure_parser(parser)`` for suite-specific options, prefixed
 # with the suite name, e.g. ``--decode-batches``).
-MODULE_SUITES: dict[str, str] = {}
+MODULE_SUITES: dict[str, str] = {
+    "decode": "flashtile.bench.decode",
+    "varlen": "flashtile.bench.varlen",
+}
 
 
 def parse_size(text: str) -> int:

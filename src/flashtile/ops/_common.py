@@ -144,6 +144,18 @@ def q_tile_ranges(
     return lo, a, b, hi
 
 
+@triton.jit
+def stage_bounds(STAGE: tl.constexpr, lo, a, b, hi):
+    """[start, end) of stage STAGE (0 masked, 1 unmasked, 2 masked) of the ranges from
+    ``kv_tile_ranges`` / ``q_tile_ranges``; use under ``tl.static_range(3)``."""
+    if STAGE == 0:
+        return lo, a
+    elif STAGE == 1:
+        return a, b
+    else:
+        return b, hi
+
+
 # ----------------------------------------------------------------------------------
 # dropout: counter-based, so the backward regenerates the forward's mask
 # ----------------------------------------------------------------------------------
