@@ -1,0 +1,11 @@
+# gpu_check.sh suite "decode" (sourced; $out, $commit, ft() and status are set)
+# issue 5: varlen + KV-cache GPU tests, then the varlen and decode benchmarks (< 7 min)
+python3 -m pytest -q -m gpu -n 4 tests/test_varlen.py tests/test_kvcache.py \
+  -p no:cacheprovider --durations=10 >"$out/pytest_decode.log" 2>&1 || status=1
+ft bench --suite varlen --quick --commit "$commit" --csv "$out/bench_varlen.csv" \
+  >"$out/bench_varlen.log" 2>&1 || status=1
+ft bench --suite decode --quick --commit "$commit" --csv "$out/bench_decode.csv" \
+  --plot "$out/decode_paged_memory.png" >"$out/bench_decode.log" 2>&1 || status=1
+tail -n 12 "$out/pytest_decode.log"
+tail -n 16 "$out/bench_varlen.log"
+tail -n 90 "$out/bench_decode.log"

@@ -1,0 +1,631 @@
+"""Attention over a KV cache (decode and chunked prefill): contiguous or paged caches,
+append-in-call, GQA head packing, split-KV (FlashDecoding) with a combine kernel.
+
+Layers, top to bottom (never merged):
+    flash_attn_with_kvcache        public function, argument checks, docstring
+    flashtile::kvcache_fwd         custom op (mutates k_cache / v_cache: the append)
+    kvcache_forward                launcher: append, attend, combine; returns (out, lse)
+    _append_kv_kernel, _kvcache_fwd_kernel, _combine_kernel   @triton.jit kernels
+
+Forward only: this is the inference path.
+
+Notation for all kernels in this file:
+    B batch, H query heads, Hkv cache heads (H = group * Hkv), M = seqlen_q (1 for
+    decode), N = a sequence's key count = cache_seqlens[b] + seqlen_new (or the cache
+    capacity without cache_seqlens), D head dim (BLOCK_D = D rounded up to a power of
+    two >= 16), S the number of KV splits.
+    Head packing: the query tile of one program holds the whole GQA group. Row r of the
+    tile is query position i = start_i + r // GROUP_P2 of head g = r % GROUP_P2 of the
+    group (GROUP_P2 = group rounded up to a power of two; rows with g >= group are
+    padding, loaded as zeros and never stored). Every K/V tile is loaded once for the
+    group instead of once per query head: decode's 1-row tiles become group-row tiles.
+    ROWS = BLOCK_M // GROUP_P2 query positions per tile.
+    Attention grid: (S, cdiv(M, ROWS), B * Hkv). Split s takes an equal share of the
+    key tiles this query tile needs (causal/window pruning first, then the split), and
+    writes a normalised fp32 partial output and its lse; the combine kernel (grid
+    (M, B * H)) merges the splits through their lse. With S = 1 the attention kernel
+    writes out and lse directly and no combine runs.
+    Paged caches: K_CACHE (num_pages, PAGE_SIZE, Hkv, D) addressed through PAGE_TABLE
+    (B, max_pages). With PAGE_SIZE >= BLOCK_N a key tile lies inside one page: one
+    page-table load per tile and the same scalar-base addressing as a contiguous cache;
+    smaller pages gather each key row through its own page-table entry.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from ._checks import check_device, check_scalars, check_tensor, check_window
+from ._common import (
+    attn_keep,
+    cast_out,
+    is_interpreting,
+    kv_tile_ranges,
+    next_pow2,
+    online_softmax,
+    scores_log2,
+    softmax_finish,
+    stage_bounds,
+)
+from .flash import _device_ctx, _load_tile
+
+__all__ = [
+    "flash_attn_with_kvcache", "kvcache_forward", "DecodeConfig", "decode_config",
+    "num_splits_heuristic", "check_cache_values",
+]
+
+MAX_SPLITS = 128
+PAGE_SIZES = (16, 32, 64, 128, 256)
+
+
+# ==================================================================================
+# public API
+# ==================================================================================
+
+
+def flash_attn_with_kvcache(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor | None = None,
+    v: torch.Tensor | None = None, cache_seqlens: torch.Tensor | int | None = None,
+    page_table: torch.Tensor | None = None, softmax_scale: float | None = None,
+    causal: bool = False, window_size: tuple[int, int] = (-1, -1), softcap: float = 0.0,
+    num_splits: int = 0, return_lse: bool = False,
+):
+    """Attention of new queries over a KV cache, appending new keys/values first.
+
+    Args:
+        q: (batch, seqlen_q, nheads, headdim), float16 / bfloat16 / float32;
+            seqlen_q = 1 for decode, > 1 for chunked prefill.
+        k_cache: contiguous (batch, seqlen_cache, nheads_kv, headdim), or paged
+            (num_pages, page_size, nheads_kv, headdim) with ``page_table``; page_size a
+            power of two from 16 to 256. Same dtype and device as q; nheads % nheads_kv == 0.
+        v_cache: like k_cache.
+        k, v: optional (batch, seqlen_new, nheads_kv, headdim): written into the caches
+            at positions ``cache_seqlens[b] ... cache_seqlens[b] + seqlen_new - 1`` inside
+            this call (the caches are modified in place), then attended to.
+        cache_seqlens: (batch,) int32 (or a Python int for all): valid cache lengths
+            *before* this call; not modified. None: every sequence uses the whole cache
+            (then k/v must be None).
+        page_table: (batch, max_pages) int32 page ids into the paged cache; row b lists
+            sequence b's pages in order.
+        softmax_scale, causal, window_size, softcap: as ``flash_attn_func``; masks are
+            bottom-right aligned with seqlen_k = cache_seqlens[b] + seqlen_new.
+        num_splits: split the keys of each (sequence, head group) across this many
+            programs (FlashDecoding), merged through their lse; 0 picks it from the SM
+            count and the shape, 1 disables splitting.
+        return_lse: also return lse, (batch, nheads, seqlen_q) float32, natural log.
+
+    Returns:
+        out (batch, seqlen_q, nheads, headdim) in q's dtype, or (out, lse).
+
+    Lengths and page ids live on the device and are not checked on this hot path (no
+    host synchronisation, CUDA graphs stay valid): ``flashtile.kv.PagedKVCache`` checks
+    them on the host, and ``FLASHTILE_DEBUG_CHECKS=1`` checks them before each launch.
+    """
+    cache_seqlens = _check_args(
+        q, k_cache, v_cache, k, v, cache_seqlens, page_table, num_splits
+    )
+    left, right = check_window(window_size)
+    check_scalars(0.0, softcap, softmax_scale)
+    if causal:
+        right = 0
+    if os.environ.get("FLASHTILE_DEBUG_CHECKS", "0") == "1":
+        check_cache_values(k_cache, cache_seqlens, page_table, 0 if k is None else k.shape[1])
+    scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    out, lse = torch.ops.flashtile.kvcache_fwd(
+        q, k_cache, v_cache, k, v, cache_seqlens, page_table, scale, left, right,
+        float(softcap), int(num_splits),
+    )
+    return (out, lse) if return_lse else out
+
+
+def _check_args(q, k_cache, v_cache, k, v, cache_seqlens, page_table, num_splits):
+    """Shapes, dtypes and devices only (nothing read from the device). Returns
+    cache_seqlens as a tensor (or None)."""
+    check_tensor("q", q, 4, "(batch, seqlen_q, nheads, headdim)")
+    layout = "(batch, seqlen_cache, nheads_kv, headdim) or (num_pages, page_size, ...)"
+    check_tensor("k_cache", k_cache, 4, layout)
+    check_tensor("v_cache", v_cache, 4, layout)
+    batch, _, nheads, head_dim = q.shape
+    if k_cache.dtype != q.dtype or v_cache.dtype != q.dtype:
+        raise TypeError(
+            f"q, k_cache, v_cache must share a dtype, got {q.dtype}, {k_cache.dtype}, "
+            f"{v_cache.dtype}"
+        )
+    if head_dim % 8 != 0 or not (8 <= head_dim <= 256):
+        raise ValueError(
+            f"headdim (q.shape[-1]) must be a multiple of 8 in [8, 256], got {head_dim}"
+        )
+    if k_cache.shape != v_cache.shape:
+        raise ValueError(
+            f"k_cache and v_cache must have the same shape, got {tuple(k_cache.shape)} and "
+            f"{tuple(v_cache.shape)}"
+        )
+    if k_cache.shape[-1] != head_dim:
+        raise ValueError(f"k_cache headdim {k_cache.shape[-1]} != q headdim {head_dim}")
+    nheads_kv = k_cache.shape[2]
+    if nheads_kv == 0 or nheads % nheads_kv != 0:
+        raise ValueError(f"nheads of q ({nheads}) must be a multiple of nheads_kv ({nheads_kv})")
+    named = [("q", q), ("k_cache", k_cache), ("v_cache", v_cache)]
+    if (k is None) != (v is None):
+        raise ValueError("k and v must be given together (or both None)")
+    if k is not None:
+        check_tensor("k", k, 4, "(batch, seqlen_new, nheads_kv, headdim)")
+        check_tensor("v", v, 4, "(batch, seqlen_new, nheads_kv, headdim)")
+        want = (batch, k.shape[1], nheads_kv, head_dim)
+        for name, t in (("k", k), ("v", v)):
+            if tuple(t.shape) != want or t.dtype != q.dtype:
+                raise ValueError(
+                    f"{name} must be {want} {q.dtype}, got {tuple(t.shape)} {t.dtype}"
+                )
+        if cache_seqlens is None:
+            raise ValueError("appending k/v needs cache_seqlens (where to write them)")
+        named += [("k", k), ("v", v)]
+    if page_table is not None:
+        if not isinstance(page_table, torch.Tensor) or page_table.dtype != torch.int32:
+            raise TypeError(f"page_table must be an int32 tensor, got {_describe(page_table)}")
+        if page_table.dim() != 2 or page_table.shape[0] != batch:
+            raise ValueError(
+                f"page_table must be (batch={batch}, max_pages), got {tuple(page_table.shape)}"
+            )
+        if k_cache.shape[1] not in PAGE_SIZES:
+            raise ValueError(
+                f"page_size (k_cache.shape[1]) must be one of {PAGE_SIZES}, got {k_cache.shape[1]}"
+            )
+        named.append(("page_table", page_table))
+    elif k_cache.shape[0] != batch:
+        raise ValueError(
+            f"a contiguous k_cache must have batch {batch} in dim 0, got {tuple(k_cache.shape)}"
+            " (pass page_table for a paged cache)"
+        )
+    if isinstance(cache_seqlens, int) and not isinstance(cache_seqlens, bool):
+        cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=q.device)
+    if cache_seqlens is not None:
+        if not isinstance(cache_seqlens, torch.Tensor) or cache_seqlens.dtype != torch.int32:
+            raise TypeError(
+                f"cache_seqlens must be an int32 tensor or an int, got {_describe(cache_seqlens)}"
+            )
+        if tuple(cache_seqlens.shape) != (batch,):
+            raise ValueError(
+                f"cache_seqlens must be (batch={batch},), got {tuple(cache_seqlens.shape)}"
+            )
+        named.append(("cache_seqlens", cache_seqlens))
+    check_device(named)
+    if not isinstance(num_splits, int) or isinstance(num_splits, bool) or num_splits < 0:
+        raise ValueError(f"num_splits must be an int >= 0 (0 = automatic), got {num_splits!r}")
+    return cache_seqlens
+
+
+def _describe(x) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"a {x.dtype} tensor"
+    return type(x).__name__
+
+
+def check_cache_values(k_cache, cache_seqlens, page_table, seqlen_new: int = 0) -> None:
+    """Host-side checks of values that live on the device (synchronises: debug mode and
+    tests only): lengths within the capacity, used page ids within the cache."""
+    paged = page_table is not None
+    capacity = page_table.shape[1] * k_cache.shape[1] if paged else k_cache.shape[1]
+    if cache_seqlens is None:
+        return
+    lens = cache_seqlens.detach().to("cpu", torch.int64)
+    if (lens < 0).any():
+        raise ValueError(f"cache_seqlens must be >= 0, got {lens.tolist()}")
+    if lens.numel() and int((lens + seqlen_new).max()) > capacity:
+        raise ValueError(
+            f"cache_seqlens + seqlen_new ({(lens + seqlen_new).tolist()}) exceeds the cache "
+            f"capacity {capacity}"
+        )
+    if paged:
+        pt = page_table.detach().to("cpu", torch.int64)
+        page_size, num_pages = k_cache.shape[1], k_cache.shape[0]
+        for b, n in enumerate((lens + seqlen_new).tolist()):
+            used = pt[b, : (n + page_size - 1) // page_size]
+            if ((used < 0) | (used >= num_pages)).any():
+                raise ValueError(
+                    f"page_table[{b}] has page ids outside [0, {num_pages}): {used.tolist()}"
+                )
+
+
+@torch.library.custom_op("flashtile::kvcache_fwd", mutates_args=("k_cache", "v_cache"))
+def _kvcache_fwd_op(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor | None,
+    v: torch.Tensor | None, cache_seqlens: torch.Tensor | None, page_table: torch.Tensor | None,
+    softmax_scale: float, window_left: int | None, window_right: int | None, softcap: float,
+    num_splits: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return kvcache_forward(
+        q, k_cache, v_cache, k, v, cache_seqlens, page_table, softmax_scale=softmax_scale,
+        window_size=(window_left, window_right), softcap=softcap, num_splits=num_splits,
+    )
+
+
+@_kvcache_fwd_op.register_fake
+def _(q, k_cache, v_cache, k, v, cache_seqlens, page_table, softmax_scale, window_left,
+      window_right, softcap, num_splits):
+    batch, seqlen_q, nheads, _ = q.shape
+    lse = q.new_empty((batch, nheads, seqlen_q), dtype=torch.float32)
+    return torch.empty_like(q, memory_format=torch.contiguous_format), lse
+
+
+# ==================================================================================
+# launch configuration
+# ==================================================================================
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    block_m: int  # rows of the packed query tile (GROUP_P2 heads x ROWS positions)
+    block_n: int  # keys per tile
+    num_warps: int
+    num_stages: int
+
+
+def decode_config(
+    head_dim: int, group_p2: int, seqlen_q: int, dtype: torch.dtype, device: torch.device
+) -> DecodeConfig:
+    """Tile shape of the cache kernel. ``head_dim`` is the padded (power of two) head
+    dim; ``group_p2`` the GQA group rounded up to a power of two."""
+    want_rows = group_p2 * next_pow2(seqlen_q)
+    if device.type != "cuda":
+        # interpreter: small key tiles so the tests cross several tiles and splits
+        return DecodeConfig(max(16, group_p2, min(32, want_rows)), 16, 1, 1)
+    # tl.dot needs 16 rows; decode (M = 1) with group 8 fills 16 rows with 2 positions'
+    # worth of slots, half of them padding, which costs no memory traffic (first guess)
+    block_m = max(16, group_p2, min(64, want_rows))
+    if dtype == torch.float32:
+        return DecodeConfig(block_m, 32, 4, 2)  # fp32: IEEE dots, small tiles (first guess)
+    # memory-bound: large key tiles keep bytes in flight. Registers/spills from ptxas
+    # (sm_90, scripts compiled on the CPU, 2026-12): 16x128 w8 s3 hd128 146 regs, 0 spill,
+    # 72 KB smem; 16x128 w4 255 regs (spills); 64-row tiles (chunked prefill, wgmma)
+    # 64x64 w4 s3 244 regs; hd256 16x64 w4 193 regs, 64x64 w8 s2 254 regs. Speed: first
+    # guess until scripts/suites/decode.sh measures GB/s against the copy bandwidth.
+    if block_m <= 32:
+        if head_dim <= 128:
+            return DecodeConfig(block_m, 128, 8, 3)
+        return DecodeConfig(block_m, 64, 4, 3)
+    if head_dim <= 128:
+        return DecodeConfig(block_m, 64, 4, 3)
+    return DecodeConfig(block_m, 64, 8, 2)
+
+
+@functools.cache
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def num_splits_heuristic(
+    work: int, max_seqlen_k: int, block_n: int, device: torch.device
+) -> int:
+    """KV splits when ``work`` (= batch * nheads_kv * query tiles) programs cannot fill
+    the GPU: enough splits for about two programs per SM, at least two key tiles per
+    split (each split adds one partial row to the combine), at most MAX_SPLITS."""
+    if device.type != "cuda" or work <= 0:
+        return 1
+    n_sm = _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+    if work >= 0.8 * n_sm:
+        return 1
+    n_tiles = triton.cdiv(max(max_seqlen_k, 1), block_n)
+    return max(1, min(triton.cdiv(2 * n_sm, work), n_tiles // 2, MAX_SPLITS))
+
+
+# ==================================================================================
+# forward
+# ==================================================================================
+
+
+def kvcache_forward(
+    q, k_cache, v_cache, k=None, v=None, cache_seqlens=None, page_table=None, *,
+    softmax_scale=None, causal=False, window_size=(None, None), softcap=0.0, num_splits=0,
+    out=None, lse=None, config=None,
+):
+    """Append ``k``/``v`` into the cache, attend, combine splits; no autograd, no checks
+    of device values. Returns ``(out, lse)``; shapes as ``flash_attn_with_kvcache``,
+    ``window_size`` entries ints or None. ``out`` / ``lse`` may be given to write into."""
+    if causal:
+        window_size = (window_size[0], 0)
+    left, right = window_size
+    batch, seqlen_q, nheads, head_dim = q.shape
+    nheads_kv = k_cache.shape[2]
+    group = nheads // nheads_kv
+    paged = page_table is not None
+    page_size = k_cache.shape[1] if paged else 0
+    capacity = page_table.shape[1] * page_size if paged else k_cache.shape[1]
+    seqlen_new = 0 if k is None else k.shape[1]
+    block_d = max(16, next_pow2(head_dim))
+    group_p2 = next_pow2(group)
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
+    if lse is None:
+        lse = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
+    interp = is_interpreting()
+    upcast = interp and q.dtype != torch.float32
+    seqlens = cache_seqlens if cache_seqlens is not None else lse  # dummy pointer if unused
+
+    with _device_ctx(q):
+        if seqlen_new > 0 and batch > 0:
+            _launch_append(k, v, k_cache, v_cache, seqlens, page_table, seqlen_new, head_dim,
+                           block_d, page_size)
+        if out.numel() == 0:
+            return out, lse
+        cfg = config or decode_config(block_d, group_p2, seqlen_q, q.dtype, q.device)
+        rows = cfg.block_m // group_p2
+        m_tiles = triton.cdiv(seqlen_q, rows)
+        block_n = cfg.block_n
+        if num_splits == 0:
+            num_splits = num_splits_heuristic(batch * nheads_kv * m_tiles, capacity, block_n,
+                                              q.device)
+        num_splits = max(1, min(num_splits, MAX_SPLITS))
+        split = num_splits > 1
+        if split:
+            o_part = torch.empty((num_splits, batch, nheads, seqlen_q, head_dim),
+                                 dtype=torch.float32, device=q.device)
+            lse_part = torch.empty((num_splits, batch, nheads, seqlen_q), dtype=torch.float32,
+                                   device=q.device)
+            o_dst, lse_dst = o_part, lse_part
+            o_strides = (o_part.stride(1), o_part.stride(3), o_part.stride(2))
+        else:
+            o_dst, lse_dst = out, lse
+            o_strides = (out.stride(0), out.stride(1), out.stride(2))
+        pt = page_table if paged else seqlens  # dummy pointer if unused
+        _kvcache_fwd_kernel[(num_splits, m_tiles, batch * nheads_kv)](
+            q, k_cache, v_cache, o_dst, lse_dst, seqlens, pt, q.stride(0), q.stride(1),
+            q.stride(2), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), *o_strides,
+            pt.stride(0) if paged else 0, batch, seqlen_q, seqlen_new, capacity, nheads, group,
+            float(softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)),
+            float(softcap) if softcap > 0 else 1.0, int(left or 0), int(right or 0),
+            num_splits, HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m,
+            BLOCK_N=block_n, GROUP_P2=group_p2, PAGED=paged, PAGE_SIZE=max(page_size, 1),
+            HAS_SEQLENS=cache_seqlens is not None, HAS_LEFT=left is not None,
+            HAS_RIGHT=right is not None, SOFTCAP=softcap > 0, SPLIT=split, UPCAST=upcast,
+            DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32",
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        )
+        if split:
+            _combine_kernel[(seqlen_q, batch * nheads)](
+                o_part, lse_part, out, lse, out.stride(0), out.stride(1), out.stride(2),
+                batch * nheads * seqlen_q, seqlen_q, nheads, num_splits, HEAD_DIM=head_dim,
+                BLOCK_D=block_d, SPLITS_P2=next_pow2(num_splits), UPCAST=upcast,
+            )
+    return out, lse
+
+
+def _launch_append(k, v, k_cache, v_cache, seqlens, page_table, seqlen_new, head_dim, block_d,
+                   page_size):
+    batch, _, nheads_kv, _ = k.shape
+    paged = page_table is not None
+    pt = page_table if paged else seqlens
+    block = 16 if is_interpreting() else 64
+    _append_kv_kernel[(triton.cdiv(seqlen_new, block), batch * nheads_kv)](
+        k, v, k_cache, v_cache, seqlens, pt, k.stride(0), k.stride(1), k.stride(2), v.stride(0),
+        v.stride(1), v.stride(2), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), pt.stride(0) if paged else 0,
+        seqlen_new, nheads_kv, HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK=block, PAGED=paged,
+        PAGE_SIZE=max(page_size, 1),
+    )
+
+
+@triton.jit(do_not_specialize=["seqlen_new"])
+def _append_kv_kernel(
+    KN, VN,  # (B, Snew, Hkv, D): the new keys / values
+    K_CACHE, V_CACHE,  # (B, Scache, Hkv, D) or (pages, PAGE_SIZE, Hkv, D)
+    SEQLENS, PAGE_TABLE,  # (B,) int32 lengths before the append; (B, max_pages) int32
+    stride_knb, stride_knn, stride_knh, stride_vnb, stride_vnn, stride_vnh, stride_kb,
+    stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_ptb, seqlen_new, nheads_kv,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK: tl.constexpr, PAGED: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+):
+    """Write rows j of the new K/V at cache position SEQLENS[b] + j: grid
+    (cdiv(Snew, BLOCK), B * Hkv)."""
+    pid_j = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // nheads_kv
+    hk = pid_bh % nheads_kv
+    offs_j = pid_j * BLOCK + tl.arange(0, BLOCK)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask = (offs_j < seqlen_new)[:, None] & (offs_d < HEAD_DIM)[None, :]
+    pos = tl.load(SEQLENS + b) + offs_j  # cache positions of these rows
+    if PAGED:
+        page = tl.load(PAGE_TABLE + b.to(tl.int64) * stride_ptb + pos // PAGE_SIZE,
+                       mask=offs_j < seqlen_new, other=0).to(tl.int64)
+        slot = pos % PAGE_SIZE
+        k_row = page * stride_kb + slot * stride_kn
+        v_row = page * stride_vb + slot * stride_vn
+    else:
+        k_row = b.to(tl.int64) * stride_kb + pos.to(tl.int64) * stride_kn
+        v_row = b.to(tl.int64) * stride_vb + pos.to(tl.int64) * stride_vn
+    src = offs_j[:, None].to(tl.int64)
+    kn = tl.load(KN + b.to(tl.int64) * stride_knb + hk * stride_knh + src * stride_knn
+                 + offs_d[None, :], mask=mask)
+    vn = tl.load(VN + b.to(tl.int64) * stride_vnb + hk * stride_vnh + src * stride_vnn
+                 + offs_d[None, :], mask=mask)
+    tl.store(K_CACHE + hk * stride_kh + k_row[:, None] + offs_d[None, :], kn, mask=mask)
+    tl.store(V_CACHE + hk * stride_vh + v_row[:, None] + offs_d[None, :], vn, mask=mask)
+
+
+# lengths and window sizes are runtime values: changing them never recompiles. Strides
+# stay specialised (16-divisibility lets Triton pipeline the K/V loads with cp.async).
+_NO_SPECIALIZE = [
+    "batch", "seqlen_q", "seqlen_new", "capacity", "window_left", "window_right", "num_splits",
+]
+
+
+@triton.jit(do_not_specialize=_NO_SPECIALIZE)
+def _kvcache_fwd_kernel(
+    Q,  # (B, M, H, D)
+    K_CACHE, V_CACHE,  # (B, Scache, Hkv, D) or (pages, PAGE_SIZE, Hkv, D)
+    O,  # (B, M, H, D) in q's dtype, or with SPLIT the fp32 partials (S, B, H, M, D)
+    LSE,  # (B, H, M) fp32, or with SPLIT (S, B, H, M)
+    SEQLENS, PAGE_TABLE,  # (B,) int32; (B, max_pages) int32
+    stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn,
+    stride_vh, stride_ob, stride_om, stride_oh, stride_ptb, batch, seqlen_q, seqlen_new,
+    capacity, nheads, group, sm_scale, softcap, window_left, window_right, num_splits,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    GROUP_P2: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr,
+    HAS_SEQLENS: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr, SPLIT: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
+):
+    ROWS: tl.constexpr = BLOCK_M // GROUP_P2
+    tl.static_assert(ROWS * GROUP_P2 == BLOCK_M)
+    split = tl.program_id(0)
+    start_i = tl.program_id(1) * ROWS
+    pid_bh = tl.program_id(2)
+    nheads_kv = nheads // group
+    b = pid_bh // nheads_kv
+    hk = pid_bh % nheads_kv
+    if HAS_SEQLENS:
+        seqlen_k = tl.load(SEQLENS + b) + seqlen_new
+    else:
+        seqlen_k = capacity
+    diag = seqlen_k - seqlen_q
+
+    # -- the packed query tile: row r = (position start_i + r // GROUP_P2, head r % GROUP_P2)
+    offs_r = tl.arange(0, BLOCK_M)
+    offs_i = start_i + offs_r // GROUP_P2
+    offs_g = offs_r % GROUP_P2
+    offs_h = hk * group + offs_g
+    offs_d = tl.arange(0, BLOCK_D)
+    row_ok = (offs_i < seqlen_q) & (offs_g < group)
+    io_mask = row_ok[:, None] & (offs_d < HEAD_DIM)[None, :]
+    q = tl.load(Q + b.to(tl.int64) * stride_qb + (offs_i.to(tl.int64) * stride_qm
+                + offs_h * stride_qh)[:, None] + offs_d[None, :], mask=io_mask, other=0.0)
+    if UPCAST:
+        q = q.to(tl.float32)
+
+    # -- key tiles this query tile needs (causal/window pruning), then this split's share --
+    lo, mid_lo, mid_hi, hi = kv_tile_ranges(
+        start_i, seqlen_q, seqlen_k, diag, window_left, window_right, ROWS, BLOCK_N, HAS_LEFT,
+        HAS_RIGHT,
+    )
+    per = ((hi - lo + BLOCK_N - 1) // BLOCK_N + num_splits - 1) // num_splits * BLOCK_N
+    s_lo = tl.minimum(lo + split * per, hi)
+    s_hi = tl.minimum(s_lo + per, hi)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    for stage in tl.static_range(3):
+        t_lo, t_hi = stage_bounds(stage, lo, mid_lo, mid_hi, hi)
+        acc, l_i, m_i = _cache_tiles(
+            acc, l_i, m_i, q, K_CACHE, V_CACHE, PAGE_TABLE, b, hk, stride_kb, stride_kn,
+            stride_kh, stride_vb, stride_vn, stride_vh, stride_ptb,
+            tl.minimum(tl.maximum(t_lo, s_lo), s_hi), tl.minimum(tl.maximum(t_hi, s_lo), s_hi),
+            offs_i, offs_d, seqlen_q, seqlen_k, diag, window_left, window_right, sm_scale,
+            softcap, HEAD_DIM, BLOCK_D, BLOCK_N, stage != 1, PAGED, PAGE_SIZE, HAS_LEFT,
+            HAS_RIGHT, SOFTCAP, UPCAST, DOT_PREC,
+        )
+
+    # -- epilogue: normalised rows (0 and lse = -inf where no key was seen) --
+    acc, lse = softmax_finish(acc, m_i, l_i, True)
+    o_rows = (b.to(tl.int64) * stride_ob + offs_i.to(tl.int64) * stride_om
+              + offs_h.to(tl.int64) * stride_oh)
+    lse_rows = (b.to(tl.int64) * nheads + offs_h) * seqlen_q + offs_i
+    if SPLIT:
+        # partials of split s sit at s * (B * H * M * D) (contiguous fp32 workspace)
+        part = split.to(tl.int64) * batch * nheads * seqlen_q
+        tl.store(O + part * HEAD_DIM + o_rows[:, None] + offs_d[None, :], acc, mask=io_mask)
+        tl.store(LSE + part + lse_rows, lse, mask=row_ok)
+    else:
+        tl.store(O + o_rows[:, None] + offs_d[None, :], cast_out(acc, O.dtype.element_ty, UPCAST),
+                 mask=io_mask)
+        tl.store(LSE + lse_rows, lse, mask=row_ok)
+
+
+@triton.jit
+def _cache_tiles(
+    acc, l_i, m_i, q, K_CACHE, V_CACHE, PAGE_TABLE, b, hk, stride_kb, stride_kn, stride_kh,
+    stride_vb, stride_vn, stride_vh, stride_ptb, lo, hi, offs_i, offs_d, seqlen_q, seqlen_k,
+    diag, window_left, window_right, sm_scale, softcap, HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, PAGED: tl.constexpr,
+    PAGE_SIZE: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
+):
+    """Online softmax of the packed query tile over cache keys [lo, hi)."""
+    offs_n = tl.arange(0, BLOCK_N)
+    d_ok = offs_d < HEAD_DIM
+    # int32 tile offsets + a scalar 64-bit base per tile (a 2D tensor of 64-bit pointers
+    # costs 2 registers per element); only the small-page gather needs 64-bit rows
+    k_offs = offs_n[:, None] * stride_kn + offs_d[None, :]
+    v_offs = offs_n[:, None] * stride_vn + offs_d[None, :]
+    k_head = K_CACHE + hk.to(tl.int64) * stride_kh
+    v_head = V_CACHE + hk.to(tl.int64) * stride_vh
+    pt_row = PAGE_TABLE + b.to(tl.int64) * stride_ptb
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        if PAGED:
+            if PAGE_SIZE >= BLOCK_N:  # the tile lies inside one page
+                page = tl.load(pt_row + start_n // PAGE_SIZE).to(tl.int64)
+                slot = start_n % PAGE_SIZE
+                k_ptrs = k_head + page * stride_kb + slot * stride_kn + k_offs
+                v_ptrs = v_head + page * stride_vb + slot * stride_vn + v_offs
+            else:  # gather each key row through its page
+                pages = tl.load(pt_row + cols // PAGE_SIZE, mask=cols < seqlen_k,
+                                other=0).to(tl.int64)
+                slots = cols % PAGE_SIZE
+                k_ptrs = k_head + (pages * stride_kb + slots * stride_kn)[:, None] + offs_d[None, :]
+                v_ptrs = v_head + (pages * stride_vb + slots * stride_vn)[:, None] + offs_d[None, :]
+        else:
+            row = tl.cast(start_n, tl.int64)
+            k_ptrs = k_head + b.to(tl.int64) * stride_kb + row * stride_kn + k_offs
+            v_ptrs = v_head + b.to(tl.int64) * stride_vb + row * stride_vn + v_offs
+        k = _load_tile(k_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
+        # -- scores (log2 units), masks, online softmax --
+        s, _ = scores_log2(
+            tl.dot(q, tl.trans(k), input_precision=DOT_PREC), sm_scale, softcap, SOFTCAP
+        )
+        if MASKED:
+            keep = attn_keep(
+                offs_i[:, None], cols[None, :], seqlen_q, seqlen_k, diag, window_left,
+                window_right, HAS_LEFT, HAS_RIGHT,
+            )
+            s = tl.where(keep, s, float("-inf"))
+        m_new, alpha, p, l_i = online_softmax(m_i, l_i, s, True)
+        v = _load_tile(v_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PREC)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit(do_not_specialize=["rows_per_split", "seqlen_q", "num_splits"])
+def _combine_kernel(
+    O_PART, LSE_PART,  # (S, B, H, M, D), (S, B, H, M) fp32
+    O, LSE,  # (B, M, H, D) in q's dtype; (B, H, M) fp32
+    stride_ob, stride_om, stride_oh, rows_per_split, seqlen_q, nheads, num_splits,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, SPLITS_P2: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    """Merge the splits of one query row: out = sum_s exp(lse_s - lse) * o_s with
+    lse = logsumexp_s(lse_s); rows where every split saw no key give 0 and -inf."""
+    i = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    row = pid_bh.to(tl.int64) * seqlen_q + i  # (b, h, i) in the (B, H, M) order
+    offs_s = tl.arange(0, SPLITS_P2)
+    lse_s = tl.load(LSE_PART + offs_s.to(tl.int64) * rows_per_split + row,
+                    mask=offs_s < num_splits, other=float("-inf"))
+    m = tl.max(lse_s, 0)
+    m_use = tl.where(m == float("-inf"), 0.0, m)
+    w = tl.exp(lse_s - m_use)  # 0 for empty splits
+    total = tl.sum(w, 0)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < HEAD_DIM
+    acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+    for s in range(0, num_splits):
+        part = tl.cast(s, tl.int64) * rows_per_split + row
+        w_s = tl.exp(tl.load(LSE_PART + part) - m_use)
+        o_s = tl.load(O_PART + part * HEAD_DIM + offs_d, mask=d_ok, other=0.0)
+        acc += w_s * o_s
+    empty = total == 0.0
+    acc = acc / tl.where(empty, 1.0, total)
+    lse = tl.where(empty, float("-inf"), m_use + tl.log(tl.where(empty, 1.0, total)))
+    tl.store(O + b.to(tl.int64) * stride_ob + i.to(tl.int64) * stride_om
+             + h.to(tl.int64) * stride_oh + offs_d, cast_out(acc, O.dtype.element_ty, UPCAST),
+             mask=d_ok)
+    tl.store(LSE + row, lse)

@@ -1,0 +1,311 @@
+"""flashtile.flash_attn_with_kvcache and flashtile.kv.PagedKVCache: contiguous and
+paged caches (scattered random page tables), K/V appended inside the call and checked
+in the cache, split-KV from 1 to more splits than key tiles, GQA head packing, random
+lengths including zero and the maximum; the manager's allocate / grow / free / reuse.
+CPU runs small shapes under the interpreter; ``gpu`` tests run realistic sizes."""
+
+import pytest
+import torch
+
+import flashtile
+from flashtile import reference
+from flashtile.kv import OutOfPages, PagedKVCache
+from flashtile.ops import kvcache
+from flashtile.validate import check_close
+
+
+def make_cache(batch, capacity, nheads_kv, head_dim, dtype, device, page_size=None):
+    """(k_cache, v_cache, page_table): contiguous, or paged with each sequence's pages
+    scattered at random over a pool with spare pages."""
+    if page_size is None:
+        shape = (batch, capacity, nheads_kv, head_dim)
+        return torch.randn(shape).to(device, dtype), torch.randn(shape).to(device, dtype), None
+    max_pages = -(-capacity // page_size)
+    num_pages = batch * max_pages + 3
+    table = torch.randperm(num_pages)[: batch * max_pages].view(batch, max_pages)
+    shape = (num_pages, page_size, nheads_kv, head_dim)
+    return (torch.randn(shape).to(device, dtype), torch.randn(shape).to(device, dtype),
+            table.to(device, torch.int32))
+
+
+def draw_cache_lens(batch, max_len):
+    """Lengths in [0, max_len], with 0 and max_len among them."""
+    lens = torch.randint(0, max_len + 1, (batch,))
+    lens[0] = max_len
+    if batch > 1:
+        lens[1] = 0
+    return lens.to(torch.int32)
+
+
+def run_kvcache(batch, seqlen_q, seqlen_new, capacity, nheads, nheads_kv, head_dim, dtype,
+                device, page_size=None, num_splits=1, with_lens=True, config=None, **kwargs):
+    """Kernel (on a copy of the cache) vs the references (on their own copies): list of
+    Check, plus an exact comparison of the caches after the append."""
+    k_cache, v_cache, table = make_cache(batch, capacity, nheads_kv, head_dim, dtype, device,
+                                         page_size)
+    if table is not None:
+        capacity = table.shape[1] * page_size
+    lens = draw_cache_lens(batch, capacity - seqlen_new).to(device) if with_lens else None
+    q = torch.randn(batch, seqlen_q, nheads, head_dim).to(device, dtype)
+    k = v = None
+    if seqlen_new:
+        k = torch.randn(batch, seqlen_new, nheads_kv, head_dim).to(device, dtype)
+        v = torch.randn(batch, seqlen_new, nheads_kv, head_dim).to(device, dtype)
+    caches = [(k_cache.clone(), v_cache.clone()) for _ in range(3)]
+    lens_before = None if lens is None else lens.clone()
+    if config is None:
+        out, lse = flashtile.flash_attn_with_kvcache(
+            q, *caches[0], k, v, cache_seqlens=lens, page_table=table, num_splits=num_splits,
+            return_lse=True, **kwargs)
+    else:  # the launcher, to force a tile shape
+        out, lse = kvcache.kvcache_forward(
+            q, *caches[0], k, v, lens, table, num_splits=num_splits, config=config,
+            window_size=(None, 0) if kwargs.get("causal") else (None, None))
+    if lens is not None:
+        assert torch.equal(lens, lens_before), "cache_seqlens must not be modified"
+    (o64, l64), (olp, llp) = (
+        reference.flash_attn_with_kvcache(q, *caches[i], k, v, cache_seqlens=lens,
+                                          page_table=table, return_lse=True, upcast=up, **kwargs)
+        for i, up in ((1, True), (2, False)))
+    assert torch.equal(caches[0][0], caches[1][0]), "appended K differs from the reference"
+    assert torch.equal(caches[0][1], caches[1][1]), "appended V differs from the reference"
+    return [check_close("out", out, o64, olp), check_close("lse", lse, l64, llp)]
+
+
+def _assert_ok(checks):
+    bad = [str(c) for c in checks if not c.ok]
+    assert not bad, "; ".join(bad)
+
+
+# (page_size, seqlen_q, seqlen_new, nheads, nheads_kv, head_dim, dtype, num_splits, mask)
+CPU_CASES = [
+    (None, 1, 1, 8, 2, 32, torch.float16, 1, dict(causal=True)),
+    (None, 1, 1, 8, 1, 64, torch.bfloat16, 3, dict(causal=True)),
+    (16, 1, 1, 4, 4, 32, torch.bfloat16, 0, dict(causal=True, softcap=8.0)),
+    (32, 6, 6, 4, 2, 40, torch.float16, 2, dict(causal=True, window_size=(10, -1))),
+    (16, 3, 0, 6, 2, 32, torch.float32, 4, dict()),
+    (None, 5, 3, 2, 2, 32, torch.float16, 2, dict(window_size=(7, 2))),
+]
+
+
+@pytest.mark.parametrize(
+    "page_size,seqlen_q,seqlen_new,nheads,nheads_kv,head_dim,dtype,num_splits,mask", CPU_CASES,
+    ids=[f"{'paged' + str(c[0]) if c[0] else 'contig'}-q{c[1]}-new{c[2]}-h{c[3]}x{c[4]}-d{c[5]}"
+         f"-{str(c[6])[6:]}-s{c[7]}-" + ("_".join(f"{k}{v}" for k, v in c[8].items()) or "full")
+         for c in CPU_CASES],
+)
+def test_kvcache(page_size, seqlen_q, seqlen_new, nheads, nheads_kv, head_dim, dtype,
+                 num_splits, mask, device):
+    _assert_ok(run_kvcache(3, seqlen_q, seqlen_new, 48, nheads, nheads_kv, head_dim, dtype,
+                           device, page_size, num_splits, **mask))
+
+
+@pytest.mark.parametrize("num_splits", [1, 2, 5, 9])
+def test_split_counts(num_splits, device):
+    """1 split up to more splits than key tiles (empty splits merge as lse = -inf)."""
+    _assert_ok(run_kvcache(2, 1, 1, 64, 4, 1, 32, torch.float16, device, 16, num_splits,
+                           causal=True))
+
+
+def test_small_page_gather(device):
+    """Pages smaller than the key tile: rows gathered through their own page ids."""
+    cfg = kvcache.DecodeConfig(block_m=16, block_n=32, num_warps=1, num_stages=1)
+    _assert_ok(run_kvcache(3, 2, 2, 80, 4, 2, 32, torch.float16, device, 16, 2, config=cfg,
+                           causal=True))
+
+
+def test_whole_cache_without_seqlens(device):
+    _assert_ok(run_kvcache(2, 4, 0, 40, 2, 1, 32, torch.bfloat16, device, None, 2,
+                           with_lens=False, causal=True))
+
+
+def test_num_splits_heuristic(monkeypatch):
+    """Fills ~2 programs per SM when batch x heads cannot; 1 when they already can."""
+    monkeypatch.setattr(kvcache, "_sm_count", lambda index: 132)
+    cuda = torch.device("cuda", 0)
+    assert kvcache.num_splits_heuristic(4, 32768, 128, cuda) == 66
+    assert kvcache.num_splits_heuristic(4, 8192, 128, cuda) == 32  # >= 2 tiles per split
+    assert kvcache.num_splits_heuristic(256, 8192, 128, cuda) == 1
+    assert kvcache.num_splits_heuristic(1, 1 << 20, 128, cuda) == kvcache.MAX_SPLITS
+    assert kvcache.num_splits_heuristic(4, 8192, 128, torch.device("cpu")) == 1
+
+
+def test_bad_arguments(device):
+    q = torch.randn(2, 1, 4, 32).to(device, torch.float16)
+    kc = torch.randn(2, 16, 2, 32).to(device, torch.float16)
+    lens = torch.zeros(2, dtype=torch.int32, device=device)
+    f = flashtile.flash_attn_with_kvcache
+    with pytest.raises(TypeError, match="cache_seqlens must be an int32"):
+        f(q, kc, kc, cache_seqlens=lens.long())
+    with pytest.raises(ValueError, match=r"cache_seqlens must be \(batch=2,\)"):
+        f(q, kc, kc, cache_seqlens=lens[:1])
+    with pytest.raises(ValueError, match="k and v must be given together"):
+        f(q, kc, kc, k=kc[:, :1], cache_seqlens=lens)
+    with pytest.raises(ValueError, match="needs cache_seqlens"):
+        f(q, kc, kc, kc[:, :1], kc[:, :1])
+    with pytest.raises(ValueError, match="k must be"):
+        f(q, kc, kc, kc[:, :1, :1], kc[:, :1, :1], cache_seqlens=lens)
+    with pytest.raises(TypeError, match="page_table must be an int32"):
+        f(q, kc, kc, page_table=lens.long()[:, None])
+    with pytest.raises(ValueError, match="page_size"):
+        f(q, kc[:, :8].contiguous(), kc[:, :8].contiguous(),
+          page_table=torch.zeros(2, 1, dtype=torch.int32, device=device))
+    with pytest.raises(ValueError, match="contiguous k_cache must have batch"):
+        f(q, kc[:1], kc[:1])
+    with pytest.raises(ValueError, match="num_splits"):
+        f(q, kc, kc, num_splits=-1)
+    with pytest.raises(TypeError, match="share a dtype"):
+        f(q, kc.float(), kc.float())
+    with pytest.raises(ValueError, match="multiple of nheads_kv"):
+        f(q[:, :, :3], kc, kc)
+
+
+def test_debug_checks(device, monkeypatch):
+    """FLASHTILE_DEBUG_CHECKS=1: lengths beyond the capacity and page ids outside the
+    pool raise before launch."""
+    q = torch.randn(2, 1, 2, 32).to(device, torch.float16)
+    kc = torch.randn(4, 16, 2, 32).to(device, torch.float16)
+    table = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32, device=device)
+    monkeypatch.setenv("FLASHTILE_DEBUG_CHECKS", "1")
+    lens = torch.tensor([32, 3], dtype=torch.int32, device=device)
+    with pytest.raises(ValueError, match="exceeds the cache capacity 32"):
+        flashtile.flash_attn_with_kvcache(q, kc, kc, q[:, :, :2], q[:, :, :2],
+                                          cache_seqlens=lens, page_table=table)
+    with pytest.raises(ValueError, match="page ids outside"):
+        flashtile.flash_attn_with_kvcache(q, kc, kc, cache_seqlens=lens,
+                                          page_table=table.clone().fill_(7))
+
+
+# ----------------------------------------------------------------------------------
+# the cache manager
+# ----------------------------------------------------------------------------------
+
+
+def test_manager_allocate_grow_free_reuse(device):
+    cache = PagedKVCache(10, 16, 2, 32, max_batch=3, max_pages_per_seq=4,
+                         dtype=torch.float16, device=device, debug=True)
+    a = cache.allocate(20)  # 2 pages
+    b = cache.allocate(0)
+    assert (a, b) == (0, 1) and cache.pages(a) == [0, 1] and cache.pages(b) == []
+    cache.advance(a, 20)
+    cache.reserve([a, b], 13)  # a: 33 tokens -> 3 pages; b: 1 page
+    assert cache.pages(a) == [0, 1, 2] and cache.pages(b) == [3]
+    with pytest.raises(ValueError, match="call reserve first"):
+        cache.advance(b, 17)
+    with pytest.raises(ValueError, match="per-sequence capacity 64"):
+        cache.reserve(a, 45)
+    c = cache.allocate(64)
+    with pytest.raises(OutOfPages, match="need 3 more pages, 2 free"):
+        cache.reserve([a, b], 40)  # a needs 1, b 2: all or nothing
+    assert cache.free_pages == 2 and cache.pages(a) == [0, 1, 2]
+    cache.free(a)
+    assert cache.free_pages == 5
+    d = cache.allocate(40)  # reuses the freed pages, lowest id first
+    assert d == a and cache.pages(d) == [0, 1, 2]
+    stats = cache.memory_stats()
+    assert stats["reserved_tokens"] == 16 * (3 + 1 + 4) and stats["used_tokens"] == 0
+    with pytest.raises(ValueError, match="all 3 slots are in use"):
+        cache.allocate()
+    cache.free(c)
+    with pytest.raises(ValueError, match="holds no sequence"):
+        cache.free(c)
+
+
+def test_manager_with_kernel(device):
+    """Prefill chunks then decode steps through the manager's page table, vs the dense
+    reference on the concatenated K/V of each sequence."""
+    nh, nhk, d, dt = 4, 2, 32, torch.float16
+    cache = PagedKVCache(12, 16, nhk, d, max_batch=2, dtype=dt, device=device, debug=True)
+    prompts = [21, 5]
+    slots = [cache.allocate(n) for n in prompts]
+    history = [[], []]  # per sequence: (k, v) chunks appended so far
+    for step, n_new in enumerate((None, 1, 1)):
+        lens_new = prompts if n_new is None else [n_new] * 2
+        for s, n in zip(slots, lens_new):
+            if step:
+                cache.reserve(s, n)
+        width = max(lens_new)
+        q = torch.randn(2, width, nh, d).to(device, dt)
+        k = torch.randn(2, width, nhk, d).to(device, dt)
+        v = torch.randn(2, width, nhk, d).to(device, dt)
+        if n_new is None:  # ragged prompts: run each on its own (seqlen_new is per call)
+            outs = []
+            for i, s in enumerate(slots):
+                seqlens, table = cache.batch([s])
+                n = prompts[i]
+                outs.append(flashtile.flash_attn_with_kvcache(
+                    q[i : i + 1, :n], cache.k_cache[0], cache.v_cache[0], k[i : i + 1, :n],
+                    v[i : i + 1, :n], cache_seqlens=seqlens, page_table=table, causal=True))
+                cache.advance(s, n)
+                history[i].append((k[i, :n], v[i, :n]))
+        else:
+            seqlens, table = cache.batch(slots)
+            out = flashtile.flash_attn_with_kvcache(
+                q, cache.k_cache[0], cache.v_cache[0], k, v, cache_seqlens=seqlens,
+                page_table=table, causal=True)
+            cache.advance(slots, 1)
+            outs = [out[i : i + 1] for i in range(2)]
+            for i in range(2):
+                history[i].append((k[i], v[i]))
+        for i in range(2):
+            kk = torch.cat([c[0] for c in history[i]])[None]
+            vv = torch.cat([c[1] for c in history[i]])[None]
+            n = outs[i].shape[1]
+            ref64 = reference.flash_attn_func(q[i : i + 1, :n], kk, vv, causal=True)
+            reflp = reference.flash_attn_func(q[i : i + 1, :n], kk, vv, causal=True,
+                                              upcast=False)
+            _assert_ok([check_close(f"step{step}-seq{i}", outs[i], ref64, reflp)])
+    assert [cache.seqlen(s) for s in slots] == [23, 7]
+
+
+# ----------------------------------------------------------------------------------
+# GPU: realistic sizes
+# ----------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("page_size", [None, 16, 64, 256])
+@pytest.mark.parametrize("heads,head_dim", [((32, 8), 128), ((32, 32), 128), ((16, 2), 64),
+                                            ((8, 1), 256)])
+@pytest.mark.parametrize("seqlen_q,num_splits", [(1, 0), (1, 1), (1, 13), (16, 0)])
+def test_kvcache_gpu(page_size, heads, head_dim, seqlen_q, num_splits, device):
+    _assert_ok(run_kvcache(4, seqlen_q, seqlen_q, 3000, *heads, head_dim, torch.bfloat16,
+                           device, page_size, num_splits, causal=True))
+
+
+@pytest.mark.gpu
+def test_cuda_graph_decode(device):
+    """A decode step captured in a CUDA graph replays with new lengths (no host sync on
+    the hot path): same result as an eager call."""
+    cache = PagedKVCache(64, 64, 2, 128, max_batch=4, dtype=torch.bfloat16, device=device)
+    slots = [cache.allocate(1000) for _ in range(4)]
+    cache.advance(slots, 900)
+    q = torch.randn(4, 1, 16, 128, device=device, dtype=torch.bfloat16)
+    k = torch.randn(4, 1, 2, 128, device=device, dtype=torch.bfloat16)
+    seqlens, table = cache.batch(slots)
+
+    def step():
+        return flashtile.flash_attn_with_kvcache(q, cache.k_cache[0], cache.v_cache[0], k, k,
+                                                 cache_seqlens=seqlens, page_table=table,
+                                                 causal=True)
+
+    step()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    cache.advance(slots, 50)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, step())
+
+
+def test_fragmentation_accounting():
+    """The decode bench's paged-memory table: pages rounded up per request."""
+    from flashtile.bench import decode
+
+    rows = decode.fragmentation([1, 16, 17, 300], 512, page_sizes=(16, 256))
+    assert [r["reserved"] for r in rows] == [4 * 512, 16 * (1 + 1 + 2 + 19), 256 * 5]
+    assert all(r["used"] == 334 for r in rows)
+    lens = decode.request_lengths(64, 4096)
+    assert len(lens) == 64 and 16 <= min(lens) and max(lens) <= 4096

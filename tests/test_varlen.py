@@ -1,0 +1,214 @@
+"""flashtile.flash_attn_varlen_func: packed sequences of random lengths (zero and the
+maximum included) against the per-sequence reference, forward and backward, with the
+DESIGN.md tolerance rule. CPU runs small shapes under the interpreter; ``gpu`` tests
+run realistic sizes on the H200."""
+
+import itertools
+
+import pytest
+import torch
+
+import flashtile
+from flashtile import configs, reference
+from flashtile.ops import flash, varlen
+from flashtile.validate import check_close
+
+
+def draw_lengths(batch, max_len, zero=True):
+    """Random lengths in [0, max_len] with one 0 (if ``zero``) and one max_len."""
+    lens = torch.randint(1, max_len + 1, (batch,)).tolist()
+    lens[0] = max_len
+    if zero and batch > 2:
+        lens[-1] = 0
+    return lens
+
+
+def cu_of(lens, device):
+    return torch.tensor([0, *itertools.accumulate(lens)], dtype=torch.int32, device=device)
+
+
+def run_varlen(lens_q, lens_k, nheads, nheads_kv, head_dim, dtype, device, backward=True,
+               **kwargs):
+    """Kernel vs float64 and input-precision references: list of Check."""
+    cu_q, cu_k = cu_of(lens_q, device), cu_of(lens_k, device)
+    tq, tk = sum(lens_q), sum(lens_k)
+    q = torch.randn(tq, nheads, head_dim).to(device, dtype)
+    k = torch.randn(tk, nheads_kv, head_dim).to(device, dtype)
+    v = torch.randn(tk, nheads_kv, head_dim).to(device, dtype)
+    args = (cu_q, cu_k, max(lens_q), max(lens_k))
+    inputs = [t.detach().requires_grad_(backward) for t in (q, k, v)]
+    out, lse = flashtile.flash_attn_varlen_func(*inputs, *args, return_lse=True, **kwargs)
+    assert out.shape == q.shape and lse.shape == (nheads, tq)
+    refs = []
+    for upcast in (True, False):
+        rin = [t.detach().requires_grad_(backward) for t in (q, k, v)]
+        ro, rl = reference.flash_attn_varlen_func(*rin, *args, return_lse=True, upcast=upcast,
+                                                  **kwargs)
+        refs.append((rin, ro, rl))
+    (r64_in, o64, l64), (rlp_in, olp, llp) = refs
+    checks = [check_close("out", out, o64, olp), check_close("lse", lse, l64, llp)]
+    if backward:
+        dout = torch.randn(out.shape).to(device, dtype)
+        grads = torch.autograd.grad(out, inputs, dout)
+        g64 = torch.autograd.grad(o64, r64_in, dout.double())
+        glp = torch.autograd.grad(olp, rlp_in, dout)
+        scale = max(float(t.detach().abs().max()) if t.numel() else 0.0 for t in (o64, *g64))
+        atol = 2.0**-22 * head_dim * scale  # fp32 rounding over a head_dim-long dot
+        for name, g, r, lp in zip(("dq", "dk", "dv"), grads, g64, glp):
+            checks.append(check_close(name, g, r, lp, atol=atol))
+    return checks
+
+
+def _assert_ok(checks, lens_q, lens_k):
+    bad = [str(c) for c in checks if not c.ok]
+    assert not bad, f"lens_q={lens_q} lens_k={lens_k}: " + "; ".join(bad)
+
+
+# (batch, max_q, max_k, nheads, nheads_kv, head_dim, dtype, kwargs): a covering set of
+# mask x head ratio x dtype x (q longer / k longer) with zero-length and max sequences
+CPU_CASES = [
+    (4, 37, 37, 2, 2, 32, torch.float16, dict(causal=True)),
+    (4, 20, 45, 4, 2, 40, torch.bfloat16, dict()),
+    (3, 45, 17, 4, 1, 64, torch.float16, dict(causal=True, window_size=(8, -1))),
+    (4, 33, 33, 2, 1, 32, torch.bfloat16, dict(window_size=(5, 3), softcap=10.0)),
+    (3, 30, 41, 2, 2, 32, torch.float32, dict(causal=True, softcap=5.0)),
+]
+
+
+@pytest.mark.parametrize(
+    "batch,max_q,max_k,nheads,nheads_kv,head_dim,dtype,kwargs", CPU_CASES,
+    ids=[f"b{c[0]}-q{c[1]}-k{c[2]}-h{c[3]}x{c[4]}-d{c[5]}-{str(c[6])[6:]}-"
+         + ("_".join(f"{k}{v}" for k, v in c[7].items()) or "full") for c in CPU_CASES],
+)
+def test_varlen(batch, max_q, max_k, nheads, nheads_kv, head_dim, dtype, kwargs, device):
+    lens_q = draw_lengths(batch, max_q)
+    lens_k = lens_q if max_q == max_k else draw_lengths(batch, max_k)
+    if max_q != max_k:
+        lens_k[-1] = 0 if lens_q[-1] else 3  # a query sequence with no key, or the reverse
+    checks = run_varlen(lens_q, lens_k, nheads, nheads_kv, head_dim, dtype, device, **kwargs)
+    _assert_ok(checks, lens_q, lens_k)
+
+
+def test_matches_dense_per_sequence(device):
+    """A packed sequence equals the portable dense kernel on it alone, bit for bit (same
+    tile loops, same tile shape)."""
+    lens = [19, 0, 26]
+    q = torch.randn(sum(lens), 2, 32).to(device, torch.float16)
+    k, v = torch.randn_like(q), torch.randn_like(q)
+    cu = cu_of(lens, device)
+    out = flashtile.flash_attn_varlen_func(q, k, v, cu, cu, max(lens), max(lens), causal=True)
+    cfg = configs.fwd_config(32, True, q.dtype, q.device, max(lens))
+    dense, _ = flash.attention_forward(q[None, 19:], k[None, 19:], v[None, 19:], causal=True,
+                                       config=cfg)
+    assert torch.equal(out[19:], dense[0])
+
+
+def test_tail_rows_and_empty_batch(device):
+    """Rows past cu_seqlens[-1] get zero gradients; a batch of empty sequences runs."""
+    q = torch.randn(12, 2, 32).to(device, torch.float16).requires_grad_()
+    cu = torch.tensor([0, 5, 9], dtype=torch.int32, device=device)
+    out = flashtile.flash_attn_varlen_func(q, q, q, cu, cu, 5, 5)
+    (dq,) = torch.autograd.grad(out[:9].float().sum(), q)
+    assert (dq[9:] == 0).all() and torch.isfinite(dq).all()
+    zero = torch.zeros(4, dtype=torch.int32, device=device)
+    out, lse = flashtile.flash_attn_varlen_func(q, q, q, zero, zero, 0, 0, return_lse=True)
+    assert out.shape == q.shape and lse.shape == (2, 12)
+
+
+def test_bad_arguments(device):
+    q = torch.randn(10, 2, 32).to(device, torch.float16)
+    cu = torch.tensor([0, 4, 10], dtype=torch.int32, device=device)
+    f = flashtile.flash_attn_varlen_func
+    with pytest.raises(TypeError, match="cu_seqlens_q must be int32"):
+        f(q, q, q, cu.long(), cu, 6, 6)
+    with pytest.raises(ValueError, match="cu_seqlens_q must be 1-D"):
+        f(q, q, q, cu[None], cu, 6, 6)
+    with pytest.raises(ValueError, match="both be"):
+        f(q, q, q, cu, cu[:2], 6, 6)
+    with pytest.raises(TypeError, match="max_seqlen_q must be a Python int"):
+        f(q, q, q, cu, cu, torch.tensor(6), 6)
+    with pytest.raises(ValueError, match="3 dimensions"):
+        f(q[None], q[None], q[None], cu, cu, 6, 6)
+    kv3 = torch.randn(10, 3, 32).to(device, torch.float16)
+    with pytest.raises(ValueError, match="multiple of nheads"):
+        f(q, kv3, kv3, cu, cu, 6, 6)
+
+
+def test_debug_checks(device, monkeypatch):
+    """FLASHTILE_DEBUG_CHECKS=1 reads the lengths on the host and rejects bad values."""
+    q = torch.randn(10, 2, 32).to(device, torch.float16)
+    monkeypatch.setenv("FLASHTILE_DEBUG_CHECKS", "1")
+    bad = torch.tensor([0, 7, 4], dtype=torch.int32, device=device)
+    with pytest.raises(ValueError, match="non-decreasing"):
+        flashtile.flash_attn_varlen_func(q, q, q, bad, bad, 7, 7)
+    cu = torch.tensor([0, 4, 10], dtype=torch.int32, device=device)
+    with pytest.raises(ValueError, match="exceeds max_seqlen"):
+        flashtile.flash_attn_varlen_func(q, q, q, cu, cu, 4, 6)
+    with pytest.raises(ValueError, match="exceeds the packed length"):
+        varlen.check_cu_seqlens_values(cu, 8, 6, "cu_seqlens_k")
+
+
+# ----------------------------------------------------------------------------------
+# GPU: realistic sizes
+# ----------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("heads", [(16, 16), (32, 8), (8, 1)])
+@pytest.mark.parametrize("mask", [dict(), dict(causal=True), dict(window_size=(256, 0)),
+                                  dict(causal=True, softcap=30.0)], ids=str)
+def test_varlen_gpu(head_dim, heads, mask, device):
+    dtype = torch.float16 if head_dim == 64 else torch.bfloat16
+    lens_q = draw_lengths(12, 1500)
+    lens_k = [n + int(torch.randint(0, 300, ())) if n else 0 for n in lens_q]
+    checks = run_varlen(lens_q, lens_k, *heads, head_dim, dtype, device, **mask)
+    _assert_ok(checks, lens_q, lens_k)
+
+
+@pytest.mark.gpu
+def test_no_recompile_on_lengths(device):
+    kernels = (varlen._varlen_fwd_kernel, varlen._varlen_bwd_dkdv_kernel,
+               varlen._varlen_bwd_dq_kernel)
+
+    def n_compiled():
+        return [sum(len(c) for c in k.device_caches.values()) if hasattr(k, "device_caches")
+                else len(k.cache.get(device.index or 0, {})) for k in kernels]
+
+    def run(lens):
+        cu = cu_of(lens, device)
+        q = torch.randn(sum(lens), 8, 128, device=device, dtype=torch.bfloat16,
+                        requires_grad=True)
+        kv = torch.randn(sum(lens), 2, 128, device=device, dtype=torch.bfloat16,
+                         requires_grad=True)
+        out = flashtile.flash_attn_varlen_func(q, kv, kv, cu, cu, max(lens), max(lens),
+                                               causal=True)
+        out.sum().backward()
+
+    run([128, 64])
+    before = n_compiled()
+    for lens in ([1, 17, 0], [1000, 3, 333], [4096], [5, 5, 5, 5, 7]):
+        run(lens)
+    assert n_compiled() == before
+
+
+@pytest.mark.gpu
+def test_compile_fullgraph(device):
+    lens = [300, 0, 129]
+    cu = cu_of(lens, device)
+    q, k, v = (torch.randn(sum(lens), 4, 64, device=device, dtype=torch.bfloat16,
+                           requires_grad=True) for _ in range(3))
+
+    def f(q, k, v):
+        out = flashtile.flash_attn_varlen_func(q, k, v, cu, cu, 300, 300, causal=True)
+        return out.float().sum()
+
+    loss = torch.compile(f, fullgraph=True)(q, k, v)
+    assert torch.equal(loss, f(q, k, v))
+
+
+def test_bench_lengths():
+    from flashtile.bench import varlen as bench_varlen
+
+    lens = bench_varlen.draw_lengths(16384, 4096)
+    assert sum(lens) == 16384 and max(lens) == 4096 and min(lens) > 0
