@@ -117,14 +117,19 @@ class HopperFwdConfig:
 
 
 def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig:
-    """Gluon forward tile shape for fp16/bf16 on sm_90. Chosen by compiling for sm_90 on
-    the CPU (tests/test_hopper.py: no spills, fits 227 KB); not yet measured on the GPU."""
+    """Gluon forward tile shape for fp16/bf16 on sm_90. Resources from compiling for sm_90
+    on the CPU (tests/test_hopper.py: no spills, fits 227 KB); speed from
+    scripts/bench_hopper.py on the H200 (benchmarks/results.md, 2026-11-29, a5dc5bc)."""
     if head_dim <= 64:
-        # not yet measured: 128x128, ring of 3 (112 KB smem)
-        return HopperFwdConfig(128, 128, 8, 3, warp_specialize=True)
+        # 128x128, ring of 3 (112 KB smem). H200: non-causal, stage A (no warp
+        # specialisation) 425/456/468 TFLOPS at 1k/4k/16k = 1.02-1.03x cuDNN, stage B
+        # 330/394/407; causal, B 230/345/403 beats A 220/310/358
+        return HopperFwdConfig(128, 128, 8, 3, warp_specialize=causal)
     if head_dim <= 128:
-        # not yet measured: 128x128, ring of 2 (160 KB smem)
-        return HopperFwdConfig(128, 128, 8, 2, warp_specialize=True)
-    # hd 256, not yet measured: 128x64, ring of 2 (192 KB smem); the O accumulator is
-    # 128 fp32 registers per thread, so S stays at 64 columns
+        # 128x128, ring of 2 (160 KB smem). H200: stage A 425/465/482 non-causal and
+        # 312/426/487 causal, ahead of stage B (373/453/456, 280/389/444) everywhere
+        return HopperFwdConfig(128, 128, 8, 2, warp_specialize=False)
+    # hd 256: 128x64, ring of 2 (192 KB smem); the O accumulator is 128 fp32 registers
+    # per thread, so S stays at 64 columns. H200, stage A: 469/522/527 non-causal,
+    # 359/459/534 causal (portable 403/483/496, 291/419/492)
     return HopperFwdConfig(128, 64, 8, 2, warp_specialize=False)
