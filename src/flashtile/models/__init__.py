@@ -1,0 +1,1 @@
+"""Models that run on flashtile (nothing is imported here; import the module you need)."""
