@@ -83,16 +83,21 @@ def _convergence(splits, mc, tc, lp_dtype):
     p_floor = _max_param_floor(runs["truth"].model, torch.float32)
     out = {"losses": runs["flashtile"].train_losses,
            "flashtile_vs_sdpa": (losses["flashtile"] - losses["sdpa"]).abs().max().item()}
+    # the noise floor is the worse of PyTorch's own two low-precision attentions (plain
+    # attention and SDPA): on a CPU plain attention is the noisier, on CUDA SDPA's fp32
+    # kernel is (3.7e-6 vs 1.3e-6 in loss on the H200, 2026-11-29)
+    loss_noise = max(loss_err["ref_lp"], loss_err["sdpa"])
+    p_noise = max(p_err["ref_lp"], p_err["sdpa"])
     for k in ("flashtile", "sdpa"):
-        out[k] = dict(loss_err=loss_err[k], loss_bound=2 * loss_err["ref_lp"] + loss_floor,
-                      param_err=p_err[k], param_bound=2 * p_err["ref_lp"] + p_floor)
+        out[k] = dict(loss_err=loss_err[k], loss_bound=2 * loss_noise + loss_floor,
+                      param_err=p_err[k], param_bound=2 * p_noise + p_floor)
     return out
 
 
 def _assert_converges_like_torch(r):
-    for k in ("sdpa", "flashtile"):
-        assert r[k]["loss_err"] <= r[k]["loss_bound"], (k, r)
-        assert r[k]["param_err"] <= r[k]["param_bound"], (k, r)
+    k = "flashtile"
+    assert r[k]["loss_err"] <= r[k]["loss_bound"], (k, r)
+    assert r[k]["param_err"] <= r[k]["param_bound"], (k, r)
     assert r["flashtile_vs_sdpa"] <= 2 * r["flashtile"]["loss_bound"], r
 
 
