@@ -51,9 +51,10 @@ def fwd_config(
         # fp32 inputs use IEEE fp32 dots: small tiles keep registers in check (first guess)
         return FwdConfig(64, 32, 4, 2)
     if head_dim <= 64:
-        # H200, 2026-11-29: 128x64 w4 s3 381-384 TFLOPS non-causal at 4k/16k (SDPA flash
-        # 304-308); s4 was best in the (unpipelined) first sweep
-        return FwdConfig(128, 64, 4, 3)
+        # H200, 2026-11-29, scripts/tune.py at 4k after the stride-specialisation fix
+        # (pipelined): non-causal 128x64 w8 s3 413 TFLOPS (w4: 390); causal 64x64 w4 s3
+        # 370 (SDPA flash 304 / 282). The first, unpipelined sweep had picked 128x64 w4.
+        return FwdConfig(64, 64, 4, 3) if causal else FwdConfig(128, 64, 8, 3)
     if head_dim <= 128:
         # H200, 2026-11-29: 128x64 w8 s3 435-446 TFLOPS non-causal at 4k/16k (flash 337-349)
         return FwdConfig(128, 64, 8, 3)
