@@ -130,6 +130,24 @@ def test_noncontiguous_dout(device):
         assert torch.equal(a, b)
 
 
+def test_dq_kernel_own_tile(device):
+    """A BwdConfig with its own dQ tile (dq_block_m/n) gives the same gradients as the
+    shared tile, up to fp32 summation order (the dQ kernel's key-tile loop changes)."""
+    from flashtile.configs import BwdConfig
+
+    torch.manual_seed(0)
+    q, k, v = make_qkv(1, 70, 45, 2, 2, 32, torch.float16, device)
+    dout = torch.randn_like(q)
+    out, lse = flash.attention_forward(q, k, v, causal=True)
+    small = 16 if device.type == "cpu" else 32
+    shared = BwdConfig(small, small, 4, 1)
+    split = BwdConfig(small, small, 4, 1, dq_block_m=2 * small, dq_block_n=max(16, small // 2))
+    g1 = flash.attention_backward(dout, q, k, v, out, lse, causal=True, config=shared)
+    g2 = flash.attention_backward(dout, q, k, v, out, lse, causal=True, config=split)
+    assert torch.equal(g1[1], g2[1]) and torch.equal(g1[2], g2[2])  # dK/dV: same kernel
+    torch.testing.assert_close(g1[0], g2[0], rtol=2e-3, atol=2e-3)
+
+
 def test_return_lse_not_differentiable(device):
     q, k, v = (t.requires_grad_() for t in make_qkv(1, 20, 20, 2, 2, 32, torch.float16, device))
     out, lse = flashtile.flash_attn_func(q, k, v, return_lse=True)

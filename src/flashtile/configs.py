@@ -27,10 +27,20 @@ class FwdConfig:
 
 @dataclass(frozen=True)
 class BwdConfig:
-    block_m: int  # query tile of the dK/dV kernel and of the dQ kernel
-    block_n: int  # key tile of the dK/dV kernel and of the dQ kernel
+    block_m: int  # query tile of the dK/dV kernel (and of the dQ kernel unless dq_* set)
+    block_n: int  # key tile of the dK/dV kernel (and of the dQ kernel unless dq_* set)
     num_warps: int
     num_stages: int
+    # the dQ kernel's own tile: it keeps a (dq_block_m, D) accumulator and streams key
+    # tiles, the transpose of the dK/dV kernel's shape, so it wants tall query tiles
+    dq_block_m: int | None = None
+    dq_block_n: int | None = None
+    dq_num_warps: int | None = None
+
+    def dq(self) -> BwdConfig:
+        """The dQ kernel's (block_m, block_n, num_warps, num_stages)."""
+        return BwdConfig(self.dq_block_m or self.block_m, self.dq_block_n or self.block_n,
+                         self.dq_num_warps or self.num_warps, self.num_stages)
 
 
 def _arch(device: torch.device) -> int:
@@ -134,3 +144,36 @@ def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdCo
     # per thread, so S stays at 64 columns. H200, stage A: 469/522/527 non-causal,
     # 359/459/534 causal (portable 403/483/496, 291/419/492)
     return HopperFwdConfig(128, 64, 8, 2, warp_specialize=False)
+
+
+# ----------------------------------------------------------------------------------
+# Hopper (sm_90) Gluon backward, ops/hopper_bwd.py
+# ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HopperBwdConfig:
+    block_m: int  # dK/dV kernel: query rows per streamed Q/dO tile (wgmma n of S^T)
+    block_n: int  # dK/dV kernel: keys per program, 16 per warp (64 per warpgroup)
+    num_warps: int  # dK/dV kernel warps
+    num_stages: int  # dK/dV kernel: depth of the Q/dO ring
+    dq_block_m: int  # dQ kernel: query rows per program, 16 per warp
+    dq_block_n: int  # dQ kernel: keys per streamed K/V tile (wgmma n of S)
+    dq_num_warps: int
+    dq_num_stages: int  # dQ kernel: depth of the K/V ring
+
+    def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
+        """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""
+        dkdv = (2 * self.block_n + 2 * self.num_stages * self.block_m) * head_dim
+        dq = (2 * self.dq_block_m + 2 * self.dq_num_stages * self.dq_block_n) * head_dim
+        return dkdv * elem_bytes, dq * elem_bytes
+
+
+def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int) -> HopperBwdConfig:
+    """Gluon backward tiles for fp16/bf16 on sm_90 (head dim 64 or 128). Resources from
+    compiling for sm_90 on the CPU (tests/test_hopper_bwd.py: no spills, fits 227 KB);
+    speed not yet measured (first guess, FA3's hd 64/128 shapes: 128 keys per dK/dV
+    program over two warpgroups, 64-row Q/dO tiles)."""
+    if head_dim <= 64:
+        return HopperBwdConfig(64, 128, 8, 2, 128, 64, 8, 2)  # first guess
+    return HopperBwdConfig(64, 128, 8, 2, 128, 64, 8, 2)  # first guess

@@ -494,9 +494,11 @@ def attention_backward(
             dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), BLOCK_M=cfg.block_m,
             BLOCK_N=cfg.block_n, **common,
         )
-        _attn_bwd_dq_kernel[(triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)](
+        dq_cfg = cfg.dq()
+        _attn_bwd_dq_kernel[(triton.cdiv(seqlen_q, dq_cfg.block_m), batch * nheads)](
             q, k, v, dout, lse, delta, dq, *strides, dq.stride(0), dq.stride(1), dq.stride(2),
-            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, **common,
+            BLOCK_M=dq_cfg.block_m, BLOCK_N=dq_cfg.block_n,
+            **{**common, "num_warps": dq_cfg.num_warps},
         )
     return dq, dk, dv
 
