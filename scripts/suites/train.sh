@@ -30,7 +30,7 @@ for backend in flashtile sdpa-cudnn; do
 done
 
 ft train --bench --bench-backends flashtile,sdpa-cudnn,sdpa-flash \
-  --bench-shapes 64x256,16x1024 --csv "$out/train_bench.csv" \
+  --bench-shapes 64x256,16x1024 --bench-profile --csv "$out/train_bench.csv" \
   >"$out/train_bench.log" 2>&1 || status=1
 tail -n 9 "$out/train_bench.log"
 

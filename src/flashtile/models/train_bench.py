@@ -46,6 +46,27 @@ def bench_step(backend: str, batch: int, ctx: int, steps: int = 50, warmup: int 
     return start.elapsed_time(end) / 1e3 / steps
 
 
+def profile_step(backend: str, batch: int, ctx: int, steps: int = 3, top: int = 12) -> str:
+    """torch.profiler table of ``steps`` training steps (after warm-up): the CUDA kernels
+    by total device time, so a slow backend shows which kernel (or host gap) costs."""
+    from torch.profiler import ProfilerActivity, profile
+
+    mc, tc = preset("shakespeare-char", backend=backend, block_size=ctx, batch_size=batch)
+    tc = tc.resolved()
+    model = MiniGPT(mc).to(tc.device).train()
+    opt = make_optimizer(model, tc)
+    data = torch.randint(mc.vocab_size, (steps + 3, batch, ctx + 1), device=tc.device)
+    for i in range(3):
+        train_step(model, opt, data[i, :, :-1], data[i, :, 1:], tc.lr, tc)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i in range(3, steps + 3):
+            train_step(model, opt, data[i, :, :-1], data[i, :, 1:], tc.lr, tc)
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="cuda_time_total", row_limit=top,
+                                     max_name_column_width=60)
+
+
 def run_bench(args) -> int:
     if not torch.cuda.is_available():
         print("flashtile train --bench: needs a CUDA device", file=sys.stderr)
@@ -74,6 +95,14 @@ def run_bench(args) -> int:
                              ms_per_step=round(1e3 * t, 4), tokens_per_s=round(batch * ctx / t),
                              gpu=gpu, torch=torch.__version__,
                              date=datetime.date.today().isoformat()))
+    if getattr(args, "bench_profile", False):
+        batch, ctx = shapes[0]
+        for b in backends:
+            print(f"\nprofile: {b}, {batch} x {ctx}, 3 steps")
+            try:
+                print(profile_step(b, batch, ctx))
+            except Exception as e:  # the profiler is a diagnostic: never fail the bench
+                print(f"profile failed: {type(e).__name__}: {e}")
     if args.csv and rows:
         with open(args.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
