@@ -1,5 +1,5 @@
 # gpu_check.sh suite "core" (sourced; $out, $commit, ft() and status are set)
-python3 -m pytest -q -m gpu -n 8 tests/test_flash.py tests/test_api.py tests/test_sdpa.py tests/test_bench.py tests/test_ladder.py -p no:cacheprovider --durations=10 \
+python3 -m pytest -q -m gpu -n 12 tests/test_flash.py tests/test_api.py tests/test_sdpa.py tests/test_bench.py tests/test_ladder.py -p no:cacheprovider --durations=10 \
   >"$out/pytest_gpu.log" 2>&1 || status=1
 tail -n 15 "$out/pytest_gpu.log"
 ft validate --grid covering --csv "$out/validate.csv" >"$out/validate.log" 2>&1 || status=1
