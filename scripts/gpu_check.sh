@@ -14,6 +14,8 @@
 #   hopper  the Gluon sm_90 forward: compile report, gpu tests, TFLOPS vs portable/cuDNN
 #   train   MiniGPT on Tiny Shakespeare: gpu tests, `flashtile train` per backend, step
 #           time vs SDPA cuDNN/flash, a sample, loss figure (needs data/ carried along)
+#   models  GPT-2: tests, generate --selftest, gpt2-check 124M (checkpoint + loader) and
+#           XL (in memory) fp32/bf16, generation tok/s vs HF generate() (bench gpt2)
 set -uo pipefail
 suite=${1:-core}
 commit=${2:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}

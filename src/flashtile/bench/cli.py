@@ -27,6 +27,9 @@ SMOKE_SHAPE = dict(batch=1, seqlen=64, nheads=2, head_dim=64)
 MODULE_SUITES: dict[str, str] = {
     "decode": "flashtile.bench.decode",
     "varlen": "flashtile.bench.varlen",
+    "gpt2": "flashtile.bench.gpt2",
+    "ring": "flashtile.bench.ring",
+    "hf": "flashtile.bench.hf",
 }
 
 
@@ -101,7 +104,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         f"{' '.join(map(str, QUICK_HEAD_DIMS))} only",
     )
     for module in MODULE_SUITES.values():
-        configure = getattr(import_module(module), "configure_parser", None)
+        try:
+            configure = getattr(import_module(module), "configure_parser", None)
+        except ImportError:  # a suite whose optional dependencies are missing
+            continue
         if configure is not None:
             configure(parser)
     return parser
