@@ -3,6 +3,7 @@ time) and report registers/spills/shared memory and whether wgmma was used.
 
     python scripts/compile_sm90.py [--head-dims 64,128,256] [--ptx DIR]
     python scripts/compile_sm90.py --hopper [--json]   # the Gluon forward, every config
+    python scripts/compile_sm90.py --hopper-bwd [--json]   # the Gluon backward
 
 Run without TRITON_INTERPRET. Catches compile errors and resource problems before a
 GPU call; the same check runs in CI (tests/test_compile.py).
@@ -132,6 +133,57 @@ def hopper_main(as_json: bool) -> None:
             print(f"{name:<36} FAILED {rec['error']}", flush=True)
 
 
+def hopper_bwd_variants():
+    """(name, head_dim, causal, dtype, config): every shipped Gluon backward config
+    (ops/hopper_bwd.py) in both dtypes, plus the other hd 128 Q/dO tile for A/B runs."""
+    import dataclasses
+
+    import torch
+
+    for hd in (64, 128):
+        for causal in (False, True):
+            cfg = configs.hopper_bwd_config(hd, causal, 4096)
+            tag = f"hopper-bwd d{hd}{'-causal' if causal else ''}"
+            for dt in (torch.bfloat16, torch.float16):
+                yield f"{tag} {str(dt)[6:]}", hd, causal, dt, cfg
+            if hd == 128 and not causal:
+                alt = dataclasses.replace(cfg, block_m=32)
+                yield f"{tag} bfloat16 alt", hd, causal, torch.bfloat16, alt
+
+
+def hopper_bwd_main(as_json: bool) -> None:
+    """Compile the Gluon backward (dK/dV and dQ kernels) for sm_90: one line per kernel
+    of each variant (JSON with --json)."""
+    import json
+
+    from flashtile.ops import hopper_bwd
+
+    for name, hd, causal, dt, cfg in hopper_bwd_variants():
+        try:
+            kernels = hopper_bwd.compile_sm90(hd, causal, dt, cfg)
+        except Exception as exc:  # report every variant, then fail in the caller
+            kernels = {kn: exc for kn in ("dkdv", "dq")}
+        for kname, k in kernels.items():
+            rec = dict(name=f"{name} {kname}", head_dim=hd, causal=causal, dtype=str(dt),
+                       config=repr(cfg))
+            if isinstance(k, Exception):
+                rec.update(ok=False, error=f"{type(k).__name__}: {k}"[-4000:])
+            else:
+                ptx = k.asm.get("ptx", "")
+                regs, spills = ptxas_usage(ptx)
+                rec.update(ok=True, regs=regs, spill_bytes=spills, smem=k.metadata.shared,
+                           wgmma="wgmma.mma_async" in ptx, tma="cp.async.bulk.tensor" in ptx,
+                           local=bool(re.search(r"\.local", ptx)))
+            if as_json:
+                print(json.dumps(rec), flush=True)
+            elif rec["ok"]:
+                print(f"{rec['name']:<40} regs={rec['regs']:>4} "
+                      f"spill_bytes={rec['spill_bytes']:>5} smem={rec['smem']:>6} "
+                      f"wgmma={'yes' if rec['wgmma'] else 'NO'}  {cfg}", flush=True)
+            else:
+                print(f"{rec['name']:<40} FAILED {rec['error']}", flush=True)
+
+
 def main():
     if os.environ.get("TRITON_INTERPRET") == "1":
         sys.exit("unset TRITON_INTERPRET: this compiles for the GPU")
@@ -140,8 +192,13 @@ def main():
     ap.add_argument("--ptx", help="write PTX files here")
     ap.add_argument("--hopper", action="store_true",
                     help="compile the Gluon sm_90 forward (ops/hopper_fwd.py) instead")
-    ap.add_argument("--json", action="store_true", help="with --hopper: one JSON line each")
+    ap.add_argument("--hopper-bwd", action="store_true",
+                    help="compile the Gluon sm_90 backward (ops/hopper_bwd.py) instead")
+    ap.add_argument("--json", action="store_true",
+                    help="with --hopper / --hopper-bwd: one JSON line each")
     args = ap.parse_args()
+    if args.hopper_bwd:
+        return hopper_bwd_main(args.json)
     if args.hopper:
         return hopper_main(args.json)
     import torch

@@ -11,3 +11,12 @@ python3 scripts/bench_hopper.py --head-dims 64 128 256 --csv "$out/bench_hopper.
   || status=1
 grep -E "FAILED|MISMATCH|Error" "$out/bench_hopper.log" | head -n 20
 tail -n 16 "$out/bench_hopper.log"
+# The Gluon sm_90 backward (ops/hopper_bwd.py, opt-in FLASHTILE_HOPPER_BWD=1; the tests
+# opt in themselves): GPU tests, then backward and fwd+bwd TFLOPS vs portable and cuDNN.
+python3 -m pytest -q -m gpu -n 4 tests/test_hopper_bwd.py -p no:cacheprovider -rf --tb=short \
+  --durations=5 >"$out/pytest_hopper_bwd.log" 2>&1 || status=1
+grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_hopper_bwd.log" | tail -n 40
+python3 scripts/bench_hopper_bwd.py --csv "$out/bench_hopper_bwd.csv" >"$out/bench_hopper_bwd.log" 2>&1 \
+  || status=1
+grep -E "FAILED|MISMATCH|Error" "$out/bench_hopper_bwd.log" | head -n 20
+tail -n 14 "$out/bench_hopper_bwd.log"

@@ -171,9 +171,16 @@ class HopperBwdConfig:
 
 def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int) -> HopperBwdConfig:
     """Gluon backward tiles for fp16/bf16 on sm_90 (head dim 64 or 128). Resources from
-    compiling for sm_90 on the CPU (tests/test_hopper_bwd.py: no spills, fits 227 KB);
-    speed not yet measured (first guess, FA3's hd 64/128 shapes: 128 keys per dK/dV
-    program over two warpgroups, 64-row Q/dO tiles)."""
+    compiling for sm_90 on the CPU (ptxas -v, 2026-11-29; tests/test_hopper_bwd.py: no
+    spills, fits 227 KB); speed not yet measured: first guesses after FA3's shapes
+    (128 keys per dK/dV program over two warpgroups, 64-row Q/dO tiles)."""
     if head_dim <= 64:
-        return HopperBwdConfig(64, 128, 8, 2, 128, 64, 8, 2)  # first guess
-    return HopperBwdConfig(64, 128, 8, 2, 128, 64, 8, 2)  # first guess
+        # dK/dV 64x128 ring 3: 184 regs, 80 KB (128-row Q/dO tiles: 255 regs + 188 B
+        # spills); dQ 128x128: 210 regs, 96 KB
+        return HopperBwdConfig(64, 128, 8, 3, 128, 128, 8, 2)
+    if not causal:
+        # dK/dV 64x128: 244 regs, 128 KB; dQ 128x64: 166 regs (128x128: 238, 192 KB)
+        return HopperBwdConfig(64, 128, 8, 2, 128, 64, 8, 2)
+    # causal: the masked band step at 64-row Q/dO tiles needs 255 regs + 36 B of spills;
+    # 32-row tiles: 221 regs, 96 KB
+    return HopperBwdConfig(32, 128, 8, 2, 128, 64, 8, 2)

@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from .. import configs
-from . import hopper_fwd
+from . import hopper_bwd, hopper_fwd
 from ._checks import check_qkv, check_scalars, check_window
 from ._common import (
     attn_keep,
@@ -469,6 +469,13 @@ def attention_backward(
         _check_buffer(name, buf, ref.shape, ref.dtype, ref.device)
     if q.numel() == 0 or k.numel() == 0:  # nothing attends: every gradient is zero
         return dq.zero_(), dk.zero_(), dv.zero_()
+    if config is None and hopper_bwd.hopper_bwd_supported(
+        q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
+        softmax_scale=softmax_scale,
+    ):  # sm_90, opt-in FLASHTILE_HOPPER_BWD=1: the Gluon kernels (ops/hopper_bwd.py)
+        return hopper_bwd.hopper_attention_backward(
+            dout, q, k, v, out, lse, softmax_scale, window_size[1] == 0, dq, dk, dv
+        )
     seed, rng_offset = rng_state if dropout_p > 0 else (0, 0)
     cfg = config or configs.bwd_config(
         meta["BLOCK_D"], window_size[1] is not None, q.dtype, q.device, seqlen_k

@@ -1,7 +1,9 @@
 """The Hopper (sm_90) forward: Gluon kernels with TMA, an mbarrier-guarded shared-memory
 ring and asynchronous wgmma. The portable tile-level kernel (ops/flash.py) stays the path
-for other GPUs, the interpreter, windows, softcap and dropout; the backward always runs
-there (it recomputes from q, k, v, out and lse, which this forward returns the same way).
+for other GPUs, the interpreter, windows, softcap and dropout; the backward runs there
+(it recomputes from q, k, v, out and lse, which this forward returns the same way) unless
+FLASHTILE_HOPPER_BWD=1 opts in to the Gluon backward of ops/hopper_bwd.py. Device
+helpers shared with that backward live in ops/_gluon_common.py.
 
 Layers, top to bottom:
     hopper_supported              may this call take the Hopper path? (dispatch predicate)
@@ -40,10 +42,15 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from .. import configs
 from ._common import is_interpreting
+from ._gluon_common import GL_DTYPES as _GL_DTYPES
+from ._gluon_common import kv_tile_range as _tile_range
+from ._gluon_common import mma_layout as _mma_layout
+from ._gluon_common import scores_masked as _scores_masked
+from ._gluon_common import tma_addressable as _tma_addressable
+from ._gluon_common import tma_desc as _desc
 
 __all__ = [
     "hopper_supported", "hopper_problem_ok", "hopper_attention_forward", "HOPPER_HEAD_DIMS",
@@ -51,7 +58,6 @@ __all__ = [
 
 HOPPER_HEAD_DIMS = (64, 128, 256)
 _DTYPES = (torch.float16, torch.bfloat16)
-_GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 
 
 # ==================================================================================
@@ -61,17 +67,6 @@ _GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 
 def _hopper_disabled() -> bool:
     return os.environ.get("FLASHTILE_DISABLE_HOPPER", "0") not in ("", "0")
-
-
-def _tma_addressable(x: torch.Tensor) -> bool:
-    """A TMA descriptor needs a 16-byte aligned base and 16-byte aligned strides (all but
-    the last, which must be 1)."""
-    es = x.element_size()
-    return (
-        x.stride(-1) == 1
-        and x.data_ptr() % 16 == 0
-        and all((s * es) % 16 == 0 for s in x.stride()[:-1])
-    )
 
 
 def hopper_supported(
@@ -121,13 +116,6 @@ def hopper_problem_ok(
 # ==================================================================================
 
 
-def _desc(x: torch.Tensor, block_rows: int) -> TensorDescriptor:
-    """4D TMA descriptor over (B, S, H, D) with box (1, block_rows, 1, D)."""
-    block = [1, block_rows, 1, x.shape[-1]]
-    layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[x.dtype])
-    return TensorDescriptor(x, list(x.shape), list(x.stride()), block, layout)
-
-
 def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=None):
     """Run the Gluon forward into ``out`` ((B, M, H, D), q's dtype, TMA-addressable) and
     ``lse`` ((B, H, M) fp32, contiguous). Call only when ``hopper_supported`` holds.
@@ -159,32 +147,6 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
 # ==================================================================================
 
 
-@gluon.constexpr_function
-def _mma_layout(num_warps, n):
-    """wgmma accumulator layout: each warp 16 rows, n columns per instruction (n <= 256;
-    k = 16 for 16-bit inputs)."""
-    return gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, n, 16]
-    )
-
-
-@gluon.jit
-def _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                CAUSAL: gl.constexpr):
-    """(n_full, n_tiles): key tiles [0, n_full) need no mask, [n_full, n_tiles) do.
-    Causal keeps key j for row i when j <= i + seqlen_k - seqlen_q (bottom-right)."""
-    if CAUSAL:
-        diag = seqlen_k - seqlen_q
-        hi = gl.maximum(gl.minimum(seqlen_k, start_m + BLOCK_M + diag), 0)
-        full = gl.maximum(gl.minimum(seqlen_k, start_m + diag + 1), 0)
-    else:
-        hi = seqlen_k
-        full = seqlen_k
-    n_tiles = (hi + BLOCK_N - 1) // BLOCK_N
-    n_full = gl.minimum(full // BLOCK_N, n_tiles)
-    return n_full, n_tiles
-
-
 @gluon.jit
 def _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, t, b, hk, pred,
               BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
@@ -198,16 +160,6 @@ def _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, t, b, hk, pred,
     tma.async_copy_global_to_shared(
         v_desc, [b, t * BLOCK_N, hk, 0], v_bars.index(s), v_smem.index(s), pred=pred
     )
-
-
-@gluon.jit
-def _scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    """-inf where key t * BLOCK_N + c is past seqlen_k or (causal) right of the diagonal."""
-    cols = t * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, qk.type.layout))
-    keep = cols[None, :] < seqlen_k
-    if CAUSAL:
-        keep = keep & (cols[None, :] <= rows[:, None] + diag)
-    return gl.where(keep, qk, float("-inf"))
 
 
 @gluon.jit

@@ -1,0 +1,172 @@
+"""Backward TFLOPS of the Gluon Hopper backward (ops/hopper_bwd.py) against the portable
+Triton backward and SDPA's cuDNN backend, side by side in one process.
+
+    python scripts/bench_hopper_bwd.py [--seqlens 1024 4096 16384] [--head-dims 64 128]
+                                       [--causal 0 1] [--config block_m=32,num_stages=3]
+                                       [--csv out.csv]
+
+Shapes of DESIGN.md section 6 (bf16, 16k tokens, hidden 2048). FLOPs: backward 2.5x
+forward, forward+backward 3.5x (flashtile.bench.flops). Timed, per shape:
+    gluon-bwd      hopper_attention_backward (preprocess + dK/dV + dQ kernels)
+    portable-bwd   flash.attention_backward with the portable kernels
+    ft-fwd+gluon   the dispatched forward (Gluon on sm_90) + the Gluon backward
+    ft-fwd+port    the same forward + the portable backward
+    cudnn-fwd+bwd  SDPA cuDNN forward + autograd backward; cudnn-bwd = that minus
+                   cuDNN's forward alone (derived, not timed on its own)
+Before timing, the Gluon gradients are compared with the portable ones (max |diff| /
+max |portable| per gradient printed; above 2e-2 is flagged MISMATCH and makes the exit
+status 1). ``--config`` overrides fields of configs.hopper_bwd_config for A/B runs.
+Short table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import sys
+import time
+import traceback
+
+import torch
+import triton
+
+from flashtile import configs
+from flashtile.bench.backends import get_backend
+from flashtile.bench.flops import attn_flops, paper_shape, tflops
+from flashtile.ops import flash, hopper_bwd
+from flashtile.ops._common import next_pow2
+
+TIMED = ("gluon-bwd", "portable-bwd", "ft-fwd+gluon", "ft-fwd+port", "cudnn-fwd", "cudnn-fwd+bwd")
+MODE = {"gluon-bwd": "bwd", "portable-bwd": "bwd", "cudnn-fwd": "fwd", "cudnn-bwd": "bwd"}
+
+
+def parse_overrides(text: str | None) -> dict:
+    """'block_m=32,num_stages=3' -> {'block_m': 32, 'num_stages': 3}."""
+    if not text:
+        return {}
+    pairs = (item.split("=") for item in text.split(","))
+    return {key.strip(): int(val) for key, val in pairs}
+
+
+def closures(q, k, v, dout, causal, overrides):
+    """name -> zero-argument call (gradient allocation included, as in a real call)."""
+    b, s, h, d = q.shape
+    cfg = dataclasses.replace(configs.hopper_bwd_config(d, causal, s), **overrides)
+    pcfg = configs.bwd_config(next_pow2(d), causal, q.dtype, q.device, s)
+    out, lse = flash.attention_forward(q, k, v, causal=causal)
+
+    def gluon_bwd(o=out, l_=lse):
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        return hopper_bwd.hopper_attention_backward(dout, q, k, v, o, l_, None, causal, dq,
+                                                    dk, dv, config=cfg)
+
+    def portable_bwd(o=out, l_=lse):
+        return flash.attention_backward(dout, q, k, v, o, l_, causal=causal, config=pcfg)
+
+    def fwd_then(bwd):
+        def fn():
+            o, l_ = flash.attention_forward(q, k, v, causal=causal)
+            return bwd(o, l_)
+
+        return fn
+
+    cudnn = get_backend("sdpa-cudnn")(q, k, v, causal, dout=dout)
+    return cfg, {
+        "gluon-bwd": gluon_bwd,
+        "portable-bwd": portable_bwd,
+        "ft-fwd+gluon": fwd_then(gluon_bwd),
+        "ft-fwd+port": fwd_then(portable_bwd),
+        "cudnn-fwd": cudnn.fwd,
+        "cudnn-fwd+bwd": cudnn.fwd_bwd,
+    }
+
+
+def compare(fns) -> tuple[str, bool]:
+    """Gluon vs portable gradients: relative max |diff| per gradient."""
+    got = fns["gluon-bwd"]()
+    ref = fns["portable-bwd"]()
+    torch.cuda.synchronize()
+    parts, ok = [], True
+    for name, a, r in zip(("dq", "dk", "dv"), got, ref):
+        rel = (a.float() - r.float()).abs().max().item() / max(r.float().abs().max().item(),
+                                                                1e-6)
+        ok &= rel <= 2e-2
+        parts.append(f"{name} {rel:.1e}")
+    return "rel|gluon - portable|: " + ", ".join(parts), ok
+
+
+def bench_shape(seqlen, hd, causal, overrides, dev) -> tuple[dict, int]:
+    shape = paper_shape(seqlen, hd, causal)
+    gen = torch.Generator(device=dev).manual_seed(seqlen + hd)
+    q, k, v, dout = (torch.randn(shape.batch, seqlen, shape.nheads, hd, device=dev,
+                                 dtype=torch.bfloat16, generator=gen) for _ in range(4))
+    row = dict(label=shape.label(), causal=causal)
+    status = 0
+    t0 = time.perf_counter()
+    cfg, fns = closures(q, k, v, dout, causal, overrides)
+    msg, ok = compare(fns)
+    print(f"{row['label']} causal={int(causal)} {cfg}\n    {msg}  first calls "
+          f"{time.perf_counter() - t0:.1f}s{'' if ok else '  MISMATCH'}", flush=True)
+    status |= not ok
+    for name in TIMED:
+        try:
+            ms = triton.testing.do_bench(fns[name], warmup=25, rep=100, return_mode="median")
+        except Exception:
+            status = 1
+            ms = float("nan")
+            print(f"{row['label']} causal={int(causal)} {name} FAILED:", flush=True)
+            traceback.print_exc(file=sys.stdout)
+        row[name + "_ms"] = ms
+    row["cudnn-bwd_ms"] = row["cudnn-fwd+bwd_ms"] - row["cudnn-fwd_ms"]
+    for name in TIMED + ("cudnn-bwd",):
+        row[name] = tflops(attn_flops(shape, MODE.get(name, "fwd_bwd")), row[name + "_ms"])
+        print(f"    {name:<14} {row[name + '_ms']:8.3f} ms {row[name]:6.1f} TFLOPS", flush=True)
+    return row, status
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seqlens", type=int, nargs="+", default=[1024, 4096, 16384])
+    ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
+    ap.add_argument("--causal", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--config", help="override hopper_bwd_config fields: block_m=32,...")
+    ap.add_argument("--csv")
+    args = ap.parse_args()
+    dev = torch.device("cuda")
+    print(f"{torch.cuda.get_device_name(dev)} torch {torch.__version__} triton "
+          f"{triton.__version__}", flush=True)
+    overrides = parse_overrides(args.config)
+    rows, status = [], 0
+    for causal in map(bool, args.causal):
+        for hd in args.head_dims:
+            for seqlen in args.seqlens:
+                row, st = bench_shape(seqlen, hd, causal, overrides, dev)
+                rows.append(row)
+                status |= st
+                torch.cuda.empty_cache()
+    names = TIMED + ("cudnn-bwd",)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["shape", "causal", "backend", "ms", "tflops"])
+            for r in rows:
+                for name in names:
+                    w.writerow([r["label"], r["causal"], name, f"{r[name + '_ms']:.4f}",
+                                f"{r[name]:.2f}"])
+    print("\nbackward TFLOPS (2.5x fwd FLOPs) and fwd+bwd TFLOPS (3.5x); ratios to cuDNN")
+    print(f"{'shape':<20} {'causal':<6} {'gluon bwd':>16} {'portable bwd':>16} "
+          f"{'cudnn bwd':>9} {'ft+gluon f+b':>16} {'ft+port f+b':>16} {'cudnn f+b':>9}")
+    def cell(r, name, base):
+        return f"{r[name]:7.1f} ({r[name] / r[base]:4.2f})"
+
+    for r in rows:
+        print(f"{r['label']:<20} {int(r['causal']):<6} {cell(r, 'gluon-bwd', 'cudnn-bwd'):>16} "
+              f"{cell(r, 'portable-bwd', 'cudnn-bwd'):>16} {r['cudnn-bwd']:9.1f} "
+              f"{cell(r, 'ft-fwd+gluon', 'cudnn-fwd+bwd'):>16} "
+              f"{cell(r, 'ft-fwd+port', 'cudnn-fwd+bwd'):>16} {r['cudnn-fwd+bwd']:9.1f}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Pieces shared by the Gluon sm_90 kernels (ops/hopper_fwd.py, ops/hopper_bwd.py):
+host-side TMA descriptors and alignment checks, the wgmma accumulator layout, tile
+ranges and score masks. Index conventions as ops/_common.py: query row i, key column j,
+``diag = seqlen_k - seqlen_q``; causal keeps j <= i + diag (bottom-right aligned).
+"""
+
+from __future__ import annotations
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+_TY_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+
+# ----------------------------------------------------------------------------------
+# host side
+# ----------------------------------------------------------------------------------
+
+
+def tma_addressable(x: torch.Tensor) -> bool:
+    """A TMA descriptor needs a 16-byte aligned base and 16-byte aligned strides (all but
+    the last, which must be 1)."""
+    es = x.element_size()
+    return (
+        x.stride(-1) == 1
+        and x.data_ptr() % 16 == 0
+        and all((s * es) % 16 == 0 for s in x.stride()[:-1])
+    )
+
+
+def tma_desc(x: torch.Tensor, block_rows: int) -> TensorDescriptor:
+    """4D TMA descriptor over (B, S, H, D) with box (1, block_rows, 1, D)."""
+    block = [1, block_rows, 1, x.shape[-1]]
+    layout = gl.NVMMASharedLayout.get_default_for(block, GL_DTYPES[x.dtype])
+    return TensorDescriptor(x, list(x.shape), list(x.stride()), block, layout)
+
+
+def desc_signature(dtype: torch.dtype, rows: int, head_dim: int) -> str:
+    """The signature string of a ``tma_desc(x, rows)`` argument, for cross-compiling
+    with ``GluonASTSource`` (no GPU, no tensor)."""
+    block = [1, rows, 1, head_dim]
+    layout = gl.NVMMASharedLayout.get_default_for(block, GL_DTYPES[dtype])
+    return f"tensordesc<{_TY_NAMES[dtype]}[{','.join(map(str, block))}],{layout!r}>"
+
+
+# ----------------------------------------------------------------------------------
+# device side
+# ----------------------------------------------------------------------------------
+
+
+@gluon.constexpr_function
+def mma_layout(num_warps, n):
+    """wgmma accumulator layout: each warp 16 rows, n columns per instruction (n <= 256;
+    k = 16 for 16-bit inputs)."""
+    return gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, n, 16]
+    )
+
+
+@gluon.jit
+def kv_tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  CAUSAL: gl.constexpr):
+    """(n_full, n_tiles) of the query tile at start_m: key tiles [0, n_full) need no
+    mask, [n_full, n_tiles) do (causal band, ragged last tile)."""
+    if CAUSAL:
+        diag = seqlen_k - seqlen_q
+        hi = gl.maximum(gl.minimum(seqlen_k, start_m + BLOCK_M + diag), 0)
+        full = gl.maximum(gl.minimum(seqlen_k, start_m + diag + 1), 0)
+    else:
+        hi = seqlen_k
+        full = seqlen_k
+    n_tiles = (hi + BLOCK_N - 1) // BLOCK_N
+    n_full = gl.minimum(full // BLOCK_N, n_tiles)
+    return n_full, n_tiles
+
+
+@gluon.jit
+def scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """-inf where key t * BLOCK_N + c is past seqlen_k or (causal) right of the diagonal.
+    ``qk`` is (rows, keys); ``rows`` the query indices in SliceLayout(1, qk's layout)."""
+    cols = t * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, qk.type.layout))
+    keep = cols[None, :] < seqlen_k
+    if CAUSAL:
+        keep = keep & (cols[None, :] <= rows[:, None] + diag)
+    return gl.where(keep, qk, float("-inf"))

@@ -1,0 +1,540 @@
+"""The Hopper (sm_90) backward: Gluon dK/dV and dQ kernels with TMA, mbarrier-guarded
+shared-memory rings and asynchronous wgmma. Opt-in (``FLASHTILE_HOPPER_BWD=1``) until
+measured on the GPU; the portable backward of ops/flash.py stays the default and the
+path for everything this one does not cover.
+
+Layers, top to bottom:
+    hopper_bwd_supported          may this backward take the Gluon path? (opt-in, sm_90)
+    hopper_attention_backward     launcher: (dq, dk, dv), no autograd; flash's
+                                  attention_backward calls it first when supported
+    _bwd_dkdv_kernel              one program per key tile: K, V resident, Q/dO streamed
+    _bwd_dq_kernel                one program per query tile: Q, dO resident, K/V streamed
+
+Same conventions as the portable backward (ops/flash.py): lse in natural log from the
+forward (-inf on rows that see no key), delta = rowsum(dO * O) from flash's preprocess
+kernel, scores in log2 units: P = exp2(qk * scale * log2(e) - lse * log2(e));
+dS = P * (dP - delta); dV = P^T dO, dK = scale * dS^T Q, dQ = scale * dS K.
+
+Notation: B batch, H query heads, Hkv key/value heads (H = group * Hkv), M = seqlen_q,
+N = seqlen_k, D head dim (64 or 128). Causal keeps key j for row i when
+j <= i + N - M (bottom-right). Each warp owns 16 rows of its accumulators, so a program's
+resident tile has 16 * num_warps rows (two warpgroups of 64 at 8 warps), each warpgroup
+issuing its own wgmma.
+    dK/dV grid (cdiv(N, BLOCK_N), B * Hkv). The program keeps K, V (BLOCK_N x D) in shared
+        memory and loops over the group's query heads in order (GQA sums without atomics:
+        deterministic), and per head over the query tiles that see its keys: the causal
+        diagonal band first (masked), then the rest (no mask). Iteration it = g * n_m + j
+        streams Q and dO tile j of head g through a NUM_STAGES-deep TMA ring.
+        Transposed scores: S^T = K Q^T and dP^T = V dO^T (smem x smem, both in flight),
+        then dV += P^T dO and dK += dS^T Q with P^T, dS^T as register A operands.
+    dQ grid (cdiv(M, BLOCK_M), B * H), heaviest (causal: last) query tiles first. Q and dO
+        resident, K/V tiles through the ring as in the forward; S = Q K^T, dP = dO V^T,
+        dQ += dS K. Key tiles [0, n_full) unmasked, [n_full, n_tiles) masked.
+Rows past a sequence end: TMA zero-fills them on load and clips them on store, per
+(batch, head); query rows past M get lse = +inf in log2 units, so P = 0 there. Key rows
+past N in the dK/dV kernel need no mask (their rows of dK/dV are never stored).
+
+Resources of the shipped configs (configs.hopper_bwd_config), sm_90 cross-compile with
+Triton 3.6's ptxas -v, 2026-11-29, bf16 and fp16 alike (`scripts/compile_sm90.py
+--hopper-bwd`); 8 warps (256 threads) everywhere, so one program per SM:
+    config                dK/dV tile  ring  regs  spill  smem     dQ tile   ring  regs  smem
+    hd 64                 128k x 64q   3    180    0    80 KB     128q x 128k  2   193   96 KB
+    hd 64 causal          128k x 64q   3    184    0    80 KB     128q x 128k  2   210   96 KB
+    hd 128                128k x 64q   2    244    0   128 KB     128q x 64k   2   167  128 KB
+    hd 128 causal         128k x 32q   2    221    0    96 KB     128q x 64k   2   166  128 KB
+(no spills in the dQ kernels either). Tried and rejected on resources: dK/dV at hd 128
+causal with 64-row Q/dO tiles, 255 regs + 36 B spills (the masked band step); at hd 64
+with 128-row tiles, 255 regs + 188-392 B spills; dQ at hd 128 with 128-key tiles, 238
+regs and 192 KB (kept as an A/B candidate, not shipped).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+from .. import configs
+from . import hopper_fwd
+from ._common import is_interpreting
+from ._gluon_common import (
+    desc_signature,
+    kv_tile_range,
+    mma_layout,
+    scores_masked,
+    tma_addressable,
+    tma_desc,
+)
+
+__all__ = [
+    "hopper_bwd_supported", "hopper_bwd_problem_ok", "hopper_bwd_enabled",
+    "hopper_attention_backward", "HOPPER_BWD_HEAD_DIMS", "ENV_VAR",
+]
+
+HOPPER_BWD_HEAD_DIMS = (64, 128)
+ENV_VAR = "FLASHTILE_HOPPER_BWD"
+_LOG2E = 1.4426950408889634
+
+
+# ==================================================================================
+# dispatch
+# ==================================================================================
+
+
+def hopper_bwd_enabled() -> bool:
+    """Opt-in: FLASHTILE_HOPPER_BWD=1 (default off until measured on the GPU), and not
+    switched off with the forward by FLASHTILE_DISABLE_HOPPER=1."""
+    on = os.environ.get(ENV_VAR, "0") not in ("", "0")
+    return on and not hopper_fwd._hopper_disabled()
+
+
+def hopper_bwd_supported(
+    q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None
+):
+    """True when the Gluon backward can run this call: opted in (``hopper_bwd_enabled``),
+    not the interpreter, an sm_90 device and a covered problem (``hopper_bwd_problem_ok``).
+    ``window`` is the launchers' ``(left, right)`` as in ``hopper_fwd.hopper_supported``."""
+    if not hopper_bwd_enabled() or is_interpreting():
+        return False
+    if not (q.is_cuda and k.is_cuda and v.is_cuda):
+        return False
+    if torch.cuda.get_device_capability(q.device) != (9, 0):
+        return False
+    return hopper_bwd_problem_ok(q, k, v, causal, window, softcap, dropout_p, softmax_scale)
+
+
+def hopper_bwd_problem_ok(
+    q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None
+):
+    """Device-independent half: what the Gluon forward covers (fp16/bf16, full or causal,
+    no window/softcap/dropout, TMA-addressable q/k/v, non-empty) at head dim 64 or 128.
+    dout and the gradient buffers need no alignment: the launcher copies if they do."""
+    if q.shape[-1] not in HOPPER_BWD_HEAD_DIMS:
+        return False
+    return hopper_fwd.hopper_problem_ok(q, k, v, causal, window, softcap, dropout_p,
+                                        softmax_scale)
+
+
+# ==================================================================================
+# launcher
+# ==================================================================================
+
+
+def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq, dk, dv,
+                              config=None):
+    """Write dq, dk, dv ((B, M, H, D) / (B, N, Hkv, D), any strides with a unit last one)
+    for ``lse`` ((B, H, M) fp32 contiguous, natural log, as the forwards return it).
+    Call only when ``hopper_bwd_supported`` holds. Returns ``(dq, dk, dv)``."""
+    from . import flash  # its preprocess kernel; flash imports this module at load
+
+    batch, seqlen_q, nheads, head_dim = q.shape
+    seqlen_k, nheads_kv = k.shape[1], k.shape[2]
+    cfg = config or configs.hopper_bwd_config(head_dim, causal, seqlen_k)
+    if not _tma_ok(dout):  # e.g. an expanded (stride 0) gradient from a .sum()
+        dout = dout.contiguous()
+    lse = lse.contiguous()  # the kernels index it as (B * H, M)
+    outs = [g if _tma_ok(g) else torch.empty(g.shape, dtype=g.dtype, device=g.device)
+            for g in (dq, dk, dv)]
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
+    delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
+    group = nheads // nheads_kv
+    with torch.cuda.device(q.device):
+        flash._attn_bwd_preprocess_kernel[(triton.cdiv(seqlen_q, 64), batch * nheads)](
+            out, dout, delta, out.stride(0), out.stride(1), out.stride(2), dout.stride(0),
+            dout.stride(1), dout.stride(2), seqlen_q, nheads, HEAD_DIM=head_dim,
+            BLOCK_D=head_dim, BLOCK_M=64,
+        )
+        _bwd_dkdv_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
+            tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
+            tma_desc(dout, cfg.block_m), tma_desc(outs[1], cfg.block_n),
+            tma_desc(outs[2], cfg.block_n), lse, delta, seqlen_q, seqlen_k, nheads, group,
+            float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim, BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
+            num_warps=cfg.num_warps,
+        )
+        _bwd_dq_kernel[(triton.cdiv(seqlen_q, cfg.dq_block_m), batch * nheads)](
+            tma_desc(q, cfg.dq_block_m), tma_desc(k, cfg.dq_block_n),
+            tma_desc(v, cfg.dq_block_n), tma_desc(dout, cfg.dq_block_m),
+            tma_desc(outs[0], cfg.dq_block_m), lse, delta, seqlen_q, seqlen_k, nheads, group,
+            float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim, BLOCK_M=cfg.dq_block_m,
+            BLOCK_N=cfg.dq_block_n, NUM_STAGES=cfg.dq_num_stages, CAUSAL=bool(causal),
+            num_warps=cfg.dq_num_warps,
+        )
+    for g, tmp in zip((dq, dk, dv), outs):
+        if tmp is not g:  # a caller's buffer TMA cannot store to
+            g.copy_(tmp)
+    return dq, dk, dv
+
+
+def _tma_ok(x: torch.Tensor) -> bool:
+    """TMA-addressable with no broadcast (stride 0) dimension."""
+    return tma_addressable(x) and all(st > 0 or n == 1 for st, n in zip(x.stride(), x.shape))
+
+
+# ==================================================================================
+# device helpers
+# ==================================================================================
+
+
+@gluon.jit
+def _row_lse2(LSE, bh, rows, seqlen_q):
+    """lse of query ``rows`` of (batch * head) ``bh`` in log2 units; +inf on rows past
+    seqlen_q or with no key, so P = exp2(s - lse2) = 0 there."""
+    lse = gl.load(LSE + bh.to(gl.int64) * seqlen_q + rows, mask=rows < seqlen_q,
+                  other=float("-inf"))
+    return gl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
+
+
+@gluon.jit
+def _row_delta(DELTA, bh, rows, seqlen_q):
+    """delta = rowsum(dO * O) of query ``rows`` (0 past seqlen_q)."""
+    return gl.load(DELTA + bh.to(gl.int64) * seqlen_q + rows, mask=rows < seqlen_q, other=0.0)
+
+
+@gluon.jit
+def _q_tile_range(start_n, seqlen_q, diag, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  CAUSAL: gl.constexpr):
+    """(m_lo, n_band, n_m) of the key tile at start_n: query tiles m_lo .. m_lo + n_m - 1
+    see some of its keys; the first n_band of them straddle the causal diagonal (masked),
+    the rest see every key of the tile. n_m >= 1 whenever seqlen_q >= 1."""
+    m_hi = (seqlen_q + BLOCK_M - 1) // BLOCK_M
+    if CAUSAL:
+        m_lo = gl.maximum(start_n - diag, 0) // BLOCK_M  # first row seeing key start_n
+        full_row = gl.maximum(start_n + BLOCK_N - 1 - diag, 0)  # first row seeing them all
+        m_full = (full_row + BLOCK_M - 1) // BLOCK_M
+    else:
+        m_lo = 0
+        m_full = 0
+    m_lo = gl.minimum(m_lo, m_hi)
+    m_full = gl.minimum(gl.maximum(m_full, m_lo), m_hi)
+    return m_lo, m_full - m_lo, m_hi - m_lo
+
+
+@gluon.jit
+def _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, it, n_m, m_lo, b, hk,
+               group, pred, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr):
+    """TMA-load the Q and dO tiles of iteration ``it`` (head hk * group + it // n_m,
+    query tile m_lo + it % n_m) into ring slot it % NUM_STAGES (skipped if not pred)."""
+    s = it % NUM_STAGES
+    h = hk * group + it // n_m
+    start_m = (m_lo + it % n_m) * BLOCK_M
+    mbarrier.expect(q_bars.index(s), q_desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bars.index(s),
+                                    q_smem.index(s), pred=pred)
+    mbarrier.expect(do_bars.index(s), do_desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(do_desc, [b, start_m, h, 0], do_bars.index(s),
+                                    do_smem.index(s), pred=pred)
+
+
+@gluon.jit
+def _store_tile(x, smem, desc, coords, ROWS: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """Registers -> ``smem`` (free by now) -> TMA store at ``coords`` (clips rows past the
+    sequence end). The caller waits with tma.store_wait."""
+    smem.reshape([ROWS, HEAD_DIM]).store(x.to(smem.dtype))
+    fence_async_shared()  # generic-proxy stores -> visible to the TMA engine
+    gl.thread_barrier()
+    tma.async_copy_shared_to_global(desc, coords, smem)
+
+
+# ==================================================================================
+# dK / dV: one program per key tile
+# ==================================================================================
+
+
+@gluon.jit
+def _dkdv_step(it, j, dk, dv, k2, v2, q_smem, do_smem, q_bars, do_bars, q_desc, do_desc,
+               LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk, group, seqlen_q, diag,
+               qk_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+               BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr):
+    """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
+    dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES."""
+    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
+                                                 k_width=2)
+    s = it % NUM_STAGES
+    phase = (it // NUM_STAGES) & 1
+    q_buf = q_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
+    do_buf = do_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
+    # -- S^T = K Q^T and dP^T = V dO^T, both in flight --
+    zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
+    mbarrier.wait(q_bars.index(s), phase)
+    s_t = warpgroup_mma(k2, q_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
+    mbarrier.wait(do_bars.index(s), phase)
+    dp_t = warpgroup_mma(v2, do_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
+    # -- row statistics of the query tile (global loads under the GEMMs) --
+    rows = (m_lo + j) * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
+    lse2 = _row_lse2(LSE, bh, rows, seqlen_q)
+    # -- P^T, then dV += P^T dO (P^T from registers) --
+    s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
+    p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
+    if MASKED:  # causal diagonal band only
+        p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
+    p_op = gl.convert_layout(p_t.to(q_buf.dtype), a_layout)
+    dv = warpgroup_mma(p_op, do_buf, dv, is_async=True)
+    # -- dS^T = P^T (dP^T - delta), then dK += dS^T Q (delta loaded once lse2 is dead) --
+    delta = _row_delta(DELTA, bh, rows, seqlen_q)
+    dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
+    ds_op = gl.convert_layout((p_t * (dp_t - delta[None, :])).to(q_buf.dtype), a_layout)
+    dk = warpgroup_mma(ds_op, q_buf, dk, is_async=True)
+    dv, dk, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, p_op, ds_op))
+    # -- refill: every warpgroup must be done with slot s before TMA overwrites it --
+    gl.thread_barrier()
+    nxt = it + NUM_STAGES
+    _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, nxt, n_m, m_lo, b, hk,
+               group, nxt < n_iter, BLOCK_M, NUM_STAGES)
+    return dk, dv
+
+
+@gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
+def _bwd_dkdv_kernel(
+    q_desc, k_desc, v_desc, do_desc,  # TMA: q, do (B, M, H, D); k, v (B, N, Hkv, D)
+    dk_desc, dv_desc,  # TMA: dk, dv (B, N, Hkv, D)
+    LSE, DELTA,  # (B, H, M) fp32: lse (natural log), rowsum(dO * O)
+    seqlen_q, seqlen_k, nheads, group,
+    qk_scale, sm_scale,  # qk_scale = sm_scale * log2(e)
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+):
+    gl.static_assert(BLOCK_N == 16 * gl.num_warps(), "each warp owns 16 key rows")
+    gl.static_assert(HEAD_DIM <= 256 and BLOCK_M <= 256, "wgmma n is at most 256")
+    dtype: gl.constexpr = q_desc.dtype
+    d_layout: gl.constexpr = mma_layout(gl.num_warps(), HEAD_DIM)
+    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
+    pid_n = gl.program_id(0)  # causal: low key tiles (the most query tiles) start first
+    pid_bhk = gl.program_id(1)
+    nheads_kv = nheads // group
+    b = pid_bhk // nheads_kv
+    hk = pid_bhk % nheads_kv
+    start_n = pid_n * BLOCK_N
+    diag = seqlen_k - seqlen_q
+    m_lo, n_band, n_m = _q_tile_range(start_n, seqlen_q, diag, BLOCK_M, BLOCK_N, CAUSAL)
+    n_m = gl.maximum(n_m, 1)  # never 0 (seqlen_q >= 1); keeps it // n_m defined
+    n_iter = group * n_m
+
+    # -- shared memory: resident K, V (later dK, dV), a Q/dO ring, barriers --
+    k_smem = gl.allocate_shared_memory(dtype, k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, v_desc.block_type.shape, v_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + q_desc.block_type.shape,
+                                       q_desc.layout)
+    do_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + do_desc.block_type.shape,
+                                        do_desc.layout)
+    kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    do_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(kv_bar, count=1)
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(q_bars.index(i), count=1)
+        mbarrier.init(do_bars.index(i), count=1)
+    fence_async_shared()  # barrier inits visible to the async proxy (TMA)
+    gl.thread_barrier()
+
+    # -- prologue: K and V, and the first NUM_STAGES Q/dO tiles in flight --
+    mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [b, start_n, hk, 0], kv_bar, k_smem)
+    tma.async_copy_global_to_shared(v_desc, [b, start_n, hk, 0], kv_bar, v_smem)
+    for i in gl.static_range(NUM_STAGES):
+        _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i, n_m, m_lo, b, hk,
+                   group, i < n_iter, BLOCK_M, NUM_STAGES)
+
+    keys = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
+    dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, d_layout)
+    dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, d_layout)
+    mbarrier.wait(kv_bar, 0)
+    k2 = k_smem.reshape([BLOCK_N, HEAD_DIM])
+    v2 = v_smem.reshape([BLOCK_N, HEAD_DIM])
+
+    # -- the group's query heads in order (deterministic); per head the diagonal band
+    #    (masked), then the query tiles that see every key of this tile --
+    for g in range(0, group):
+        bh = b * nheads + hk * group + g
+        for j in range(0, n_band):
+            dk, dv = _dkdv_step(g * n_m + j, j, dk, dv, k2, v2, q_smem, do_smem, q_bars,
+                                do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m,
+                                n_iter, b, hk, group, seqlen_q, diag, qk_scale, HEAD_DIM,
+                                BLOCK_M, BLOCK_N, NUM_STAGES, True)
+        for j in range(n_band, n_m):
+            dk, dv = _dkdv_step(g * n_m + j, j, dk, dv, k2, v2, q_smem, do_smem, q_bars,
+                                do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m,
+                                n_iter, b, hk, group, seqlen_q, diag, qk_scale, HEAD_DIM,
+                                BLOCK_M, BLOCK_N, NUM_STAGES, False)
+
+    # -- epilogue: dK (scaled) and dV through the K and V buffers, TMA stores --
+    gl.thread_barrier()  # every warpgroup is done reading K and V
+    _store_tile(dk * sm_scale, k_smem, dk_desc, [b, start_n, hk, 0], BLOCK_N, HEAD_DIM)
+    _store_tile(dv, v_smem, dv_desc, [b, start_n, hk, 0], BLOCK_N, HEAD_DIM)
+    tma.store_wait(pendings=0)
+
+
+# ==================================================================================
+# dQ: one program per query tile
+# ==================================================================================
+
+
+@gluon.jit
+def _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, t, b, hk, pred,
+              BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
+    """TMA-load key/value tile ``t`` into ring slot t % NUM_STAGES (skipped if not pred)."""
+    s = t % NUM_STAGES
+    mbarrier.expect(k_bars.index(s), k_desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(k_desc, [b, t * BLOCK_N, hk, 0], k_bars.index(s),
+                                    k_smem.index(s), pred=pred)
+    mbarrier.expect(v_bars.index(s), v_desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(v_desc, [b, t * BLOCK_N, hk, 0], v_bars.index(s),
+                                    v_smem.index(s), pred=pred)
+
+
+@gluon.jit
+def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2, delta,
+             rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM: gl.constexpr,
+             BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+             MASKED: gl.constexpr, CAUSAL: gl.constexpr):
+    """Consume key tile t: S = Q K^T and dP = dO V^T (in flight together), dS, then
+    dQ += dS K (dS from registers); refill the slot with tile t + NUM_STAGES."""
+    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_N)
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq.type.layout,
+                                                 k_width=2)
+    s = t % NUM_STAGES
+    phase = (t // NUM_STAGES) & 1
+    k_buf = k_smem.index(s).reshape([BLOCK_N, HEAD_DIM])
+    v_buf = v_smem.index(s).reshape([BLOCK_N, HEAD_DIM])
+    zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    mbarrier.wait(k_bars.index(s), phase)
+    qk = warpgroup_mma(q2, k_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
+    mbarrier.wait(v_bars.index(s), phase)
+    dp = warpgroup_mma(do2, v_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
+    qk = warpgroup_mma_wait(num_outstanding=1, deps=(qk,))
+    if MASKED:  # causal band, keys past seqlen_k
+        qk = scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL)
+    p = gl.exp2(qk * qk_scale - lse2[:, None])
+    dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
+    ds_op = gl.convert_layout((p * (dp - delta[:, None])).to(q2.dtype), a_layout)
+    dq = warpgroup_mma(ds_op, k_buf, dq, is_async=True)
+    dq, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds_op))
+    gl.thread_barrier()  # every warpgroup is done with slot s
+    nxt = t + NUM_STAGES
+    _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, nxt, b, hk, nxt < n_tiles,
+              BLOCK_N, NUM_STAGES)
+    return dq
+
+
+@gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
+def _bwd_dq_kernel(
+    q_desc, k_desc, v_desc, do_desc,  # TMA: q, do (B, M, H, D); k, v (B, N, Hkv, D)
+    dq_desc,  # TMA: dq (B, M, H, D)
+    LSE, DELTA,  # (B, H, M) fp32: lse (natural log), rowsum(dO * O)
+    seqlen_q, seqlen_k, nheads, group,
+    qk_scale, sm_scale,  # qk_scale = sm_scale * log2(e)
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+):
+    gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
+    gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
+    dtype: gl.constexpr = q_desc.dtype
+    d_layout: gl.constexpr = mma_layout(gl.num_warps(), HEAD_DIM)
+    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_N)
+    pid_m = gl.program_id(0)
+    if CAUSAL:
+        pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
+    pid_bh = gl.program_id(1)
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    hk = h // group
+    start_m = pid_m * BLOCK_M
+    diag = seqlen_k - seqlen_q
+    n_full, n_tiles = kv_tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
+
+    # -- shared memory: resident Q, dO (Q's buffer later holds dQ), a K/V ring --
+    q_smem = gl.allocate_shared_memory(dtype, q_desc.block_type.shape, q_desc.layout)
+    do_smem = gl.allocate_shared_memory(dtype, do_desc.block_type.shape, do_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + k_desc.block_type.shape,
+                                       k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + v_desc.block_type.shape,
+                                       v_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(k_bars.index(i), count=1)
+        mbarrier.init(v_bars.index(i), count=1)
+    fence_async_shared()  # barrier inits visible to the async proxy (TMA)
+    gl.thread_barrier()
+
+    # -- prologue: Q and dO, and the first NUM_STAGES key/value tiles in flight --
+    mbarrier.expect(q_bar, q_desc.block_type.nbytes + do_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bar, q_smem)
+    tma.async_copy_global_to_shared(do_desc, [b, start_m, h, 0], q_bar, do_smem)
+    for i in gl.static_range(NUM_STAGES):
+        _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, b, hk, i < n_tiles,
+                  BLOCK_N, NUM_STAGES)
+
+    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+    lse2 = _row_lse2(LSE, pid_bh, rows, seqlen_q)
+    delta = _row_delta(DELTA, pid_bh, rows, seqlen_q)
+    dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, d_layout)
+    mbarrier.wait(q_bar, 0)
+    q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
+    do2 = do_smem.reshape([BLOCK_M, HEAD_DIM])
+
+    # -- off-band key tiles (no mask), then the causal band / ragged last tile --
+    for t in range(0, n_full):
+        dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
+                      delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
+                      BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL)
+    for t in range(n_full, n_tiles):
+        dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
+                      delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
+                      BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL)
+
+    gl.thread_barrier()  # every warpgroup is done reading Q
+    _store_tile(dq * sm_scale, q_smem, dq_desc, [b, start_m, h, 0], BLOCK_M, HEAD_DIM)
+    tma.store_wait(pendings=0)
+
+
+# ==================================================================================
+# cross-compilation for sm_90 without a GPU (tests and scripts/compile_sm90.py)
+# ==================================================================================
+
+
+def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None) -> dict:
+    """Compile both backward kernels for sm_90 on any machine (no GPU) with the argument
+    types a real launch produces. Returns {"dkdv": kernel, "dq": kernel} (Triton compiled
+    kernels: ``.asm`` holds ttgir/ptx/cubin, ``.metadata.shared`` shared memory bytes)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    cfg = config or configs.hopper_bwd_config(head_dim, causal, 4096)
+    scalars = dict(LSE="*fp32", DELTA="*fp32", seqlen_q="i32", seqlen_k="i32", nheads="i32",
+                   group="i32", qk_scale="fp32", sm_scale="fp32")
+    jobs = {
+        "dkdv": (_bwd_dkdv_kernel, cfg.block_m, cfg.block_n, cfg.num_stages, cfg.num_warps,
+                 ["q", "k", "v", "do", "dk", "dv"]),
+        "dq": (_bwd_dq_kernel, cfg.dq_block_m, cfg.dq_block_n, cfg.dq_num_stages,
+               cfg.dq_num_warps, ["q", "k", "v", "do", "dq"]),
+    }
+    out = {}
+    for name, (kernel, bm, bn, stages, warps, descs) in jobs.items():
+        rows = dict(q=bm, do=bm, dq=bm, k=bn, v=bn, dk=bn, dv=bn)
+        sig = {f"{d}_desc": desc_signature(dtype, rows[d], head_dim) for d in descs}
+        sig.update(scalars)
+        constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=stages,
+                          CAUSAL=bool(causal))
+        sig.update({n: "constexpr" for n in constexprs})
+        lse_pos = len(descs)  # LSE and DELTA: torch allocations, 16-byte aligned
+        src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs,
+                             attrs={(lse_pos,): [["tt.divisibility", 16]],
+                                    (lse_pos + 1,): [["tt.divisibility", 16]]})
+        out[name] = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                                   options=dict(num_warps=warps))
+    return out

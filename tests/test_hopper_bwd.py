@@ -1,0 +1,332 @@
+"""The Gluon Hopper backward (ops/hopper_bwd.py).
+
+CPU (every CI run): cross-compilation for sm_90 of every shipped config (dK/dV and dQ
+kernels; Gluon cannot run under the interpreter), the config table and the dispatch
+predicate (opt-in through FLASHTILE_HOPPER_BWD=1). GPU (``gpu`` marker, an H200 through
+scripts/gpu_check.sh hopper): dq/dk/dv through the Gluon path against the float64
+reference with the DESIGN.md tolerance, against the portable backward, into
+NaN-poisoned buffers, and bitwise run-to-run determinism.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import flashtile
+from conftest import HAS_CUDA
+from flashtile import configs
+from flashtile.ops import flash, hopper_bwd
+from flashtile.validate import Case, check_close, make_qkv, run_case
+
+ROOT = Path(__file__).resolve().parents[1]
+_SCRIPT = ROOT / "scripts" / "compile_sm90.py"
+IS_SM90 = HAS_CUDA and torch.cuda.get_device_capability() == (9, 0)
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("compile_sm90", _SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+VARIANTS = [f"{name} {kern}" for name, *_ in _script().hopper_bwd_variants()
+            for kern in ("dkdv", "dq")]
+
+
+# ----------------------------------------------------------------------------------
+# CPU: cross-compilation for sm_90
+# ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """Compile every variant once, in a child process without TRITON_INTERPRET (this
+    process runs under the interpreter on CPU, where Gluon cannot build)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    res = subprocess.run([sys.executable, str(_SCRIPT), "--hopper-bwd", "--json"], env=env,
+                         capture_output=True, text=True, timeout=900)
+    recs = {}
+    for line in res.stdout.splitlines():
+        if line.startswith("{"):
+            rec = json.loads(line)
+            recs[rec["name"]] = rec
+    assert recs, f"compile_sm90.py --hopper-bwd printed nothing (rc {res.returncode}):\n" \
+                 f"{res.stderr}"
+    return recs
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_compiles_for_sm90(name, compiled):
+    """Builds for sm_90 with wgmma and TMA, no spills or local memory, and fits the
+    H100/H200 shared memory (227 KB per block)."""
+    rec = compiled.get(name)
+    assert rec is not None, f"{name}: not compiled"
+    assert rec["ok"], f"{name} {rec['config']}: {rec.get('error')}"
+    assert rec["wgmma"] and rec["tma"], f"{name}: no wgmma / TMA in the PTX: {rec}"
+    assert rec["spill_bytes"] == "0" and not rec["local"], f"{name}: spills: {rec}"
+    assert rec["smem"] <= 227 * 1024, f"{name}: {rec['smem']} bytes of shared memory"
+
+
+@pytest.mark.parametrize("head_dim", hopper_bwd.HOPPER_BWD_HEAD_DIMS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_configs(head_dim, causal):
+    """Resident tiles are 16 rows per warp, and both kernels fit 227 KB."""
+    cfg = configs.hopper_bwd_config(head_dim, causal, 4096)
+    assert cfg.block_n == 16 * cfg.num_warps and cfg.dq_block_m == 16 * cfg.dq_num_warps, cfg
+    assert all(b <= 227 * 1024 for b in cfg.smem_bytes(head_dim)), cfg.smem_bytes(head_dim)
+
+
+# ----------------------------------------------------------------------------------
+# CPU: dispatch
+# ----------------------------------------------------------------------------------
+
+
+def _qkv(head_dim=64, dtype=torch.bfloat16, seqlen=33, hkv=2, device="cpu"):
+    q = torch.randn(2, seqlen, 4, head_dim, dtype=dtype, device=device)
+    k = torch.randn(2, seqlen + 5, hkv, head_dim, dtype=dtype, device=device)
+    return q, k, torch.randn_like(k)
+
+
+@pytest.mark.parametrize("value,on", [(None, False), ("0", False), ("", False), ("1", True)])
+def test_opt_in_env(monkeypatch, value, on):
+    """Off unless FLASHTILE_HOPPER_BWD=1; FLASHTILE_DISABLE_HOPPER=1 wins."""
+    monkeypatch.delenv("FLASHTILE_DISABLE_HOPPER", raising=False)
+    if value is None:
+        monkeypatch.delenv(hopper_bwd.ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(hopper_bwd.ENV_VAR, value)
+    assert hopper_bwd.hopper_bwd_enabled() is on
+    monkeypatch.setenv("FLASHTILE_DISABLE_HOPPER", "1")
+    assert not hopper_bwd.hopper_bwd_enabled()
+
+
+def test_default_off(monkeypatch):
+    monkeypatch.delenv(hopper_bwd.ENV_VAR, raising=False)
+    q, k, v = _qkv(device="cuda" if HAS_CUDA else "cpu")
+    assert not hopper_bwd.hopper_bwd_supported(q, k, v)
+
+
+@pytest.mark.skipif(IS_SM90, reason="checks the fallbacks of a non-Hopper machine")
+def test_not_supported_off_hopper(monkeypatch):
+    """Opted in, but CPU tensors, the interpreter or a non-sm_90 device: portable."""
+    monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
+    q, k, v = _qkv()
+    assert not hopper_bwd.hopper_bwd_supported(q, k, v)
+    if HAS_CUDA:
+        assert not hopper_bwd.hopper_bwd_supported(*(t.cuda() for t in (q, k, v)))
+
+
+@pytest.mark.parametrize("head_dim,ok", [(64, True), (128, True), (256, False), (40, False),
+                                         (96, False)])
+def test_problem_ok_head_dims(head_dim, ok):
+    assert hopper_bwd.hopper_bwd_problem_ok(*_qkv(head_dim)) is ok
+
+
+@pytest.mark.parametrize(
+    "kwargs,ok",
+    [
+        (dict(), True),
+        (dict(causal=True), True),
+        (dict(window=(None, 0)), True),
+        (dict(window=(16, 0)), False),
+        (dict(softcap=30.0), False),
+        (dict(dropout_p=0.1), False),
+    ],
+)
+def test_problem_ok_masks(kwargs, ok):
+    assert hopper_bwd.hopper_bwd_problem_ok(*_qkv(), **kwargs) is ok
+
+
+def test_problem_ok_dtypes_and_strides():
+    assert not hopper_bwd.hopper_bwd_problem_ok(*_qkv(dtype=torch.float32))
+    assert hopper_bwd.hopper_bwd_problem_ok(*_qkv(hkv=1))  # MQA
+    q, k, v = _qkv()
+    odd = torch.randn(2, 4, 33, 68, dtype=torch.bfloat16)[..., :64].transpose(1, 2)
+    assert not hopper_bwd.hopper_bwd_problem_ok(odd, k, v)
+
+
+def test_portable_backward_untouched_when_off(monkeypatch):
+    """With the opt-in off, attention_backward never reaches the Gluon launcher."""
+    monkeypatch.delenv(hopper_bwd.ENV_VAR, raising=False)
+
+    def boom(*args, **kwargs):
+        raise AssertionError("Gluon backward called with the opt-in off")
+
+    monkeypatch.setattr(hopper_bwd, "hopper_attention_backward", boom)
+    dev = "cuda" if HAS_CUDA else "cpu"
+    q, k, v = (t.requires_grad_() for t in _qkv(dtype=torch.float16, seqlen=20, device=dev))
+    flashtile.flash_attn_func(q, k, v, causal=True).float().sum().backward()
+    assert q.grad is not None and k.grad is not None and v.grad is not None
+
+
+# ----------------------------------------------------------------------------------
+# GPU: numerics
+# ----------------------------------------------------------------------------------
+
+GPU_SEQLENS = [(1, 1), (17, 17), (1000, 1000), (113, 239), (239, 113)]
+GPU_CASES = [
+    Case(batch=2, seqlen_q=sq, seqlen_k=sk, nheads=4, nheads_kv=hkv, head_dim=hd,
+         causal=causal, dtype=dtype)
+    for hd in hopper_bwd.HOPPER_BWD_HEAD_DIMS
+    for causal in (False, True)
+    for (sq, sk) in GPU_SEQLENS
+    for hkv, dtype in ((4, torch.bfloat16), (1, torch.float16))
+] + [  # several key and query tiles per program, ragged ends, GQA 2:1 (one batch: the
+    #    float64 reference of a 4097^2 backward is a few GB)
+    Case(batch=1, seqlen_q=4097, seqlen_k=4097, nheads=4, nheads_kv=2, head_dim=hd,
+         causal=causal, dtype=torch.bfloat16)
+    for hd in hopper_bwd.HOPPER_BWD_HEAD_DIMS
+    for causal in (False, True)
+]
+GPU_ADVERSARIAL = [
+    Case(batch=2, seqlen_q=777, seqlen_k=1029, nheads=4, nheads_kv=2, head_dim=hd,
+         causal=causal, dtype=torch.bfloat16, kind=kind, layout=layout)
+    for hd in hopper_bwd.HOPPER_BWD_HEAD_DIMS
+    for causal in (False, True)
+    for kind, layout in (("wide_logits", "strided"), ("late_spike", "contiguous"))
+]
+
+
+def _gpu_sm90():
+    if not IS_SM90:
+        pytest.skip("needs an sm_90 GPU (H100/H200)")
+
+
+@pytest.fixture
+def gluon_bwd(monkeypatch):
+    """Opt in to the Gluon backward and count its launches, so each test proves it ran
+    the kernels it claims to test."""
+    monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
+    monkeypatch.delenv("FLASHTILE_DISABLE_HOPPER", raising=False)
+    calls = []
+    real = hopper_bwd.hopper_attention_backward
+
+    def spy(*args, **kwargs):
+        calls.append(args[1].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hopper_bwd, "hopper_attention_backward", spy)
+    return calls
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", GPU_CASES + GPU_ADVERSARIAL, ids=lambda c: c.name)
+def test_hopper_bwd_vs_reference(case, device, gluon_bwd):
+    """flash_attn_func forward + backward with the Gluon backward: out, lse, dq, dk, dv
+    within the DESIGN.md bound of the float64 reference (the summary carries every
+    error and bound)."""
+    _gpu_sm90()
+    result = run_case(case, device)
+    assert gluon_bwd, f"{case.name}: the Gluon backward was not taken"
+    assert result.ok, result.summary()
+
+
+def _grads(q, k, v, causal, dout, poison=False):
+    out, lse = flash.attention_forward(q, k, v, causal=causal)
+    bufs = {}
+    if poison:  # NaN-filled buffers: every element must be written
+        bufs = {n: torch.full_like(t, float("nan")) for n, t in (("dq", q), ("dk", k),
+                                                                  ("dv", v))}
+    return flash.attention_backward(dout, q, k, v, out, lse, causal=causal, **bufs)
+
+
+def _ref_checks(grads, q, k, v, dout, causal):
+    """dq/dk/dv against the float64 and input-precision references (DESIGN.md rule)."""
+    from flashtile import reference
+
+    checks = []
+    refs = []
+    for upcast in (True, False):
+        inp = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        o = reference.flash_attn_func(*inp, causal=causal, upcast=upcast)
+        refs.append(torch.autograd.grad(o, inp, dout.to(o.dtype)))
+    scale = max(float(g.abs().max()) for g in refs[0])
+    atol = 2.0**-22 * q.shape[-1] * scale
+    for name, g, r64, rlp in zip(("dq", "dk", "dv"), grads, *refs):
+        checks.append(check_close(name, g, r64, rlp, atol=atol))
+    return checks
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", hopper_bwd.HOPPER_BWD_HEAD_DIMS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(1, 1), (200, 333), (1030, 1030), (300, 40)])
+def test_hopper_bwd_poisoned_buffers(head_dim, causal, seqlen_q, seqlen_k, device, gluon_bwd):
+    """Into NaN-filled dq/dk/dv (GQA 4:2): every element written and within the bound;
+    (300, 40) causal leaves query rows with no key (their dq must be 0)."""
+    _gpu_sm90()
+    q, k, v = make_qkv(2, seqlen_q, seqlen_k, 4, 2, head_dim, torch.bfloat16, device,
+                       seed=seqlen_q * 7 + head_dim)
+    dout = torch.randn_like(q)
+    grads = _grads(q, k, v, causal, dout, poison=True)
+    torch.cuda.synchronize()
+    assert gluon_bwd, "the Gluon backward was not taken"
+    checks = _ref_checks(grads, q, k, v, dout, causal)
+    msg = "; ".join(map(str, checks))
+    assert not any(g.isnan().any() for g in grads), "unwritten or NaN gradient: " + msg
+    assert all(c.ok for c in checks), msg
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", hopper_bwd.HOPPER_BWD_HEAD_DIMS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_hopper_bwd_deterministic(head_dim, causal, device, gluon_bwd):
+    """Two runs on the same inputs (GQA 8:2, so the dK/dV group loop sums 4 heads) give
+    bitwise equal gradients."""
+    _gpu_sm90()
+    q, k, v = make_qkv(2, 1537, 1537, 8, 2, head_dim, torch.bfloat16, device, seed=head_dim)
+    dout = torch.randn_like(q)
+    first = _grads(q, k, v, causal, dout)
+    second = _grads(q, k, v, causal, dout)
+    assert len(gluon_bwd) == 2, gluon_bwd
+    for name, a, b in zip(("dq", "dk", "dv"), first, second):
+        diff = (a.float() - b.float()).abs().max().item()
+        assert torch.equal(a, b), f"{name} differs between runs: max |diff| {diff}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", hopper_bwd.HOPPER_BWD_HEAD_DIMS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_hopper_bwd_vs_portable(head_dim, causal, device, monkeypatch):
+    """Gluon and portable backward on the same inputs: both within the bound of the
+    reference, and within the sum of their bounds of each other."""
+    _gpu_sm90()
+    q, k, v = make_qkv(2, 1029, 1029, 8, 2, head_dim, torch.bfloat16, device, seed=head_dim)
+    dout = torch.randn_like(q)
+    monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
+    assert hopper_bwd.hopper_bwd_supported(q, k, v, causal)
+    g_h = _grads(q, k, v, causal, dout)
+    monkeypatch.setenv(hopper_bwd.ENV_VAR, "0")
+    g_p = _grads(q, k, v, causal, dout)
+    ch = _ref_checks(g_h, q, k, v, dout, causal)
+    cp = _ref_checks(g_p, q, k, v, dout, causal)
+    msg = "gluon: " + "; ".join(map(str, ch)) + " | portable: " + "; ".join(map(str, cp))
+    assert all(c.ok for c in ch + cp), msg
+    for name, a, b, c1, c2 in zip(("dq", "dk", "dv"), g_h, g_p, ch, cp):
+        d = (a.float() - b.float()).abs().max().item()
+        assert d <= c1.bound + c2.bound, f"max|{name}_gluon - {name}_portable| {d}; {msg}"
+
+
+@pytest.mark.gpu
+def test_hopper_bwd_buffers_not_tma_addressable(device, gluon_bwd):
+    """dq= / dk= views whose row stride TMA cannot address, and a dout with one, are
+    handled through copies."""
+    _gpu_sm90()
+    q, k, v = make_qkv(1, 100, 100, 2, 2, 64, torch.bfloat16, device)
+    out, lse = flash.attention_forward(q, k, v, causal=True)
+    wide = torch.randn(1, 100, 2, 68, dtype=q.dtype, device=device)
+    dout = wide[..., :64]
+    dq = torch.full_like(wide, float("nan"))[..., :64]
+    dk = torch.full_like(wide, float("nan"))[..., :64]
+    grads = flash.attention_backward(dout, q, k, v, out, lse, causal=True, dq=dq, dk=dk)
+    assert gluon_bwd and grads[0] is dq and grads[1] is dk
+    checks = _ref_checks(grads, q, k, v, dout.contiguous(), True)
+    assert all(c.ok for c in checks), "; ".join(map(str, checks))
