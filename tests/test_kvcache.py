@@ -119,15 +119,100 @@ def test_whole_cache_without_seqlens(device):
                            with_lens=False, causal=True))
 
 
-def test_num_splits_heuristic(monkeypatch):
-    """Fills ~2 programs per SM when batch x heads cannot; 1 when they already can."""
-    monkeypatch.setattr(kvcache, "_sm_count", lambda index: 132)
-    cuda = torch.device("cuda", 0)
-    assert kvcache.num_splits_heuristic(4, 32768, 128, cuda) == 66
-    assert kvcache.num_splits_heuristic(4, 8192, 128, cuda) == 32  # >= 2 tiles per split
-    assert kvcache.num_splits_heuristic(256, 8192, 128, cuda) == 1
-    assert kvcache.num_splits_heuristic(1, 1 << 20, 128, cuda) == kvcache.MAX_SPLITS
-    assert kvcache.num_splits_heuristic(4, 8192, 128, torch.device("cpu")) == 1
+@pytest.mark.parametrize("work,ctx,tile_bytes,want", [
+    (4, 8192, 64 << 10, 64),  # B1 x 4 KV heads (GQA 8:1 packed), hd 128: 256 programs
+    (4, 32768, 64 << 10, 64),  # 4 tiles each
+    (4, 131072, 64 << 10, 64),  # 16 tiles each
+    (4, 24576, 64 << 10, 64),  # 66 wanted -> 3 tiles each -> 64 splits, none empty
+    (4, 8192, 32 << 10, 32),  # hd 64: tiles of 32 KiB, two per split
+    (4, 1024, 64 << 10, 8),  # short cache: one tile per split
+    (100, 1024, 64 << 10, 3),  # just under 0.8 x SMs: a few splits
+    (1, 1 << 20, 64 << 10, kvcache.MAX_SPLITS),
+    (106, 1 << 20, 64 << 10, 1),  # >= 0.8 x 132 programs already: no split
+    (256, 8192, 64 << 10, 1),
+])
+def test_num_splits_heuristic(work, ctx, tile_bytes, want):
+    """~SPLIT_WAVES programs per SM when batch x KV heads cannot fill the GPU, each
+    reading >= MIN_SPLIT_BYTES, and no empty splits (132 SMs, as the H200)."""
+    got = kvcache.num_splits_heuristic(work, ctx, 128, 132, tile_bytes)
+    assert got == want, f"work {work} ctx {ctx}: {got} splits, want {want}"
+    n_tiles = -(-ctx // 128)
+    per = -(-n_tiles // got)
+    assert -(-n_tiles // per) == got, "an empty split"
+    assert got == 1 or per * tile_bytes >= kvcache.MIN_SPLIT_BYTES
+
+
+def test_num_splits_heuristic_no_gpu():
+    assert kvcache.num_splits_heuristic(4, 8192, 128, 0) == 1  # no SM count: no split
+
+
+def _decode_inputs(device, dtype=torch.float16):
+    q = torch.randn(2, 1, 8, 32).to(device, dtype)
+    k_cache, v_cache, table = make_cache(2, 64, 2, 32, dtype, device, page_size=16)
+    k = torch.randn(2, 1, 2, 32).to(device, dtype)
+    v = torch.randn(2, 1, 2, 32).to(device, dtype)
+    lens = torch.tensor([63, 20], dtype=torch.int32, device=device)
+    return q, k_cache, v_cache, k, v, lens, table
+
+
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_eager_fast_path_matches_op(num_splits, device, monkeypatch):
+    """A plain eager call skips the torch.library dispatch: same bits, same appended
+    cache, and the caches' version counters still move (as the op's mutates_args)."""
+    q, k_cache, v_cache, k, v, lens, table = _decode_inputs(device)
+    results = []
+    for fast in (True, False):
+        monkeypatch.setattr(kvcache, "EAGER_FAST_PATH", fast)
+        kc, vc = k_cache.clone(), v_cache.clone()
+        version = kc._version
+        out, lse = flashtile.flash_attn_with_kvcache(
+            q, kc, vc, k, v, cache_seqlens=lens, page_table=table, causal=True,
+            num_splits=num_splits, return_lse=True)
+        assert kc._version > version, f"fast={fast}: k_cache version did not move"
+        results.append((out, lse, kc, vc))
+    for a, b, name in zip(results[0], results[1], ("out", "lse", "k_cache", "v_cache")):
+        assert torch.equal(a, b), f"{name}: fast path and custom op differ"
+
+
+def test_compile_sees_custom_op(device):
+    """Under torch.compile the call is the custom op flashtile::kvcache_fwd (the eager
+    fast path must not leak into tracing); fullgraph, same result as eager."""
+    q, k_cache, v_cache, k, v, lens, table = _decode_inputs(device)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def step(q, kc, vc, k, v, lens, table):
+        return flashtile.flash_attn_with_kvcache(q, kc, vc, k, v, cache_seqlens=lens,
+                                                 page_table=table, causal=True)
+
+    torch._dynamo.reset()
+    kc, vc = k_cache.clone(), v_cache.clone()
+    out = torch.compile(step, backend=backend, fullgraph=True)(q, kc, vc, k, v, lens, table)
+    targets = [str(n.target) for g in graphs for n in g.graph.nodes]
+    assert any("kvcache_fwd" in t for t in targets), targets
+    kc2, vc2 = k_cache.clone(), v_cache.clone()
+    assert torch.equal(out, step(q, kc2, vc2, k, v, lens, table))
+    assert torch.equal(kc, kc2) and torch.equal(vc, vc2)
+
+
+def test_fast_launch_picks_tritons_kernel():
+    """ops/kvcache._launch caches compiled kernels under its own key: it must launch the
+    kernel Triton's run() would (alignment, strides, splits). Runs the real JIT with a
+    fake driver and stub compiles, in a subprocess without TRITON_INTERPRET."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(root / "src")
+    res = subprocess.run([sys.executable, str(root / "scripts/decode_host_overhead.py"),
+                          "--check"], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0 and "fast launch ok: 8 cases" in res.stdout, res.stderr[-3000:]
 
 
 def test_bad_arguments(device):

@@ -123,6 +123,8 @@ def _run_gpu(args) -> int:
     records = [Record("copy_1GiB", "torch", None, "gbs", copy_gbs)]
     rows = _bandwidth_rows(args, device, timing, records)
     split_rows = _split_rows(args, device, timing, records)
+    host_rows = _host_rows(device, timing, records)
+    sweep_rows = _sweep_rows(device, timing, records)
     print(f"decode: measured in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     if args.csv:
         write_csv(args.csv, records, env)
@@ -130,6 +132,10 @@ def _run_gpu(args) -> int:
     print(_format_bandwidth(rows, copy_gbs))
     print()
     print(_format_split(split_rows))
+    print()
+    print(_format_host(host_rows))
+    print()
+    print(_format_sweep(sweep_rows))
     print()
     print(_frag_section(args.plot))
     print(f"{env.gpu}, torch {env.torch}, triton {env.triton}, commit {env.commit}, {env.date}")
@@ -249,7 +255,12 @@ def _time_or_none(fn, timing):
 def _split_rows(args, device, timing, records) -> list[dict]:
     import torch
 
-    from ..ops.kvcache import decode_config, flash_attn_with_kvcache, num_splits_heuristic
+    from ..ops.kvcache import (
+        _sm_count,
+        decode_config,
+        flash_attn_with_kvcache,
+        num_splits_heuristic,
+    )
     from .flops import Shape
     from .harness import Record
 
@@ -268,7 +279,8 @@ def _split_rows(args, device, timing, records) -> list[dict]:
 
             times[splits] = _time_or_none(call, timing)
         cfg = decode_config(d, 8, 1, torch.bfloat16, device)
-        chosen = num_splits_heuristic(nheads_kv, ctx, cfg.block_n, device)
+        chosen = num_splits_heuristic(nheads_kv, ctx, cfg.block_n,
+                                      _sm_count(device.index or 0), 2 * cfg.block_n * d * 2)
         nbytes = 2 * ctx * nheads_kv * d * 2
         row = dict(ctx=ctx, splits=chosen, ms1=times[1], ms0=times[0],
                    gbs1=nbytes / times[1] / 1e6, gbs0=nbytes / times[0] / 1e6)
@@ -276,6 +288,137 @@ def _split_rows(args, device, timing, records) -> list[dict]:
         shape = Shape(1, ctx, NHEADS, d, False)
         records.append(Record("decode_split", "flashtile", shape, "split_speedup", row["speedup"]))
         rows.append(row)
+    return rows
+
+
+# host overhead vs kernel time: eager vs CUDA graph (issue 5, batch 1 decode)
+HOST_SHAPES = [(8, 128, 8192), (8, 128, 32768), (8, 128, 131072), (1, 128, 8192)]  # (g, d, ctx)
+SWEEP_CTX = 32768
+SWEEP_SPLITS = (1, 8, 16, 32, 64, 96, 128, 0)
+
+
+def _decode_call(q, k_cache, v_cache, lens, splits=0, op=False):
+    """Zero-argument decode closure; ``op=True`` forces the torch.library custom op
+    (the path torch.compile sees) instead of the eager fast path."""
+    from ..ops import kvcache
+
+    def call():
+        saved = kvcache.EAGER_FAST_PATH
+        kvcache.EAGER_FAST_PATH = not op
+        try:
+            return kvcache.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens,
+                                                   num_splits=splits)
+        finally:
+            kvcache.EAGER_FAST_PATH = saved
+
+    return call
+
+
+def host_us(fn, device, n: int = 200) -> float:
+    """Wall-clock microseconds per call of the Python path: ``n`` calls back to back with
+    no synchronisation (short kernels: the GPU keeps up, so the loop runs at the host's
+    pace), after a synchronised warm-up."""
+    import torch
+
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    elapsed = time.perf_counter() - t0
+    torch.cuda.synchronize(device)
+    return elapsed / n * 1e6
+
+
+def graph_ms(fn, timing):
+    """Median ms of ``fn`` captured in a CUDA graph and replayed: kernel time plus the
+    gaps between its launches on the GPU, no Python."""
+    import torch
+
+    from .harness import median_ms
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return median_ms(graph.replay, timing)
+
+
+def _host_rows(device, timing, records) -> list[dict]:
+    """Per shape: host us/call of the eager fast path and of the custom op, GPU time of
+    the eager call (do_bench) and of its CUDA-graph replay: graph ~= eager means the
+    kernels bound it; graph << eager means the host does."""
+    import torch
+
+    from .flops import Shape
+    from .harness import Record
+
+    rows = []
+    for g, d, ctx in HOST_SHAPES:
+        nheads_kv = NHEADS // g
+        k_cache = torch.randn(1, ctx, nheads_kv, d, device=device, dtype=torch.bfloat16)
+        v_cache = torch.randn_like(k_cache)
+        q = torch.randn(1, 1, NHEADS, d, device=device, dtype=torch.bfloat16)
+        lens = torch.full((1,), ctx, dtype=torch.int32, device=device)
+        fast, op = _decode_call(q, k_cache, v_cache, lens), _decode_call(
+            q, k_cache, v_cache, lens, op=True)
+        nbytes = 2 * ctx * nheads_kv * d * 2
+        row = dict(g=g, d=d, b=1, ctx=ctx, mib=nbytes / 2**20,
+                   host_fast=host_us(fast, device), host_op=host_us(op, device),
+                   eager_ms=_time_or_none(fast, timing), op_ms=_time_or_none(op, timing))
+        try:
+            row["graph_ms"] = graph_ms(fast, timing)
+        except Exception as exc:  # report the rest of the table
+            print(f"decode: graph capture failed: {exc}", file=sys.stderr)
+            row["graph_ms"] = None
+        shape = Shape(1, ctx, NHEADS, d, False)
+        for metric in ("host_fast", "host_op"):
+            records.append(Record(f"decode_g{g}", "flashtile", shape, f"{metric}_us", row[metric]))
+        for metric in ("eager_ms", "op_ms", "graph_ms"):
+            if row[metric]:
+                records.append(Record(f"decode_g{g}", "flashtile", shape,
+                                      metric.replace("_ms", "_kv_read_gbs"),
+                                      nbytes / row[metric] / 1e6))
+        rows.append(row)
+        del k_cache, v_cache
+        torch.cuda.empty_cache()
+    return rows
+
+
+def _sweep_rows(device, timing, records) -> list[dict]:
+    """num_splits sweep at batch 1, GQA 8:1, hd 128, ctx SWEEP_CTX, CUDA-graph replay
+    (kernel time only): where the heuristic's choice sits against the best."""
+    import torch
+
+    from ..ops import kvcache
+    from .flops import Shape
+    from .harness import Record
+
+    d, nheads_kv, ctx = 128, 4, SWEEP_CTX
+    k_cache = torch.randn(1, ctx, nheads_kv, d, device=device, dtype=torch.bfloat16)
+    v_cache = torch.randn_like(k_cache)
+    q = torch.randn(1, 1, NHEADS, d, device=device, dtype=torch.bfloat16)
+    lens = torch.full((1,), ctx, dtype=torch.int32, device=device)
+    nbytes = 2 * ctx * nheads_kv * d * 2
+    rows = []
+    for splits in SWEEP_SPLITS:
+        fn = _decode_call(q, k_cache, v_cache, lens, splits)
+        try:
+            ms = graph_ms(fn, timing)
+        except Exception as exc:
+            print(f"decode: sweep num_splits={splits} failed: {exc}", file=sys.stderr)
+            continue
+        plan = kvcache._plan(q, k_cache, None, 0, splits, None, True, False, False, False)
+        rows.append(dict(requested=splits, splits=plan.num_splits, ms=ms, gbs=nbytes / ms / 1e6))
+        records.append(Record("decode_split_sweep", f"splits{plan.num_splits}",
+                              Shape(1, ctx, NHEADS, d, False), "graph_kv_read_gbs",
+                              nbytes / ms / 1e6))
     return rows
 
 
@@ -319,6 +462,36 @@ def _format_split(rows) -> str:
     for r in rows:
         table.append([_k(r["ctx"]), f"{r['gbs1']:.0f}", str(r["splits"]), f"{r['gbs0']:.0f}",
                       f"{r['speedup']:.2f}x"])
+    return _align(table, left=1)
+
+
+def _format_host(rows) -> str:
+    from .report import _align
+
+    table = [["batch 1 decode", "KV MiB", "host us fast", "host us op", "eager GB/s",
+              "op GB/s", "graph GB/s", "eager us", "graph us"]]
+    for r in rows:
+        def gbs(ms, r=r):
+            return f"{r['mib'] * 2**20 / ms / 1e6:.0f}" if ms else "-"
+
+        table.append([_label(r), f"{r['mib']:.0f}", f"{r['host_fast']:.1f}",
+                      f"{r['host_op']:.1f}", gbs(r["eager_ms"]), gbs(r["op_ms"]),
+                      gbs(r["graph_ms"]),
+                      f"{1e3 * r['eager_ms']:.1f}" if r["eager_ms"] else "-",
+                      f"{1e3 * r['graph_ms']:.1f}" if r["graph_ms"] else "-"])
+    return (_align(table, left=1) + "\nhost us: wall time per call of the Python path "
+            "(no sync); fast = eager fast path, op = through torch.library (what compile "
+            "sees); graph = the same call replayed from a CUDA graph (kernels only)")
+
+
+def _format_sweep(rows) -> str:
+    from .report import _align
+
+    table = [[f"num_splits sweep: B1 H32 Hkv4 D128 ctx {_k(SWEEP_CTX)} (CUDA graph)",
+              "splits", "us", "GB/s"]]
+    for r in rows:
+        req = "auto" if r["requested"] == 0 else str(r["requested"])
+        table.append([req, str(r["splits"]), f"{1e3 * r['ms']:.1f}", f"{r['gbs']:.0f}"])
     return _align(table, left=1)
 
 
