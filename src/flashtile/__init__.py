@@ -19,6 +19,7 @@ _LAZY = {
     "PagedKVCache": "flashtile.kv",
     "sdpa": "flashtile.ops.sdpa",
     "last_path": "flashtile.ops.sdpa",
+    "ring_flash_attn_func": "flashtile.distributed",
 }
 
 __all__ = ["__version__", *_LAZY]
