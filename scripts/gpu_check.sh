@@ -16,6 +16,10 @@
 #           time vs SDPA cuDNN/flash, a sample, loss figure (needs data/ carried along)
 #   models  GPT-2: tests, generate --selftest, gpt2-check 124M (checkpoint + loader) and
 #           XL (in memory) fp32/bf16, generation tok/s vs HF generate() (bench gpt2)
+#   hf      transformers attn_implementation: bf16 model tests, ~1B Llama forward /
+#           train step / decode tokens/s vs sdpa (bench hf), < 5 min
+#   ring    ring attention: tests/test_ring.py, bench --suite ring as one process and
+#           through torchrun (a ring of one on the one GPU), < 3 min
 set -uo pipefail
 suite=${1:-core}
 commit=${2:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
