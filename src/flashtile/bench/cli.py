@@ -46,10 +46,10 @@ def parse_size(text: str) -> int:
 
 def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``bench`` options to ``parser`` and return it."""
+    from importlib import import_module
+
     from .backends import backend_names
     from .flops import HEAD_DIMS, SEQLENS, SUITES
-
-    from importlib import import_module
 
     names = backend_names()
     parser.add_argument(
