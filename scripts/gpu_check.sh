@@ -22,7 +22,8 @@
 #           through torchrun (a ring of one on the one GPU), < 3 min
 set -uo pipefail
 suite=${1:-core}
-commit=${2:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+# pass the commit: the machine's .git may be stale (a tree differing from it says -dirty)
+commit=${2:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
