@@ -59,7 +59,7 @@ def test_registry():
     assert list(rungs) == NAMES
     assert NAMES[0] == "v1_naive" and NAMES[-1] == "production"
     assert [r.precision for r in rungs.values()] == [
-        "fp32", "fp32", "fp32", "tf32", "input", "input", "input"
+        "fp32", "fp32", "fp32", "tf32", "input", "input", "input", "input"
     ]
     assert all(callable(r.fn) for r in rungs.values())
 

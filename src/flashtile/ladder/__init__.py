@@ -20,7 +20,10 @@ The rungs, bottom to top (docs/ladder.md explains each step and what it bought):
     v4_fa2_tf32         FlashAttention-2 loop order, O in registers, tf32 MMA       tf32
     v5_fa2_tensorcore   the same on bf16/fp16 tensor cores, fp32 accumulators       input
     v6_tuned            causal tile pruning, exp2, software pipelining, tile table  input
-    production          flashtile's production forward (flashtile.ops.flash)       input
+    portable            the production kernel's tile-level Triton path (every GPU,
+                        the interpreter; GQA, windows, softcap, dropout)            input
+    production          flashtile's forward as dispatched: on sm_90 the Gluon
+                        kernel (TMA, async wgmma), elsewhere the portable one       input
 
 ``RUNGS`` maps each name to ``Rung(fn, precision)``; the precision is what the rung
 promises and what it is validated against (``reference_for``): "fp32" (inputs are
@@ -41,7 +44,8 @@ from typing import NamedTuple
 import torch
 
 __all__ = [
-    "PRECISIONS", "RUNGS", "Rung", "TileConfig", "check_rung", "prepare", "production",
+    "PRECISIONS", "RUNGS", "Rung", "TileConfig", "check_rung", "portable", "prepare",
+    "production",
     "reference_for", "registry", "round_to_tf32", "rung_names",
 ]
 
@@ -55,6 +59,7 @@ _LADDER = (
     ("v4_fa2_tf32", "flashtile.ladder.v4_fa2_tf32", "tf32"),
     ("v5_fa2_tensorcore", "flashtile.ladder.v5_fa2_tensorcore", "input"),
     ("v6_tuned", "flashtile.ladder.v6_tuned", "input"),
+    ("portable", "portable", "input"),
     ("production", None, "input"),
 )
 
@@ -92,7 +97,10 @@ def _build_rungs() -> OrderedDict[str, Rung]:
 
     rungs = OrderedDict()
     for name, module, precision in _LADDER:
-        fn = production if module is None else import_module(module).attention
+        if module in (None, "portable"):
+            fn = production if module is None else portable
+        else:
+            fn = import_module(module).attention
         rungs[name] = Rung(fn, precision)
     return rungs
 
@@ -167,6 +175,17 @@ def production(q, k, v, *, causal=False, softmax_scale=None):
 
     scale = prepare(q, k, v, softmax_scale)
     return flash.attention_forward(q, k, v, softmax_scale=scale, causal=causal)
+
+
+def portable(q, k, v, *, causal=False, softmax_scale=None):
+    """The production kernel's tile-level Triton path, whatever the GPU: an explicit
+    config skips the sm_90 Gluon dispatch of ``flash.attention_forward``."""
+    from .. import configs
+    from ..ops import flash
+
+    scale = prepare(q, k, v, softmax_scale)
+    cfg = configs.fwd_config(block_d(q.shape[-1]), causal, q.dtype, q.device, q.shape[1])
+    return flash.attention_forward(q, k, v, softmax_scale=scale, causal=causal, config=cfg)
 
 
 # ----------------------------------------------------------------------------------

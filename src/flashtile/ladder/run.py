@@ -145,7 +145,7 @@ def bytes_model(rung: str, batch: int, nheads: int, seqlen_q: int, seqlen_k: int
     """HBM bytes a rung moves by design, for the achieved bandwidth and the roofline.
 
     Every rung reads q, k, v once and writes out and lse (``io``); K/V tiles re-read
-    by the FA2 rungs (v4, v5, v6, production: once per query tile) are counted once,
+    by the FA2 rungs (v4, v5, v6, portable, production: once per query tile) are counted once,
     assuming concurrent programs of the same head share them through L2. On top:
 
         v1   the fp32 N x N matrix crosses HBM four times: S written, S read, P
@@ -155,7 +155,7 @@ def bytes_model(rung: str, batch: int, nheads: int, seqlen_q: int, seqlen_k: int
              and its fp32 O row plus m and l are read and written back, then a
              final pass reads O, m, l (FA1's O(N^2 D / BLOCK_N) traffic)
 
-    Causal masking does not change these counts: only v6 and production skip masked
+    Causal masking does not change these counts: only v6, portable and production skip masked
     tiles, and they skip compute, not compulsory traffic. v3's count uses its GPU
     BLOCK_N. ``elem`` is the input dtype's size.
     """
