@@ -1,13 +1,14 @@
-"""Forward TFLOPS of the Gluon Hopper kernels (stage B warp-specialised, stage A) against
-the portable Triton kernel and SDPA's cuDNN backend, side by side in one process.
+"""Forward TFLOPS of the Gluon Hopper kernels (stage C ping-pong, opt-in; stage B
+warp-specialised; stage A) against the portable Triton kernel and SDPA's cuDNN backend,
+side by side in one process.
 
     python scripts/bench_hopper.py [--seqlens 1024 4096 16384] [--head-dims 64 128]
-                                   [--csv out.csv]
+                                   [--csv out.csv] [--c-stages 2]
 
 Shapes of DESIGN.md section 6 (bf16, 16k tokens, hidden 2048). Before timing, each
 Gluon output is compared with cuDNN's (max abs difference printed; a mismatch is
-flagged and makes the exit status 1). Compile errors are printed in full. Short table
-last.
+flagged and makes the exit status 1). Compile errors are printed in full. The configs
+each Gluon column used are printed per shape (and in the CSV). Short table last.
 """
 
 from __future__ import annotations
@@ -28,17 +29,30 @@ from flashtile.bench.flops import attn_flops, paper_shape, tflops
 from flashtile.ops import flash, hopper_fwd
 from flashtile.ops._common import next_pow2
 
-BACKENDS = ("gluon-B", "gluon-A", "portable", "sdpa-cudnn")
+BACKENDS = ("gluon-C", "gluon-B", "gluon-A", "portable", "sdpa-cudnn")
+
+
+C_STAGES = None  # --c-stages: override stage C's ring depth (e.g. 2 at hd 128)
+
+
+def gluon_configs(d, causal, s):
+    """Gluon column -> its config: the shipped config forced to stage A / B, and stage
+    C's own (configs.hopper_fwd_config_c, ring depth from --c-stages if given)."""
+    cfg = configs.hopper_fwd_config(d, causal, s)
+    cfg_c = configs.hopper_fwd_config_c(d, causal, s)
+    if C_STAGES:
+        cfg_c = dataclasses.replace(cfg_c, num_stages=C_STAGES)
+    return {"gluon-C": cfg_c,
+            "gluon-B": dataclasses.replace(cfg, warp_specialize=True),
+            "gluon-A": dataclasses.replace(cfg, warp_specialize=False)}
 
 
 def closures(q, k, v, causal):
     """name -> zero-argument forward call (allocation included, as in a real call)."""
     b, s, h, d = q.shape
-    cfg = configs.hopper_fwd_config(d, causal, s)
+    gcfg = gluon_configs(d, causal, s)
 
-    def gluon(ws):
-        c = dataclasses.replace(cfg, warp_specialize=ws)
-
+    def gluon(c):
         def fn():
             out = torch.empty_like(q)
             lse = torch.empty((b, h, s), dtype=torch.float32, device=q.device)
@@ -49,8 +63,7 @@ def closures(q, k, v, causal):
     pcfg = configs.fwd_config(next_pow2(d), causal, q.dtype, q.device, s)
     cudnn = get_backend("sdpa-cudnn")(q, k, v, causal).fwd
     return {
-        "gluon-B": gluon(True),
-        "gluon-A": gluon(False),
+        **{name: gluon(c) for name, c in gcfg.items()},
         "portable": lambda: flash.attention_forward(q, k, v, causal=causal, config=pcfg)[0],
         "sdpa-cudnn": lambda: cudnn().transpose(1, 2),
     }
@@ -61,7 +74,10 @@ def main() -> int:
     ap.add_argument("--seqlens", type=int, nargs="+", default=[1024, 4096, 16384])
     ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--csv")
+    ap.add_argument("--c-stages", type=int, help="stage C ring depth (default: its config)")
     args = ap.parse_args()
+    global C_STAGES
+    C_STAGES = args.c_stages
     dev = torch.device("cuda")
     print(f"{torch.cuda.get_device_name(dev)} torch {torch.__version__} triton "
           f"{triton.__version__}", flush=True)
@@ -77,6 +93,9 @@ def main() -> int:
                 fns = closures(q, k, v, causal)
                 ref = fns["sdpa-cudnn"]().float()
                 row = dict(label=shape.label(), causal=causal)
+                gcfg = gluon_configs(hd, causal, seqlen)
+                for name, c in gcfg.items():
+                    print(f"{row['label']} causal={int(causal)} {name} config {c}", flush=True)
                 for name in BACKENDS:
                     t0 = time.perf_counter()
                     try:
@@ -98,16 +117,18 @@ def main() -> int:
                         row[name] = float("nan")
                         print(f"{row['label']} causal={int(causal)} {name} FAILED:", flush=True)
                         traceback.print_exc(file=sys.stdout)
+                row["configs"] = {name: repr(c) for name, c in gcfg.items()}
                 rows.append(row)
                 del q, k, v, ref, fns
                 torch.cuda.empty_cache()
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["shape", "causal", "backend", "fwd_tflops"])
+            w.writerow(["shape", "causal", "backend", "fwd_tflops", "config"])
             for r in rows:
                 for name in BACKENDS:
-                    w.writerow([r["label"], r["causal"], name, f"{r[name]:.2f}"])
+                    w.writerow([r["label"], r["causal"], name, f"{r[name]:.2f}",
+                                r["configs"].get(name, "")])
     print("\nforward TFLOPS (ratio to sdpa-cudnn)")
     print(f"{'shape':<22} {'causal':<6} " + " ".join(f"{n:>16}" for n in BACKENDS))
     for r in rows:

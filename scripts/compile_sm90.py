@@ -88,7 +88,8 @@ def report(name, k):
 
 def hopper_variants():
     """(name, head_dim, causal, dtype, config): every shipped Gluon forward config
-    (ops/hopper_fwd.py) in both dtypes, plus the other stage at hd 64/128 for A/B runs."""
+    (ops/hopper_fwd.py) in both dtypes, plus the other stage at hd 64/128 and the opt-in
+    stage C configs (configs.hopper_fwd_config_c) for A/B runs."""
     import dataclasses
 
     import torch
@@ -103,6 +104,14 @@ def hopper_variants():
                 alt = dataclasses.replace(cfg, warp_specialize=not cfg.warp_specialize)
                 yield (f"hopper d{hd}{'-causal' if causal else ''} bfloat16 alt", hd, causal,
                        torch.bfloat16, alt)
+            # stage C (opt-in ping-pong schedule): both dtypes at hd 64/128, bf16 at 256
+            cfg_c = configs.hopper_fwd_config_c(hd, causal, 4096)
+            for dt in (torch.bfloat16, torch.float16) if hd <= 128 else (torch.bfloat16,):
+                yield (f"hopper-C d{hd}{'-causal' if causal else ''} {str(dt)[6:]}", hd, causal,
+                       dt, cfg_c)
+    # stage C at hd 128 with the smaller ring (160 KB), for A/B runs
+    yield ("hopper-C d128 bfloat16 ring2", 128, False, torch.bfloat16,
+           dataclasses.replace(configs.hopper_fwd_config_c(128, False, 4096), num_stages=2))
 
 
 def hopper_main(as_json: bool) -> None:
@@ -119,16 +128,22 @@ def hopper_main(as_json: bool) -> None:
             regs, spills = ptxas_usage(ptx)
             rec.update(ok=True, regs=regs, spill_bytes=spills, smem=k.metadata.shared,
                        wgmma="wgmma.mma_async" in ptx, tma="cp.async.bulk.tensor" in ptx,
-                       setmaxnreg="setmaxnreg" in ptx, local=bool(re.search(r"\.local", ptx)))
+                       setmaxnreg="setmaxnreg" in ptx, local=bool(re.search(r"\.local", ptx)),
+                       # stage C: a wgmma wait that leaves one group (PV) in flight
+                       overlap="wgmma.wait_group.sync.aligned 1;" in ptx,
+                       warps=k.metadata.num_warps,
+                       nreg=sorted({int(n) for n in re.findall(r"setmaxnreg\.\w+\.sync\.aligned"
+                                                               r"\.u32\s+(\d+)", ptx)}))
         except Exception as exc:  # report every variant, then fail in the caller
             rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[-4000:])
         if as_json:
             print(json.dumps(rec), flush=True)
         elif rec["ok"]:
             print(f"{name:<36} {cfg.block_m}x{cfg.block_n} w{cfg.num_warps} s{cfg.num_stages} "
-                  f"ws={int(cfg.warp_specialize)} regs={rec['regs']:>4} "
+                  f"stage={cfg.schedule} regs={rec['regs']:>4} "
                   f"spill_bytes={rec['spill_bytes']:>5} smem={rec['smem']:>6} "
-                  f"wgmma={'yes' if rec['wgmma'] else 'NO'}", flush=True)
+                  f"wgmma={'yes' if rec['wgmma'] else 'NO'} warps={rec['warps']} "
+                  f"setmaxnreg={rec['nreg']}", flush=True)
         else:
             print(f"{name:<36} FAILED {rec['error']}", flush=True)
 

@@ -3,7 +3,9 @@
 CPU (every CI run): cross-compilation for sm_90 of every shipped config (Gluon kernels
 cannot run under the interpreter) and the dispatch predicate. GPU (``gpu`` marker, an
 H200 through scripts/gpu_check.sh hopper): the Gluon path against the float64 reference
-with the DESIGN.md tolerance, against the portable path, stage A against stage B.
+with the DESIGN.md tolerance, against the portable path, stages A, B and C (the opt-in
+ping-pong schedule) each against the reference. ``FLASHTILE_HOPPER_SCHEDULE=C`` runs the
+whole grid (test_hopper_vs_reference) on stage C.
 """
 
 import dataclasses
@@ -73,14 +75,47 @@ def test_compiles_for_sm90(name, compiled):
     assert rec["smem"] <= 227 * 1024, f"{name}: {rec['smem']} bytes of shared memory"
     if "warp_specialize=True" in rec["config"]:
         assert rec["setmaxnreg"], f"{name}: warp-specialised but no register reallocation"
+    if "pingpong=True" in rec["config"]:
+        # stage C: 2 consumer warpgroups + the producer (padded to a warpgroup), the
+        # consumers raised to 240 registers, PV left in flight across the next softmax
+        assert rec["warps"] == 12 and 240 in rec["nreg"], f"{name}: {rec}"
+        assert rec["overlap"], f"{name}: no wgmma wait with a group left in flight: {rec}"
 
 
-def test_configs_fit_smem():
+@pytest.mark.parametrize("config_fn", [configs.hopper_fwd_config, configs.hopper_fwd_config_c])
+def test_configs_fit_smem(config_fn):
     for hd in hopper_fwd.HOPPER_HEAD_DIMS:
         for causal in (False, True):
-            cfg = configs.hopper_fwd_config(hd, causal, 4096)
+            cfg = config_fn(hd, causal, 4096)
             assert cfg.block_m == 16 * cfg.num_warps, cfg
             assert cfg.smem_bytes(hd) <= 227 * 1024, (hd, cfg, cfg.smem_bytes(hd))
+
+
+def test_default_configs_are_not_stage_c():
+    """Stage C is opt-in: the shipped configs are stage A or B."""
+    for hd in hopper_fwd.HOPPER_HEAD_DIMS:
+        for causal in (False, True):
+            for seqlen in (1024, 4096, 16384):
+                cfg = configs.hopper_fwd_config(hd, causal, seqlen)
+                assert not cfg.pingpong and cfg.schedule in "AB", cfg
+                assert configs.hopper_fwd_config_c(hd, causal, seqlen).schedule == "C"
+
+
+def test_stage_c_config_checked():
+    with pytest.raises(ValueError, match="stage C"):
+        configs.HopperFwdConfig(128, 128, 8, 2, warp_specialize=False, pingpong=True)
+    with pytest.raises(ValueError, match="stage C"):
+        configs.HopperFwdConfig(64, 128, 4, 2, warp_specialize=True, pingpong=True)
+
+
+def test_schedule_env(monkeypatch):
+    """FLASHTILE_HOPPER_SCHEDULE forces a schedule for A/B runs; unset, the shipped one."""
+    monkeypatch.delenv("FLASHTILE_HOPPER_SCHEDULE", raising=False)
+    assert hopper_fwd._default_config(128, False, 4096) == configs.hopper_fwd_config(
+        128, False, 4096)
+    for sched in "ABC":
+        monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", sched)
+        assert hopper_fwd._default_config(128, True, 4096).schedule == sched
 
 
 # ----------------------------------------------------------------------------------
@@ -239,27 +274,90 @@ def _forward_checks(out, lse, q, k, v, causal):
     return checks
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("warp_specialize", [False, True], ids=["stageA", "stageB"])
-@pytest.mark.parametrize("head_dim", [64, 128, 256])
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("seqlen_q,seqlen_k", [(1, 1), (200, 333), (1030, 1030)])
-def test_stages_vs_reference(warp_specialize, head_dim, causal, seqlen_q, seqlen_k, device):
-    """Both kernels (the shipped config with warp_specialize forced either way), into
-    NaN-poisoned buffers: every output element written and within the bound."""
-    _gpu_sm90()
-    cfg = dataclasses.replace(configs.hopper_fwd_config(head_dim, causal, seqlen_q),
-                              warp_specialize=warp_specialize)
-    q, k, v = make_qkv(2, seqlen_q, seqlen_k, 4, 2, head_dim, torch.bfloat16, device,
-                       seed=seqlen_q * 7 + head_dim)
+def _stage_config(schedule, head_dim, causal, seqlen_q):
+    """The shipped config forced to stage A or B, or the opt-in stage C config."""
+    if schedule == "C":
+        return configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
+    return dataclasses.replace(configs.hopper_fwd_config(head_dim, causal, seqlen_q),
+                               warp_specialize=schedule == "B")
+
+
+def _run_stage(cfg, batch, seqlen_q, seqlen_k, nheads, nheads_kv, head_dim, causal, dtype,
+               device, seed):
+    """Launch the Gluon forward with ``cfg`` into NaN-poisoned buffers; assert every
+    output element is written and out/lse are within the DESIGN.md bound (the message
+    carries the config, the max errors and the bounds)."""
+    q, k, v = make_qkv(batch, seqlen_q, seqlen_k, nheads, nheads_kv, head_dim, dtype, device,
+                       seed=seed)
     out = torch.full_like(q, float("nan"))
-    lse = torch.full((2, 4, seqlen_q), float("nan"), device=device)
+    lse = torch.full((batch, nheads, seqlen_q), float("nan"), device=device)
     hopper_fwd.hopper_attention_forward(q, k, v, None, causal, out, lse, config=cfg)
     torch.cuda.synchronize()
     checks = _forward_checks(out, lse, q, k, v, causal)
-    msg = f"{cfg}: " + "; ".join(map(str, checks))
-    assert not out.isnan().any() and not lse.isnan().any(), "unwritten output: " + msg
+    msg = f"{cfg} sq={seqlen_q} sk={seqlen_k} causal={causal}: " + "; ".join(map(str, checks))
+    n_nan = (int(out.isnan().sum()), int(lse.isnan().sum()))
+    assert n_nan == (0, 0), f"unwritten output (NaN out, lse) {n_nan}: " + msg
     assert all(c.ok for c in checks), msg
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("schedule", ["A", "B", "C"], ids=["stageA", "stageB", "stageC"])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(1, 1), (200, 333), (1030, 1030)])
+def test_stages_vs_reference(schedule, head_dim, causal, seqlen_q, seqlen_k, device):
+    """Every kernel (the shipped config forced to stage A or B; stage C's own config),
+    into NaN-poisoned buffers: every output element written and within the bound."""
+    _gpu_sm90()
+    cfg = _stage_config(schedule, head_dim, causal, seqlen_q)
+    _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, 2, head_dim, causal, torch.bfloat16, device,
+               seed=seqlen_q * 7 + head_dim)
+
+
+STAGE_C_SEQLENS = [(1, 1), (17, 17), (1000, 1000), (4097, 4097), (113, 239), (239, 113),
+                   (300, 40), (129, 1), (1, 700)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seqlen_q,seqlen_k", STAGE_C_SEQLENS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("nheads_kv,dtype", [(4, torch.bfloat16), (2, torch.float16),
+                                             (1, torch.bfloat16)], ids=["mha-bf16",
+                                                                        "gqa-fp16", "mqa-bf16"])
+def test_stage_c_vs_reference(seqlen_q, seqlen_k, causal, head_dim, nheads_kv, dtype, device):
+    """Stage C (opt-in ping-pong schedule) through the launcher with its explicit config:
+    ragged lengths, a program whose second warpgroup tile is past the end (seqlen 1, 17),
+    causal rows with no key (seqlen_q > seqlen_k), the causal drain of the shorter
+    warpgroup, GQA and MQA, fp16 and bf16."""
+    _gpu_sm90()
+    if head_dim == 256 and seqlen_q == 4097:
+        pytest.skip("hd 256 covered at the shorter lengths (the reference is slow)")
+    cfg = configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
+    _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, nheads_kv, head_dim, causal, dtype, device,
+               seed=seqlen_q * 13 + seqlen_k + head_dim)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_stage_c_free_running_vs_reference(head_dim, causal, device, monkeypatch):
+    """Stage C with the ping-pong turns off (FLASHTILE_HOPPER_C_PINGPONG=0, the A/B
+    switch for the schedule alone): the same numbers."""
+    _gpu_sm90()
+    monkeypatch.setenv("FLASHTILE_HOPPER_C_PINGPONG", "0")
+    cfg = configs.hopper_fwd_config_c(head_dim, causal, 1000)
+    _run_stage(cfg, 2, 1000, 1000, 4, 2, head_dim, causal, torch.bfloat16, device, seed=9)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_stage_c_ring2_vs_reference(causal, device):
+    """Stage C at hd 128 with the 2-slot ring (the bench's alternative): slot reuse every
+    other tile, the tightest ring protocol."""
+    _gpu_sm90()
+    cfg = dataclasses.replace(configs.hopper_fwd_config_c(128, causal, 1000), num_stages=2)
+    _run_stage(cfg, 2, 1000, 1000, 4, 2, 128, causal, torch.bfloat16, device, seed=5)
 
 
 @pytest.mark.gpu
@@ -299,7 +397,7 @@ def test_hopper_out_buffer_not_tma_addressable(device):
 @pytest.mark.gpu
 def test_hopper_no_recompile_on_seqlen_or_batch(device):
     _gpu_sm90()
-    kernels = (hopper_fwd._fwd_kernel, hopper_fwd._fwd_ws_kernel)
+    kernels = (hopper_fwd._fwd_kernel, hopper_fwd._fwd_ws_kernel, hopper_fwd._fwd_c_kernel)
 
     def n_compiled():  # device_caches: device -> (kernel_cache, key_cache, target, ...)
         return [sum(len(c[0]) for c in kern.device_caches.values()) for kern in kernels]

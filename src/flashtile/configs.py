@@ -121,10 +121,41 @@ class HopperFwdConfig:
     num_stages: int  # depth of the K/V shared-memory ring
     warp_specialize: bool = False  # stage B: 1-warp TMA producer partition
     load_regs: int = 24  # producer registers per thread (setmaxnreg) when specialised
+    # stage C (opt-in, not yet measured): each of the two consumer warpgroups owns its
+    # own block_m / 2 query rows, ping-pong between them, PV overlapping the next
+    # softmax; needs warp_specialize=True (its producer) and block_m == 128, num_warps 8
+    pingpong: bool = False
+
+    def __post_init__(self):
+        if self.pingpong and not (self.warp_specialize and self.block_m == 128
+                                  and self.num_warps == 8):
+            raise ValueError(f"stage C needs warp_specialize=True, block_m=128, num_warps=8: "
+                             f"{self}")
+
+    @property
+    def schedule(self) -> str:
+        """'A' (one partition), 'B' (producer + lock-step consumers) or 'C' (ping-pong)."""
+        return "C" if self.pingpong else "B" if self.warp_specialize else "A"
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
         """Q tile + K and V rings (barriers are a few bytes)."""
         return (self.block_m + 2 * self.num_stages * self.block_n) * head_dim * elem_bytes
+
+
+def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig:
+    """Stage C (ping-pong consumers) config for A/B runs against ``hopper_fwd_config``;
+    not dispatched by default. 128 query rows per program (two 64-row warpgroup tiles),
+    128-key tiles. Resources from compiling for sm_90 on the CPU (tests/test_hopper.py);
+    speed not yet measured (first guess after FA3's hd 64/128 tiles)."""
+    if head_dim <= 64:
+        return HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True)  # 112 KB
+    if head_dim <= 128:
+        # ring of 3: 224 KB smem (229752 bytes compiled, under the 232448 limit): each
+        # slot is released only mid-iteration, so 2 would leave TMA half a tile of lead
+        return HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True)
+    # hd 256: the O accumulator (64 x 256 fp32) is 128 registers per thread; 64-key
+    # tiles, ring of 2 (192 KB)
+    return HopperFwdConfig(128, 64, 8, 2, warp_specialize=True, pingpong=True)
 
 
 def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig:

@@ -13,6 +13,9 @@ Layers, top to bottom:
     _fwd_ws_kernel                stage B: warp-specialised, a 1-warp TMA producer feeding
                                   the consumer warpgroups; QK^T of tile t+1 overlaps the
                                   softmax of tile t
+    _fwd_c_kernel                 stage C (opt-in, HopperFwdConfig.pingpong): FA3's
+                                  consumer schedule, two warpgroups on their own 64-row
+                                  tiles in ping-pong, PV(t) under the softmax of t+1
 
 Notation: B batch, H query heads, Hkv key/value heads (H = group * Hkv), M = seqlen_q,
 N = seqlen_k, D head dim (64, 128 or 256 here). One program per (query tile, b * H + h);
@@ -28,6 +31,7 @@ clipped on store, per (batch, head), so no sequence length needs to be a tile mu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 
@@ -122,24 +126,56 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
     Returns ``(out, lse)``; lse in natural log, -inf on rows that see no key."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
-    cfg = config or configs.hopper_fwd_config(head_dim, causal, seqlen_q)
+    cfg = config or _default_config(head_dim, causal, seqlen_q)
     if not _tma_addressable(out):  # a caller's out= view TMA cannot store to
         tmp = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         hopper_attention_forward(q, k, v, softmax_scale, causal, tmp, lse, cfg)
         return out.copy_(tmp), lse
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
-    kernel = _fwd_ws_kernel if cfg.warp_specialize else _fwd_kernel
+    kernel, block_m, num_warps, extra = _kernel_args(cfg)
     grid = (triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)
-    extra = dict(LOAD_REGS=cfg.load_regs) if cfg.warp_specialize else {}
     with torch.cuda.device(q.device):
         kernel[grid](
-            _desc(q, cfg.block_m), _desc(k, cfg.block_n), _desc(v, cfg.block_n),
-            _desc(out, cfg.block_m), lse, seqlen_q, seqlen_k, nheads, nheads // nheads_kv,
-            float(scale) * 1.4426950408889634, HEAD_DIM=head_dim, BLOCK_M=cfg.block_m,
+            _desc(q, block_m), _desc(k, cfg.block_n), _desc(v, cfg.block_n),
+            _desc(out, block_m), lse, seqlen_q, seqlen_k, nheads, nheads // nheads_kv,
+            float(scale) * 1.4426950408889634, HEAD_DIM=head_dim, BLOCK_M=block_m,
             BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
-            num_warps=cfg.num_warps, **extra,
+            num_warps=num_warps, **extra,
         )
     return out, lse
+
+
+def _default_config(head_dim, causal, seqlen_q):
+    """configs.hopper_fwd_config, unless FLASHTILE_HOPPER_SCHEDULE=C (or A, B) forces a
+    schedule for A/B runs of the whole test grid (unset: the shipped configs)."""
+    cfg = configs.hopper_fwd_config(head_dim, causal, seqlen_q)
+    forced = os.environ.get("FLASHTILE_HOPPER_SCHEDULE", "").upper()
+    if forced == "C":
+        return configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
+    if forced in ("A", "B"):
+        return dataclasses.replace(cfg, warp_specialize=forced == "B")
+    return cfg
+
+
+def _mma_regs(load_regs: int) -> int:
+    """Stage C's consumer registers per thread (setmaxnreg): what the 64K register file
+    leaves after the producer, over 3 warpgroups (the 1-warp producer occupies one),
+    a multiple of 8, at most 240 (FA3's 24 / 240 / 240)."""
+    return min(240, (65536 - 128 * load_regs) // 256 // 8 * 8)
+
+
+def _kernel_args(cfg):
+    """(kernel, BLOCK_M constexpr = TMA box rows of q/o, num_warps, extra constexprs).
+    Stage C launches one consumer warpgroup as the default partition (num_warps 4) and
+    tiles q/o by warpgroup (block_m / 2 rows); a program still covers cfg.block_m rows."""
+    if cfg.pingpong:
+        pingpong = os.environ.get("FLASHTILE_HOPPER_C_PINGPONG", "1") not in ("", "0")
+        return (_fwd_c_kernel, cfg.block_m // 2, cfg.num_warps // 2,
+                dict(LOAD_REGS=cfg.load_regs, MMA_REGS=_mma_regs(cfg.load_regs),
+                     PINGPONG=pingpong))
+    if cfg.warp_specialize:
+        return _fwd_ws_kernel, cfg.block_m, cfg.num_warps, dict(LOAD_REGS=cfg.load_regs)
+    return _fwd_kernel, cfg.block_m, cfg.num_warps, {}
 
 
 # ==================================================================================
@@ -459,6 +495,245 @@ def _fwd_ws_kernel(
 
 
 # ==================================================================================
+# stage C: FA3's consumer schedule (opt-in, HopperFwdConfig(pingpong=True)). A program
+# covers 2 * BLOCK_M query rows as two BLOCK_M-row tiles, one per consumer warpgroup:
+# warpgroup 0 is the default partition, warpgroup 1 a 4-warp worker, and a 1-warp
+# producer fills the K/V ring that both read (each tile loaded once per program, its
+# slot released when both warpgroups arrived on the slot's empty barrier, count 2).
+# ==================================================================================
+
+
+@gluon.jit
+def _c_producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, b, hk, n_tiles,
+                BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
+    # the same loop as stage B's producer; empty_bars count 2 (one arrive per warpgroup)
+    _ws_producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, b, hk, n_tiles,
+                 BLOCK_N, NUM_STAGES)
+
+
+@gluon.jit
+def _c_turn_wait(turn_bars, k, m_other, WG: gl.constexpr):
+    """Ping-pong: before its GEMMs of iteration k, warpgroup WG waits until the other
+    warpgroup has issued its own (WG 1 waits for WG 0's k-th block, WG 0 for WG 1's
+    (k-1)-th), but only while the other still has iterations (m_other of them).
+    Scheduling only: correctness never depends on these barriers."""
+    idx = k - 1 + WG
+    mbarrier.wait(turn_bars.index(WG), idx & 1, pred=(idx >= 0) & (idx < m_other))
+
+
+@gluon.jit
+def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
+            m_other, rows, seqlen_k, diag, qk_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
+            BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+            MASKED: gl.constexpr, CAUSAL: gl.constexpr):
+    """Iteration j >= 1 (k = j - 1 counts the iterations): issue S_j = Q K_j^T and
+    O += P_{j-1} V_{j-1} back to back, pass the turn, then the softmax of S_j runs while
+    PV_{j-1} is still on the tensor cores. Returns (acc, P_j, m, l)."""
+    s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
+    o_layout: gl.constexpr = acc.type.layout
+    s = j % NUM_STAGES
+    sp = (j - 1) % NUM_STAGES
+    # -- GEMMs, in the tensor-core turn of this warpgroup --
+    _c_turn_wait(turn_bars, k, m_other, WG)
+    mbarrier.wait(k_bars.index(s), (j // NUM_STAGES) & 1)
+    qk = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    qk = warpgroup_mma(q2, k_smem.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)), qk,
+                       use_acc=False, is_async=True)
+    mbarrier.wait(v_bars.index(sp), ((j - 1) // NUM_STAGES) & 1)
+    acc = warpgroup_mma(p, v_smem.index(sp).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
+    mbarrier.arrive(turn_bars.index(1 - WG), count=1)
+    # -- S_j done (wgmma groups retire in order; PV_{j-1} may stay in flight) --
+    qk = warpgroup_mma_wait(num_outstanding=1, deps=(qk,))
+    if MASKED:
+        qk = _scores_masked(qk, j, rows, seqlen_k, diag, BLOCK_N, CAUSAL)
+    p_new, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED)
+    acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
+    # -- every warp of this warpgroup is done with tile j-1: release its slot --
+    gl.thread_barrier()
+    mbarrier.arrive(empty_bars.index(sp), count=1)
+    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+    p = gl.convert_layout(p_new.to(q2.dtype), p.type.layout)
+    return acc, p, m_i, l_i
+
+
+@gluon.jit
+def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, LSE, k_smem, v_smem, k_bars, v_bars,
+                empty_bars, turn_bars, pid_bh, b, h, start_cta, seqlen_q, seqlen_k, qk_scale,
+                HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):
+    """One consumer warpgroup: query rows [start_cta + WG * BLOCK_M, + BLOCK_M), its own
+    online softmax and epilogue."""
+    s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
+    o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    dtype: gl.constexpr = o_desc.dtype
+    diag = seqlen_k - seqlen_q
+    start_m = start_cta + WG * BLOCK_M
+    n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
+    _o_full, n_other = _tile_range(start_cta + (1 - WG) * BLOCK_M, seqlen_q, seqlen_k, BLOCK_M,
+                                   BLOCK_N, CAUSAL)
+    m_other = gl.maximum(n_other - 1, 0)  # main-loop iterations of the other warpgroup
+    if not PINGPONG:
+        m_other = 0  # no turn is ever awaited: the warpgroups run free (A/B, debugging)
+    n_cta = gl.maximum(n_tiles, n_other)  # tiles the producer loads
+    q_smem = q_smems.index(WG)
+    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+    l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
+    mbarrier.wait(q_bars.index(WG), 0)
+    q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
+    if n_tiles > 0:
+        # -- prologue: S_0 (masked unconditionally: one tile, and it may be on-band) --
+        mbarrier.wait(k_bars.index(0), 0)
+        qk = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+        qk = warpgroup_mma(q2, k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
+                           qk, use_acc=False, is_async=True)
+        qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
+        qk = _scores_masked(qk, 0, rows, seqlen_k, diag, BLOCK_N, CAUSAL)
+        p, _alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, True)
+        p = gl.convert_layout(p.to(dtype), p_layout)
+        # -- off-band tiles (no mask), then the on-band / ragged tail (masked) --
+        for j in range(1, n_full):
+            acc, p, m_i, l_i = _c_step(
+                j, j - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM, BLOCK_M,
+                BLOCK_N, NUM_STAGES, False, CAUSAL,
+            )
+        for j in range(gl.maximum(n_full, 1), n_tiles):
+            acc, p, m_i, l_i = _c_step(
+                j, j - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM, BLOCK_M,
+                BLOCK_N, NUM_STAGES, True, CAUSAL,
+            )
+        # -- last PV --
+        t = n_tiles - 1
+        st = t % NUM_STAGES
+        mbarrier.wait(v_bars.index(st), (t // NUM_STAGES) & 1)
+        acc = warpgroup_mma(p, v_smem.index(st).reshape([BLOCK_N, HEAD_DIM]), acc,
+                            is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        gl.thread_barrier()
+        mbarrier.arrive(empty_bars.index(st), count=1)
+    # -- tiles only the other warpgroup needs (causal): release each once it is loaded,
+    #    so its slot completes its 2 arrivals in order --
+    for t in range(n_tiles, n_cta):
+        mbarrier.wait(k_bars.index(t % NUM_STAGES), (t // NUM_STAGES) & 1)
+        mbarrier.arrive(empty_bars.index(t % NUM_STAGES), count=1)
+    _epilogue(acc, m_i, l_i, q_smem, o_desc, LSE, pid_bh, b, h, start_m, seqlen_q, BLOCK_M,
+              HEAD_DIM)
+
+
+@gluon.jit
+def _c_consumer0(q_smems, q_bars, o_desc, LSE, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                 turn_bars, pid_bh, b, h, start_cta, seqlen_q, seqlen_k, qk_scale,
+                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                 NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):
+    _c_consumer(0, q_smems, q_bars, o_desc, LSE, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                turn_bars, pid_bh, b, h, start_cta, seqlen_q, seqlen_k, qk_scale, HEAD_DIM,
+                BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG)
+
+
+@gluon.jit
+def _c_consumer1(q_smems, q_bars, o_desc, LSE, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                 turn_bars, pid_bh, b, h, start_cta, seqlen_q, seqlen_k, qk_scale,
+                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                 NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):
+    _c_consumer(1, q_smems, q_bars, o_desc, LSE, k_smem, v_smem, k_bars, v_bars, empty_bars,
+                turn_bars, pid_bh, b, h, start_cta, seqlen_q, seqlen_k, qk_scale, HEAD_DIM,
+                BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG)
+
+
+@gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
+def _fwd_c_kernel(
+    q_desc, k_desc, v_desc, o_desc,  # TMA descriptors: q, o (B, M, H, D); k, v (B, N, Hkv, D)
+    LSE,  # (B, H, M) fp32
+    seqlen_q, seqlen_k, nheads, group, qk_scale,  # qk_scale = softmax_scale * log2(e)
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, LOAD_REGS: gl.constexpr,
+    MMA_REGS: gl.constexpr, PINGPONG: gl.constexpr,
+):
+    """Stage C. BLOCK_M is the tile of one consumer warpgroup (64 rows: the kernel runs
+    with num_warps=4, warpgroup 0; warpgroup 1 and the producer are workers); a program
+    covers 2 * BLOCK_M rows. Per warpgroup, iteration j issues S_j = Q K_j^T and
+    O += P_{j-1} V_{j-1} together, then runs the softmax of S_j while PV_{j-1} is in
+    flight (FA3 3.2); the two warpgroups take turns issuing GEMMs through two mbarriers
+    (turn_bars), so one's softmax runs under the other's GEMMs (FA3 3.1).
+    PINGPONG=False (FLASHTILE_HOPPER_C_PINGPONG=0) skips the turn waits: the same kernel
+    with free-running warpgroups, to measure the ping-pong alone or rule it out.
+
+    Prediction, not yet measured (H200, bf16, 4k/16k; docs/performance.md step 5): hd
+    128 moves most, non-causal from stage A's 465-482 TFLOPS to 540-600 (+15-25%,
+    0.90-1.00x cuDNN), causal +10-20%: stage A waits on each GEMM at once and syncs all
+    8 warps per tile, so the tensor cores idle through every softmax (a 128 x 128 tile
+    at hd 128 is ~2000 wgmma cycles per SM against ~1000 of MUFU exp2 plus the other
+    fp32 work); here one warpgroup's softmax runs under the other's GEMMs and PV_{j-1}
+    under its own next softmax. hd 64: +0-10% over A non-causal, +5-15% over B causal
+    (half-length GEMMs hide less softmax). hd 256: within +-5% of A. Risks: the
+    partition barrier before each slot release (stage B's suspected cost), the ring
+    depth at hd 128, 64-row warpgroup tiles (FA3 uses 128 at hd 64).
+    """
+    gl.static_assert(gl.num_warps() == 4, "one consumer warpgroup per partition")
+    gl.static_assert(BLOCK_M == 64, "each consumer warpgroup owns one 64-row wgmma tile")
+    gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
+    dtype: gl.constexpr = q_desc.dtype
+    pid_m = gl.program_id(0)
+    if CAUSAL:
+        pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
+    pid_bh = gl.program_id(1)
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    hk = h // group
+    start_cta = pid_m * (2 * BLOCK_M)
+    # the later warpgroup's tile needs the most key tiles: the producer loads those
+    _n_full, n_cta = _tile_range(start_cta + BLOCK_M, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N,
+                                 CAUSAL)
+
+    q_smems = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape, q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + k_desc.block_type.shape,
+                                       k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + v_desc.block_type.shape,
+                                       v_desc.layout)
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    turn_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(q_bars.index(i), count=1)
+        mbarrier.init(turn_bars.index(i), count=1)
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(k_bars.index(i), count=1)
+        mbarrier.init(v_bars.index(i), count=1)
+        mbarrier.init(empty_bars.index(i), count=2)  # one arrive per consumer warpgroup
+    fence_async_shared()  # barrier inits visible to the async proxy (TMA)
+    gl.thread_barrier()
+    for i in gl.static_range(2):
+        mbarrier.expect(q_bars.index(i), q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [b, start_cta + i * BLOCK_M, h, 0],
+                                        q_bars.index(i), q_smems.index(i))
+
+    # warpgroup 0 is the default partition; warpgroup 1 a 4-warp worker (warps 4-7, so
+    # its wgmma is warpgroup-aligned), then the 1-warp producer
+    gl.warp_specialize(
+        [
+            (_c_consumer0, (q_smems, q_bars, o_desc, LSE, k_smem, v_smem, k_bars, v_bars,
+                            empty_bars, turn_bars, pid_bh, b, h, start_cta, seqlen_q, seqlen_k,
+                            qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
+                            PINGPONG)),
+            (_c_consumer1, (q_smems, q_bars, o_desc, LSE, k_smem, v_smem, k_bars, v_bars,
+                            empty_bars, turn_bars, pid_bh, b, h, start_cta, seqlen_q, seqlen_k,
+                            qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
+                            PINGPONG)),
+            (_c_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, b, hk,
+                           n_cta, BLOCK_N, NUM_STAGES)),
+        ],
+        [4, 1],
+        [MMA_REGS, LOAD_REGS],
+    )
+
+
+# ==================================================================================
 # cross-compilation for sm_90 without a GPU (CI and scripts/compile_sm90.py)
 # ==================================================================================
 
@@ -471,7 +746,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None)
     from triton.experimental.gluon._runtime import GluonASTSource
 
     cfg = config or configs.hopper_fwd_config(head_dim, causal, 4096)
-    kernel = _fwd_ws_kernel if cfg.warp_specialize else _fwd_kernel
+    kernel, block_m, num_warps, extra = _kernel_args(cfg)
     gdt = _GL_DTYPES[dtype]
     tys = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 
@@ -480,15 +755,13 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None)
         layout = gl.NVMMASharedLayout.get_default_for(block, gdt)
         return f"tensordesc<{tys[dtype]}[{','.join(map(str, block))}],{layout!r}>"
 
-    constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-                      NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal))
-    if cfg.warp_specialize:
-        constexprs["LOAD_REGS"] = cfg.load_regs
-    sig = dict(q_desc=desc(cfg.block_m), k_desc=desc(cfg.block_n), v_desc=desc(cfg.block_n),
-               o_desc=desc(cfg.block_m), LSE="*fp32", seqlen_q="i32", seqlen_k="i32",
+    constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
+                      NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal), **extra)
+    sig = dict(q_desc=desc(block_m), k_desc=desc(cfg.block_n), v_desc=desc(cfg.block_n),
+               o_desc=desc(block_m), LSE="*fp32", seqlen_q="i32", seqlen_k="i32",
                nheads="i32", group="i32", qk_scale="fp32")
     sig.update({name: "constexpr" for name in constexprs})
     src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs,
                          attrs={(4,): [["tt.divisibility", 16]]})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=cfg.num_warps))
+                          options=dict(num_warps=num_warps))
