@@ -18,6 +18,7 @@
 #           XL (in memory) fp32/bf16, generation tok/s vs HF generate() (bench gpt2)
 #   hf      transformers attn_implementation: bf16 model tests, ~1B Llama forward /
 #           train step / decode tokens/s vs sdpa (bench hf), < 5 min
+#   verify  every gpu test beyond the foundation's grid, one pytest pool, no benches
 #   ring    ring attention: tests/test_ring.py, bench --suite ring as one process and
 #           through torchrun (a ring of one on the one GPU), < 3 min
 set -uo pipefail

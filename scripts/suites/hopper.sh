@@ -5,7 +5,7 @@
 # under 7 minutes with the fifth column). Logs under $out; short table last.
 python3 scripts/compile_sm90.py --hopper >"$out/hopper_compile.log" 2>&1 || status=1
 tail -n 20 "$out/hopper_compile.log"
-python3 -m pytest -q -m gpu -n 4 tests/test_hopper.py -p no:cacheprovider -rf --tb=short \
+timeout 420 python3 -m pytest -q -m gpu -n 4 tests/test_hopper.py -p no:cacheprovider -rf --tb=short \
   --durations=5 >"$out/pytest_hopper.log" 2>&1 || status=1
 grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_hopper.log" | tail -n 40
 python3 scripts/bench_hopper.py --head-dims 64 128 256 --seqlens 4096 16384 --csv "$out/bench_hopper.csv" >"$out/bench_hopper.log" 2>&1 \
