@@ -15,7 +15,7 @@ from flashtile.models import gpt2_check, weights
 from flashtile.models.generate import Generator, generate_recompute, load_tokenizer
 from flashtile.models.generate_cli import SELFTEST_TOKENS, selftest_model
 from flashtile.models.gpt2 import GPT2, config_for
-from flashtile.models.gpt2_attention import _kvcache_attention_torch
+from flashtile.models.gpt2_attention import kvcache_attention_torch
 from flashtile.models.sampling import sample
 
 transformers = pytest.importorskip("transformers")
@@ -302,8 +302,8 @@ def test_kvcache_fallback_matches_reference(device):
         for j in range(3):
             kp[table[i, j]] = kc[i, j * page:(j + 1) * page]
             vp[table[i, j]] = vc[i, j * page:(j + 1) * page]
-    out = _kvcache_attention_torch(q, kc, vc, k, v, lens, causal=True)
-    out_paged = _kvcache_attention_torch(q, kp, vp, k, v, lens, page_table=table, causal=True)
+    out = kvcache_attention_torch(q, kc, vc, k, v, lens, causal=True)
+    out_paged = kvcache_attention_torch(q, kp, vp, k, v, lens, page_table=table, causal=True)
     for i in range(b):
         n = int(lens[i])
         assert torch.equal(kc[i, n:n + new], k[i])

@@ -9,13 +9,7 @@ whole grid (test_hopper_vs_reference) on stage C.
 """
 
 import dataclasses
-import importlib.util
-import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -25,20 +19,9 @@ from conftest import HAS_CUDA
 from flashtile import configs, reference
 from flashtile.ops import flash, hopper_fwd
 from flashtile.validate import Case, check_close, make_qkv, run_case
+from sm90 import IS_SM90, compile_records, compile_script
 
-ROOT = Path(__file__).resolve().parents[1]
-_SCRIPT = ROOT / "scripts" / "compile_sm90.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("compile_sm90", _SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-VARIANTS = [name for name, *_ in _script().hopper_variants()]
-IS_SM90 = HAS_CUDA and torch.cuda.get_device_capability() == (9, 0)
+VARIANTS = [name for name, *_ in compile_script().hopper_variants()]
 
 
 # ----------------------------------------------------------------------------------
@@ -48,19 +31,9 @@ IS_SM90 = HAS_CUDA and torch.cuda.get_device_capability() == (9, 0)
 
 @pytest.fixture(scope="module")
 def compiled():
-    """Compile every variant once, in a child process without TRITON_INTERPRET (this
-    process runs under the interpreter on CPU, where Gluon cannot build)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
-    res = subprocess.run([sys.executable, str(_SCRIPT), "--hopper", "--json"], env=env,
-                         capture_output=True, text=True, timeout=900)
-    recs = {}
-    for line in res.stdout.splitlines():
-        if line.startswith("{"):
-            rec = json.loads(line)
-            recs[rec["name"]] = rec
-    assert recs, f"compile_sm90.py --hopper printed nothing (rc {res.returncode}):\n{res.stderr}"
-    return recs
+    """Compile every variant once (tests/sm90.py: a child process without
+    TRITON_INTERPRET)."""
+    return compile_records("--hopper")
 
 
 @pytest.mark.parametrize("name", VARIANTS)

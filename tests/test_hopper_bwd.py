@@ -8,12 +8,6 @@ reference with the DESIGN.md tolerance, against the portable backward, into
 NaN-poisoned buffers, and bitwise run-to-run determinism.
 """
 
-import importlib.util
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -23,20 +17,9 @@ from conftest import HAS_CUDA
 from flashtile import configs
 from flashtile.ops import flash, hopper_bwd
 from flashtile.validate import Case, check_close, make_qkv, run_case
+from sm90 import IS_SM90, compile_records, compile_script
 
-ROOT = Path(__file__).resolve().parents[1]
-_SCRIPT = ROOT / "scripts" / "compile_sm90.py"
-IS_SM90 = HAS_CUDA and torch.cuda.get_device_capability() == (9, 0)
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("compile_sm90", _SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-VARIANTS = [f"{name} {kern}" for name, *_ in _script().hopper_bwd_variants()
+VARIANTS = [f"{name} {kern}" for name, *_ in compile_script().hopper_bwd_variants()
             for kern in ("dkdv", "dq")]
 
 
@@ -47,20 +30,9 @@ VARIANTS = [f"{name} {kern}" for name, *_ in _script().hopper_bwd_variants()
 
 @pytest.fixture(scope="module")
 def compiled():
-    """Compile every variant once, in a child process without TRITON_INTERPRET (this
-    process runs under the interpreter on CPU, where Gluon cannot build)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
-    res = subprocess.run([sys.executable, str(_SCRIPT), "--hopper-bwd", "--json"], env=env,
-                         capture_output=True, text=True, timeout=900)
-    recs = {}
-    for line in res.stdout.splitlines():
-        if line.startswith("{"):
-            rec = json.loads(line)
-            recs[rec["name"]] = rec
-    assert recs, f"compile_sm90.py --hopper-bwd printed nothing (rc {res.returncode}):\n" \
-                 f"{res.stderr}"
-    return recs
+    """Compile every variant once (tests/sm90.py: a child process without
+    TRITON_INTERPRET)."""
+    return compile_records("--hopper-bwd")
 
 
 @pytest.mark.parametrize("name", VARIANTS)

@@ -4,16 +4,14 @@ causal) and decode over a KV cache.
 Backends:
     "flashtile"  prefill on ``flashtile.flash_attn_varlen_func`` (packed prompts) or
                  ``flashtile.flash_attn_func``; decode on ``flashtile.flash_attn_with_kvcache``
-    "sdpa"       ``torch.nn.functional.scaled_dot_product_attention``; decode on the
-                 plain-PyTorch KV-cache attention below
+    "sdpa"       ``torch.nn.functional.scaled_dot_product_attention``, packed prompts
+                 padded around it; decode on ``kvcache_attention_torch`` below
     "reference"  ``flashtile.reference`` (fp64 math); decode as "sdpa"
 
-The flashtile ops are looked up when called, not at import: while
-``flash_attn_with_kvcache`` or ``flash_attn_varlen_func`` are not part of flashtile
-(they arrive with the inference kernels), the model falls back to
-``_kvcache_attention_torch`` (same signature and semantics, plain PyTorch) and to
-padding the packed prompts around ``flash_attn_func``; nothing here changes when the
-kernels land. ``decode_attention_name()`` says which one runs.
+``kvcache_attention_torch`` is the batched plain-PyTorch twin of the KV-cache kernel:
+unlike ``flashtile.reference.flash_attn_with_kvcache`` (a per-sequence loop over host
+lengths) it never reads device values on the host, so the baselines' decode step can be
+captured in a CUDA graph like flashtile's.
 """
 
 from __future__ import annotations
@@ -26,29 +24,18 @@ import torch.nn.functional as F
 BACKENDS = ("flashtile", "sdpa", "reference")
 
 
-def _flashtile_op(name: str):
-    """``flashtile.<name>`` if this flashtile has it, else None."""
-    try:
-        import flashtile
-
-        return getattr(flashtile, name)
-    except (ImportError, AttributeError):
-        return None
-
-
 def decode_attention(backend: str):
     """The KV-cache attention function the decode step of ``backend`` uses."""
     if backend == "flashtile":
-        fn = _flashtile_op("flash_attn_with_kvcache")
-        if fn is not None:
-            return fn
-    return _kvcache_attention_torch
+        import flashtile
+
+        return flashtile.flash_attn_with_kvcache
+    return kvcache_attention_torch
 
 
 def decode_attention_name(backend: str) -> str:
-    fn = decode_attention(backend)
-    return "flashtile.flash_attn_with_kvcache" if fn is not _kvcache_attention_torch else (
-        "torch fallback (_kvcache_attention_torch)")
+    return ("flashtile.flash_attn_with_kvcache" if backend == "flashtile"
+            else "plain PyTorch (kvcache_attention_torch)")
 
 
 # ----------------------------------------------------------------------------------
@@ -83,9 +70,10 @@ def packed_causal(q, k, v, lengths: list[int], cu_seqlens: torch.Tensor, backend
         shape = (batch, longest, *q.shape[1:])
         return dense_causal(q.view(shape), k.view(shape), v.view(shape), backend).view(q.shape)
     if backend == "flashtile":
-        varlen = _flashtile_op("flash_attn_varlen_func")
-        if varlen is not None:
-            return varlen(q, k, v, cu_seqlens, cu_seqlens, longest, longest, causal=True)
+        import flashtile
+
+        return flashtile.flash_attn_varlen_func(q, k, v, cu_seqlens, cu_seqlens, longest,
+                                                longest, causal=True)
     # pad to (B, longest), attend densely (causal: a real row never sees padding that
     # follows it), drop the padding rows
     rows = pad_index(lengths, q.device)  # (total,) rows of the padded (B * longest)
@@ -106,11 +94,11 @@ def pad_index(lengths: list[int], device) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------------
-# decode: the plain-PyTorch twin of flashtile.flash_attn_with_kvcache
+# decode for the baselines: the batched plain-PyTorch twin of the KV-cache kernel
 # ----------------------------------------------------------------------------------
 
 
-def _kvcache_attention_torch(
+def kvcache_attention_torch(
     q, k_cache, v_cache, k=None, v=None, cache_seqlens=None, page_table=None,
     softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, num_splits=0,
     return_lse=False,

@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import is_interpreting, next_pow2, tanh_f32
+from ._common import cast_out, is_interpreting, next_pow2, tanh_f32
 
 __all__ = ["layer_norm", "add_layer_norm", "gelu_tanh", "bias_gelu", "embedding"]
 
@@ -191,21 +191,6 @@ def _launch_gelu(x, bias):
 
 
 @triton.jit
-def _round_to(x, DTYPE: tl.constexpr, INTERP: tl.constexpr):
-    """fp32 -> DTYPE, round-to-nearest-even as PyTorch does. The interpreter's own
-    fp32 -> bf16 conversion truncates (or rounds half up without carrying), so there
-    the rounding is done on the bits; on the GPU it is one cvt.rn instruction."""
-    if DTYPE == tl.float32:
-        return x
-    elif INTERP and DTYPE == tl.bfloat16:
-        bits = x.to(tl.uint32, bitcast=True)
-        bits = bits + 0x7FFF + ((bits >> 16) & 1)
-        return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
-    else:
-        return x.to(DTYPE)
-
-
-@triton.jit
 def _layer_norm_kernel(
     X, RES, W, B, H,
     Y,  # X, RES, H, Y: (R, N) rows; W, B: (N,)
@@ -222,7 +207,7 @@ def _layer_norm_kernel(
     if HAS_RES:
         # -- residual add, rounded to the stream's dtype as the next block will see it --
         r = tl.load(RES + rows[:, None] * stride_r + offs[None, :], mask=mask, other=0.0)
-        h = _round_to(x + r.to(tl.float32), H.dtype.element_ty, INTERP)
+        h = cast_out(x + r.to(tl.float32), H.dtype.element_ty, INTERP)
         tl.store(H + rows[:, None] * stride_h + offs[None, :], h, mask=mask)
         x = h.to(tl.float32)
     # -- statistics: two passes over registers (no E[x^2] - E[x]^2 cancellation) --
@@ -234,7 +219,7 @@ def _layer_norm_kernel(
     y = xc * rstd[:, None] * w[None, :]
     if HAS_BIAS:
         y += tl.load(B + offs, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-    tl.store(Y + rows[:, None] * stride_y + offs[None, :], _round_to(y, Y.dtype.element_ty, INTERP),
+    tl.store(Y + rows[:, None] * stride_y + offs[None, :], cast_out(y, Y.dtype.element_ty, INTERP),
              mask=mask)
 
 
@@ -252,7 +237,7 @@ def _bias_gelu_kernel(
     # -- 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) --
     inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
     y = 0.5 * x * (1.0 + tanh_f32(inner))
-    tl.store(OUT + offs, _round_to(y, OUT.dtype.element_ty, INTERP), mask=mask)
+    tl.store(OUT + offs, cast_out(y, OUT.dtype.element_ty, INTERP), mask=mask)
 
 
 @triton.jit
@@ -270,5 +255,5 @@ def _embedding_kernel(
     mask = row_ok[:, None] & (offs < N)[None, :]
     e = tl.load(WTE + tok[:, None] * stride_wte + offs[None, :], mask=mask, other=0.0)
     p = tl.load(WPE + pos[:, None] * stride_wpe + offs[None, :], mask=mask, other=0.0)
-    out = _round_to(e.to(tl.float32) + p.to(tl.float32), OUT.dtype.element_ty, INTERP)
+    out = cast_out(e.to(tl.float32) + p.to(tl.float32), OUT.dtype.element_ty, INTERP)
     tl.store(OUT + rows[:, None] * stride_out + offs[None, :], out, mask=mask)

@@ -1,0 +1,42 @@
+"""Helpers of the sm_90 cross-compilation tests (tests/test_hopper*.py): the
+scripts/compile_sm90.py module, and its JSON report run in a child process without
+TRITON_INTERPRET (test processes on a CPU run under the interpreter, where Gluon
+cannot build)."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from conftest import HAS_CUDA
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "compile_sm90.py"
+IS_SM90 = HAS_CUDA and torch.cuda.get_device_capability() == (9, 0)
+
+
+def compile_script():
+    """scripts/compile_sm90.py as a module (its variant lists name the test cases)."""
+    spec = importlib.util.spec_from_file_location("compile_sm90", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def compile_records(flag: str) -> dict:
+    """name -> record of every variant ``compile_sm90.py FLAG --json`` compiles."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    res = subprocess.run([sys.executable, str(SCRIPT), flag, "--json"], env=env,
+                         capture_output=True, text=True, timeout=900)
+    recs = {}
+    for line in res.stdout.splitlines():
+        if line.startswith("{"):
+            rec = json.loads(line)
+            recs[rec["name"]] = rec
+    assert recs, f"compile_sm90.py {flag} printed nothing (rc {res.returncode}):\n{res.stderr}"
+    return recs
