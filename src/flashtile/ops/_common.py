@@ -80,6 +80,24 @@ def attn_keep(
 
 
 @triton.jit
+def fwd_scores(
+    q, k, rows, cols, seqlen_q, seqlen_k, diag, left, right, sm_scale, softcap,
+    MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr, DOT_PREC: tl.constexpr,
+):
+    """One forward tile of scores in log2 units: q (rows, D) against k (cols, D), -inf
+    where the mask drops a pair (only on MASKED tiles: the others lie wholly inside).
+    The dense, varlen and KV-cache forward loops all score their tiles here."""
+    s, _ = scores_log2(tl.dot(q, tl.trans(k), input_precision=DOT_PREC), sm_scale, softcap,
+                       SOFTCAP)
+    if MASKED:
+        keep = attn_keep(rows[:, None], cols[None, :], seqlen_q, seqlen_k, diag, left, right,
+                         HAS_LEFT, HAS_RIGHT)
+        s = tl.where(keep, s, float("-inf"))
+    return s
+
+
+@triton.jit
 def _floor_to(x, B: tl.constexpr):
     return (tl.maximum(x, 0) // B) * B
 

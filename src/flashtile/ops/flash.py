@@ -33,6 +33,7 @@ from ._common import (
     attn_keep,
     cast_out,
     dropout_keep,
+    fwd_scores,
     is_interpreting,
     kv_tile_ranges,
     next_pow2,
@@ -417,16 +418,10 @@ def _fwd_tiles(
         k_ptrs = k_base + tl.cast(start_n, tl.int64) * stride_kn + k_offs
         v_ptrs = v_base + tl.cast(start_n, tl.int64) * stride_vn + v_offs
         k = _load_tile(k_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
-        # -- scores (log2 units) --
-        s, _ = scores_log2(
-            tl.dot(q, tl.trans(k), input_precision=DOT_PREC), sm_scale, softcap, SOFTCAP
-        )
-        if MASKED:
-            keep = attn_keep(
-                offs_m[:, None], cols[None, :], seqlen_q, seqlen_k, diag, window_left,
-                window_right, HAS_LEFT, HAS_RIGHT,
-            )
-            s = tl.where(keep, s, float("-inf"))
+        s = fwd_scores(
+            q, k, offs_m, cols, seqlen_q, seqlen_k, diag, window_left, window_right, sm_scale,
+            softcap, MASKED, HAS_LEFT, HAS_RIGHT, SOFTCAP, DOT_PREC,
+        )  # log2 units
         # -- rescale the running state, accumulate --
         m_new, alpha, p, l_i = online_softmax(m_i, l_i, s, True)
         if DROPOUT:

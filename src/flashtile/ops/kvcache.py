@@ -50,13 +50,12 @@ from triton.runtime.driver import driver as _driver
 
 from ._checks import check_device, check_scalars, check_tensor, check_window
 from ._common import (
-    attn_keep,
     cast_out,
+    fwd_scores,
     is_interpreting,
     kv_tile_ranges,
     next_pow2,
     online_softmax,
-    scores_log2,
     softmax_finish,
     stage_bounds,
 )
@@ -742,15 +741,10 @@ def _cache_tiles(
             v_ptrs = v_head + b.to(tl.int64) * stride_vb + row * stride_vn + v_offs
         k = _load_tile(k_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
         # -- scores (log2 units), masks, online softmax --
-        s, _ = scores_log2(
-            tl.dot(q, tl.trans(k), input_precision=DOT_PREC), sm_scale, softcap, SOFTCAP
+        s = fwd_scores(
+            q, k, offs_i, cols, seqlen_q, seqlen_k, diag, window_left, window_right, sm_scale,
+            softcap, MASKED, HAS_LEFT, HAS_RIGHT, SOFTCAP, DOT_PREC,
         )
-        if MASKED:
-            keep = attn_keep(
-                offs_i[:, None], cols[None, :], seqlen_q, seqlen_k, diag, window_left,
-                window_right, HAS_LEFT, HAS_RIGHT,
-            )
-            s = tl.where(keep, s, float("-inf"))
         m_new, alpha, p, l_i = online_softmax(m_i, l_i, s, True)
         v = _load_tile(v_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PREC)
