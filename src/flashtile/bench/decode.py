@@ -138,7 +138,7 @@ def _run_gpu(args) -> int:
     print(_format_sweep(sweep_rows))
     print()
     print(_frag_section(args.plot))
-    print(f"{env.gpu}, torch {env.torch}, triton {env.triton}, commit {env.commit}, {env.date}")
+    print(env.line())
     return 0
 
 

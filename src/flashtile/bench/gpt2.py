@@ -98,7 +98,7 @@ def _run_gpu(args) -> int:
         write_csv(args.csv, records, env)
         print(f"wrote {args.csv}", file=sys.stderr)
     print(_format(rows, copy_gbs))
-    print(f"{env.gpu}, torch {env.torch}, triton {env.triton}, commit {env.commit}, {env.date}")
+    print(env.line())
     return 0
 
 

@@ -62,6 +62,11 @@ class Env:
             date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
 
+    def line(self) -> str:
+        """The one-line footer every table ends with."""
+        return (f"{self.gpu}, torch {self.torch}, triton {self.triton}, commit {self.commit}, "
+                f"{self.date}")
+
 
 def git_commit() -> str:
     """The checkout's HEAD (read-only ``git rev-parse``), or "unknown"."""
@@ -172,9 +177,7 @@ def format_table(result: BenchResult, env: Env | None = None) -> str:
         parts.append(f"bf16 matmul {MATMUL_N}^3: {result.matmul_tflops:.1f} TFLOPS (ceiling, %mm)")
     parts.append(f"ratios are to {REFERENCE_BACKEND} on the same shape, measured in this run")
     if env is not None:
-        parts.append(
-            f"{env.gpu}, torch {env.torch}, triton {env.triton}, commit {env.commit}, {env.date}"
-        )
+        parts.append(env.line())
     return "\n".join(parts)
 
 

@@ -361,5 +361,5 @@ def _run_gpu(args) -> int:
           "TFLOPS on 4 * H * S^2 * D (halved for causal), backward 2.5x forward")
     for note in dict.fromkeys(notes):
         print(note)
-    print(f"{env.gpu}, torch {env.torch}, triton {env.triton}, commit {env.commit}, {env.date}")
+    print(env.line())
     return 0

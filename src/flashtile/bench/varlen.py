@@ -122,7 +122,7 @@ def _run_gpu(args) -> int:
     print(_align(table, left=5))
     print(f"{args.varlen_total} tokens per batch, bf16, nheads = {HIDDEN} / D; TFLOPS on "
           "sum(len^2) (varlen, padded) or B * S^2 (dense); backward counted 2.5x forward")
-    print(f"{env.gpu}, torch {env.torch}, triton {env.triton}, commit {env.commit}, {env.date}")
+    print(env.line())
     return 0
 
 

@@ -396,7 +396,7 @@ def run_gpu(args, names, seqlens, head_dims, causals, *, device=None, meter=None
 
 
 def _title(env: Env) -> str:
-    return f"{env.gpu}, torch {env.torch}, triton {env.triton}, commit {env.commit}, {env.date}"
+    return env.line()
 
 
 # ==================================================================================
