@@ -392,12 +392,11 @@ def dense_mask(padding, causal, sliding_window, seqlen_q, seqlen_k, device):
     queries are the last keys), or None when nothing is masked."""
     if not causal and not sliding_window and padding is None:
         return None
-    i = torch.arange(seqlen_q, device=device)[:, None] + (seqlen_k - seqlen_q)
-    j = torch.arange(seqlen_k, device=device)[None, :]
-    keep = (j <= i) if causal else torch.ones_like(i == j)
-    if sliding_window:
-        keep = keep & (j > i - sliding_window)
-    keep = keep[None, None]
+    from ..reference import attention_mask
+
+    # transformers' window W keeps keys j > i - W: a left window of W - 1
+    left = sliding_window - 1 if sliding_window else None
+    keep = attention_mask(seqlen_q, seqlen_k, causal, (left, None), device)[None, None]
     if padding is not None:
         keep = keep & padding[:, None, None, -seqlen_k:].to(torch.bool)
     return keep
