@@ -30,8 +30,10 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 
-python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 \
-  || echo "pip install failed (see install.log); using PYTHONPATH=src"
+if [ -z "${GPU_CHECK_NO_INSTALL:-}" ]; then
+  python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 \
+    || echo "pip install failed (see install.log); using PYTHONPATH=src"
+fi
 {
   echo "commit $commit"
   date -u +"%Y-%m-%d %H:%M UTC"
