@@ -87,9 +87,10 @@ def report(name, k):
 
 
 def hopper_variants():
-    """(name, head_dim, causal, dtype, config): every shipped Gluon forward config
-    (ops/hopper_fwd.py) in both dtypes, plus the other stage at hd 64/128 and the opt-in
-    stage C configs (configs.hopper_fwd_config_c) for A/B runs."""
+    """(name, head_dim, causal, dtype, config): the Gluon forward's stage A tiles
+    (configs.hopper_fwd_config) in both dtypes, stage B ("alt") at hd 64/128 and the
+    stage C tiles (configs.hopper_fwd_config_c); configs.hopper_fwd_schedule picks which
+    one a call runs."""
     import dataclasses
 
     import torch
@@ -104,7 +105,7 @@ def hopper_variants():
                 alt = dataclasses.replace(cfg, warp_specialize=not cfg.warp_specialize)
                 yield (f"hopper d{hd}{'-causal' if causal else ''} bfloat16 alt", hd, causal,
                        torch.bfloat16, alt)
-            # stage C (opt-in ping-pong schedule): both dtypes at hd 64/128, bf16 at 256
+            # stage C (ping-pong schedule): both dtypes at hd 64/128, bf16 at 256
             cfg_c = configs.hopper_fwd_config_c(hd, causal, 4096)
             for dt in (torch.bfloat16, torch.float16) if hd <= 128 else (torch.bfloat16,):
                 yield (f"hopper-C d{hd}{'-causal' if causal else ''} {str(dt)[6:]}", hd, causal,

@@ -67,22 +67,36 @@ def _qkv(head_dim=64, dtype=torch.bfloat16, seqlen=33, hkv=2, device="cpu"):
     return q, k, torch.randn_like(k)
 
 
-@pytest.mark.parametrize("value,on", [(None, False), ("0", False), ("", False), ("1", True)])
-def test_opt_in_env(monkeypatch, value, on):
-    """Off unless FLASHTILE_HOPPER_BWD=1; FLASHTILE_DISABLE_HOPPER=1 wins."""
+@pytest.mark.parametrize("value,mode", [(None, "auto"), ("0", "off"), ("", "off"),
+                                        ("1", "on")])
+def test_mode_env(monkeypatch, value, mode):
+    """Unset: the measured table; =1 forces it on, =0 off; FLASHTILE_DISABLE_HOPPER=1
+    wins."""
     monkeypatch.delenv("FLASHTILE_DISABLE_HOPPER", raising=False)
     if value is None:
         monkeypatch.delenv(hopper_bwd.ENV_VAR, raising=False)
     else:
         monkeypatch.setenv(hopper_bwd.ENV_VAR, value)
-    assert hopper_bwd.hopper_bwd_enabled() is on
+    assert hopper_bwd.hopper_bwd_mode() == mode
     monkeypatch.setenv("FLASHTILE_DISABLE_HOPPER", "1")
-    assert not hopper_bwd.hopper_bwd_enabled()
+    assert hopper_bwd.hopper_bwd_mode() == "off"
 
 
-def test_default_off(monkeypatch):
+def test_preferred_table():
+    """configs.hopper_bwd_preferred as measured (configs.py, benchmarks/results.md
+    836b108): Gluon at hd 128 and hd 64 causal from 1k keys, portable at hd 64
+    non-causal."""
+    for seqlen in (1024, 4096, 16384):
+        assert configs.hopper_bwd_preferred(128, False, seqlen)
+        assert configs.hopper_bwd_preferred(128, True, seqlen)
+        assert configs.hopper_bwd_preferred(64, True, seqlen)
+        assert not configs.hopper_bwd_preferred(64, False, seqlen)
+    assert not configs.hopper_bwd_preferred(64, True, 512)
+
+
+def test_off_on_cpu(monkeypatch):
     monkeypatch.delenv(hopper_bwd.ENV_VAR, raising=False)
-    q, k, v = _qkv(device="cuda" if HAS_CUDA else "cpu")
+    q, k, v = _qkv()
     assert not hopper_bwd.hopper_bwd_supported(q, k, v)
 
 
@@ -126,11 +140,11 @@ def test_problem_ok_dtypes_and_strides():
 
 
 def test_portable_backward_untouched_when_off(monkeypatch):
-    """With the opt-in off, attention_backward never reaches the Gluon launcher."""
-    monkeypatch.delenv(hopper_bwd.ENV_VAR, raising=False)
+    """Switched off, attention_backward never reaches the Gluon launcher."""
+    monkeypatch.setenv(hopper_bwd.ENV_VAR, "0")
 
     def boom(*args, **kwargs):
-        raise AssertionError("Gluon backward called with the opt-in off")
+        raise AssertionError("Gluon backward called while switched off")
 
     monkeypatch.setattr(hopper_bwd, "hopper_attention_backward", boom)
     dev = "cuda" if HAS_CUDA else "cpu"

@@ -143,10 +143,9 @@ class HopperFwdConfig:
 
 
 def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig:
-    """Stage C (ping-pong consumers) config for A/B runs against ``hopper_fwd_config``;
-    not dispatched by default. 128 query rows per program (two 64-row warpgroup tiles),
-    128-key tiles. Resources from compiling for sm_90 on the CPU (tests/test_hopper.py);
-    speed not yet measured (first guess after FA3's hd 64/128 tiles)."""
+    """Stage C (ping-pong consumers) tiles: 128 query rows per program (two 64-row
+    warpgroup tiles). Resources from compiling for sm_90 on the CPU (tests/test_hopper.py);
+    dispatched where ``hopper_fwd_schedule`` says C."""
     if head_dim <= 64:
         return HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True)  # 112 KB
     if head_dim <= 128:
@@ -159,22 +158,42 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
 
 
 def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig:
-    """Gluon forward tile shape for fp16/bf16 on sm_90. Resources from compiling for sm_90
-    on the CPU (tests/test_hopper.py: no spills, fits 227 KB); speed from
-    scripts/bench_hopper.py on the H200 (benchmarks/results.md, 2026-11-29, a5dc5bc)."""
+    """Stage A/B tiles of the Gluon forward for fp16/bf16 on sm_90 (stage A here; B is
+    the same tiles with ``warp_specialize=True``). Resources from compiling for sm_90 on
+    the CPU (tests/test_hopper.py: no spills, fits 227 KB)."""
     if head_dim <= 64:
-        # 128x128, ring of 3 (112 KB smem). H200: non-causal, stage A (no warp
-        # specialisation) 425/456/468 TFLOPS at 1k/4k/16k = 1.02-1.03x cuDNN, stage B
-        # 330/394/407; causal, B 230/345/403 beats A 220/310/358
-        return HopperFwdConfig(128, 128, 8, 3, warp_specialize=causal)
+        return HopperFwdConfig(128, 128, 8, 3)  # ring of 3, 112 KB smem
     if head_dim <= 128:
-        # 128x128, ring of 2 (160 KB smem). H200: stage A 425/465/482 non-causal and
-        # 312/426/487 causal, ahead of stage B (373/453/456, 280/389/444) everywhere
-        return HopperFwdConfig(128, 128, 8, 2, warp_specialize=False)
+        return HopperFwdConfig(128, 128, 8, 2)  # ring of 2, 160 KB smem
     # hd 256: 128x64, ring of 2 (192 KB smem); the O accumulator is 128 fp32 registers
-    # per thread, so S stays at 64 columns. H200, stage A: 469/522/527 non-causal,
-    # 359/459/534 causal (portable 403/483/496, 291/419/492)
-    return HopperFwdConfig(128, 64, 8, 2, warp_specialize=False)
+    # per thread, so S stays at 64 columns
+    return HopperFwdConfig(128, 64, 8, 2)
+
+
+# Which forward runs on sm_90, per (head dim, causal, seqlen_q): a Gluon schedule "A",
+# "B", "C" or "portable" (the tile-level kernel of ops/flash.py). H200, bf16, forward
+# TFLOPS at 16k tokens (DESIGN.md shapes), 2026-11-29, commit 836b108:
+# scripts/bench_hopper.py at 4k/16k (C / B / A / portable / cuDNN) and the ladder's
+# production (A, B at hd64 causal) vs portable rungs at 512..16k (benchmarks/results.md).
+def hopper_fwd_schedule(head_dim: int, causal: bool, seqlen_q: int) -> str:
+    if head_dim <= 64:
+        if not causal:
+            # 512: portable 316 vs A 223 (A's 128-row tiles leave 4 tiles per head);
+            # 1k: A 424 vs 361; 4k: A 456, portable 409, B 397, C 381 (cuDNN 451)
+            return "portable" if seqlen_q < 1024 else "A"
+        # causal: portable ahead of B up to 8k (213/279/324/354/372 vs 156/227/292/341/
+        # 371 at 512..8k); at 16k C 411 vs B 399, portable 386, A 356 (cuDNN 439)
+        return "portable" if seqlen_q < 16384 else "C"
+    if head_dim <= 128:
+        if seqlen_q < 1024:
+            # 512: non-causal portable 295 vs A 266; causal A 226 vs portable 183
+            return "A" if causal else "portable"
+        # C: 579/594 non-causal (A 470/484, cuDNN 587/604) and 536/580 causal (A 429/483,
+        # cuDNN 515/552) at 4k/16k; 1k-2k not measured for C (predicted >= A)
+        return "C"
+    # hd 256: A 532/531 non-causal, 462/540 causal at 4k/16k (C 514/503, 449/518;
+    # portable 478/491, 414/493); 1k causal A 346 vs portable 291 (core bench)
+    return "A"
 
 
 # ----------------------------------------------------------------------------------
@@ -200,11 +219,26 @@ class HopperBwdConfig:
         return dkdv * elem_bytes, dq * elem_bytes
 
 
+# Whether the Gluon backward (ops/hopper_bwd.py) beats the portable one, per (head dim,
+# causal, seqlen_k). H200, bf16, backward TFLOPS (2.5x forward FLOPs) at 16k tokens,
+# scripts/bench_hopper_bwd.py, 2026-11-29, commit 836b108 (benchmarks/results.md), Gluon
+# vs portable (cuDNN) at 1k/4k/16k:
+#   hd 64  non-causal  251/290/300 vs 269/320/343 (355/420/438): portable
+#   hd 64  causal      200/270/303 vs 199/259/277 (251/387/429): Gluon from 1k
+#   hd 128 non-causal  329/383/388 vs 150/172/175 (407/503/519): Gluon
+#   hd 128 causal      240/316/359 vs 115/142/146 (303/496/514): Gluon
+def hopper_bwd_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
+    if head_dim <= 64:
+        return causal and seqlen_k >= 1024
+    return True
+
+
 def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int) -> HopperBwdConfig:
     """Gluon backward tiles for fp16/bf16 on sm_90 (head dim 64 or 128). Resources from
     compiling for sm_90 on the CPU (ptxas -v, 2026-11-29; tests/test_hopper_bwd.py: no
-    spills, fits 227 KB); speed not yet measured: first guesses after FA3's shapes
-    (128 keys per dK/dV program over two warpgroups, 64-row Q/dO tiles)."""
+    spills, fits 227 KB); first guesses after FA3's shapes (128 keys per dK/dV program
+    over two warpgroups, 64-row Q/dO tiles), measured as shipped (hopper_bwd_preferred)
+    but not yet swept."""
     if head_dim <= 64:
         # dK/dV 64x128 ring 3: 184 regs, 80 KB (128-row Q/dO tiles: 255 regs + 188 B
         # spills); dQ 128x128: 210 regs, 96 KB

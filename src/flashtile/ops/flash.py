@@ -266,10 +266,13 @@ def attention_forward(
     if config is None and hopper_fwd.hopper_supported(
         q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
         softmax_scale=softmax_scale,
-    ):  # sm_90: the Gluon kernel (ops/hopper_fwd.py); FLASHTILE_DISABLE_HOPPER=1 skips it
-        return hopper_fwd.hopper_attention_forward(
-            q, k, v, softmax_scale, window_size[1] == 0, out, lse
-        )
+    ):  # sm_90: the Gluon kernel (ops/hopper_fwd.py) where configs.hopper_fwd_schedule
+        # measured it faster; FLASHTILE_DISABLE_HOPPER=1 skips it
+        hcfg = hopper_fwd.default_config(q.shape[-1], window_size[1] == 0, seqlen_q)
+        if hcfg is not None:
+            return hopper_fwd.hopper_attention_forward(
+                q, k, v, softmax_scale, window_size[1] == 0, out, lse, hcfg
+            )
     if dropout_p > 0 and rng_state is None:
         rng_state = draw_rng_state()
     seed, rng_offset = rng_state if dropout_p > 0 else (0, 0)
@@ -467,7 +470,7 @@ def attention_backward(
     if config is None and hopper_bwd.hopper_bwd_supported(
         q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
         softmax_scale=softmax_scale,
-    ):  # sm_90, opt-in FLASHTILE_HOPPER_BWD=1: the Gluon kernels (ops/hopper_bwd.py)
+    ):  # sm_90 where configs.hopper_bwd_preferred: the Gluon kernels (ops/hopper_bwd.py)
         return hopper_bwd.hopper_attention_backward(
             dout, q, k, v, out, lse, softmax_scale, window_size[1] == 0, dq, dk, dv
         )

@@ -1,10 +1,12 @@
 """The Hopper (sm_90) backward: Gluon dK/dV and dQ kernels with TMA, mbarrier-guarded
-shared-memory rings and asynchronous wgmma. Opt-in (``FLASHTILE_HOPPER_BWD=1``) until
-measured on the GPU; the portable backward of ops/flash.py stays the default and the
-path for everything this one does not cover.
+shared-memory rings and asynchronous wgmma. The default on sm_90 where
+configs.hopper_bwd_preferred measured it faster than the portable backward of
+ops/flash.py (hd 128; hd 64 causal), which stays the path for the rest and for
+everything this one does not cover. FLASHTILE_HOPPER_BWD=1 forces it wherever it can
+run, =0 switches it off.
 
 Layers, top to bottom:
-    hopper_bwd_supported          may this backward take the Gluon path? (opt-in, sm_90)
+    hopper_bwd_supported          does this backward take the Gluon path? (sm_90, table)
     hopper_attention_backward     launcher: (dq, dk, dv), no autograd; flash's
                                   attention_backward calls it first when supported
     _bwd_dkdv_kernel              one program per key tile: K, V resident, Q/dO streamed
@@ -78,7 +80,7 @@ from ._gluon_common import (
 )
 
 __all__ = [
-    "hopper_bwd_supported", "hopper_bwd_problem_ok", "hopper_bwd_enabled",
+    "hopper_bwd_supported", "hopper_bwd_problem_ok", "hopper_bwd_mode",
     "hopper_attention_backward", "HOPPER_BWD_HEAD_DIMS", "ENV_VAR",
 ]
 
@@ -92,26 +94,37 @@ _LOG2E = 1.4426950408889634
 # ==================================================================================
 
 
-def hopper_bwd_enabled() -> bool:
-    """Opt-in: FLASHTILE_HOPPER_BWD=1 (default off until measured on the GPU), and not
-    switched off with the forward by FLASHTILE_DISABLE_HOPPER=1."""
-    on = os.environ.get(ENV_VAR, "0") not in ("", "0")
-    return on and not hopper_fwd._hopper_disabled()
+def hopper_bwd_mode() -> str:
+    """"auto" (FLASHTILE_HOPPER_BWD unset: the Gluon backward where
+    configs.hopper_bwd_preferred measured it faster), "on" (=1: wherever it can run) or
+    "off" (=0 or empty, or FLASHTILE_DISABLE_HOPPER=1, which switches off the forward
+    too)."""
+    if hopper_fwd._hopper_disabled():
+        return "off"
+    value = os.environ.get(ENV_VAR)
+    if value is None:
+        return "auto"
+    return "off" if value in ("", "0") else "on"
 
 
 def hopper_bwd_supported(
     q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None
 ):
-    """True when the Gluon backward can run this call: opted in (``hopper_bwd_enabled``),
-    not the interpreter, an sm_90 device and a covered problem (``hopper_bwd_problem_ok``).
+    """True when the Gluon backward runs this call: not switched off (``hopper_bwd_mode``),
+    not the interpreter, an sm_90 device, a covered problem (``hopper_bwd_problem_ok``),
+    and in "auto" mode a shape where configs.hopper_bwd_preferred holds.
     ``window`` is the launchers' ``(left, right)`` as in ``hopper_fwd.hopper_supported``."""
-    if not hopper_bwd_enabled() or is_interpreting():
+    mode = hopper_bwd_mode()
+    if mode == "off" or is_interpreting():
         return False
     if not (q.is_cuda and k.is_cuda and v.is_cuda):
         return False
     if torch.cuda.get_device_capability(q.device) != (9, 0):
         return False
-    return hopper_bwd_problem_ok(q, k, v, causal, window, softcap, dropout_p, softmax_scale)
+    if not hopper_bwd_problem_ok(q, k, v, causal, window, softcap, dropout_p, softmax_scale):
+        return False
+    return mode == "on" or configs.hopper_bwd_preferred(
+        q.shape[-1], bool(causal) or window[1] == 0, k.shape[1])
 
 
 def hopper_bwd_problem_ok(

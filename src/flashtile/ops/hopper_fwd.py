@@ -1,19 +1,21 @@
 """The Hopper (sm_90) forward: Gluon kernels with TMA, an mbarrier-guarded shared-memory
 ring and asynchronous wgmma. The portable tile-level kernel (ops/flash.py) stays the path
 for other GPUs, the interpreter, windows, softcap and dropout; the backward runs there
-(it recomputes from q, k, v, out and lse, which this forward returns the same way) unless
-FLASHTILE_HOPPER_BWD=1 opts in to the Gluon backward of ops/hopper_bwd.py. Device
+(it recomputes from q, k, v, out and lse, which this forward returns the same way) where
+the Gluon backward of ops/hopper_bwd.py is not preferred (configs.hopper_bwd_preferred). Device
 helpers shared with that backward live in ops/_gluon_common.py.
 
 Layers, top to bottom:
     hopper_supported              may this call take the Hopper path? (dispatch predicate)
+    default_config                the shipped schedule of a call (configs.hopper_fwd_schedule),
+                                  None where the portable kernel is faster
     hopper_attention_forward      launcher: (out, lse), no autograd; flash.attention_forward
                                   calls it first
     _fwd_kernel                   stage A: one partition, TMA prefetch ring, async wgmma
     _fwd_ws_kernel                stage B: warp-specialised, a 1-warp TMA producer feeding
                                   the consumer warpgroups; QK^T of tile t+1 overlaps the
                                   softmax of tile t
-    _fwd_c_kernel                 stage C (opt-in, HopperFwdConfig.pingpong): FA3's
+    _fwd_c_kernel                 stage C (HopperFwdConfig.pingpong): FA3's
                                   consumer schedule, two warpgroups on their own 64-row
                                   tiles in ping-pong, PV(t) under the softmax of t+1
 
@@ -126,7 +128,9 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
     Returns ``(out, lse)``; lse in natural log, -inf on rows that see no key."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
-    cfg = config or _default_config(head_dim, causal, seqlen_q)
+    cfg = config or default_config(head_dim, causal, seqlen_q)
+    if cfg is None:  # the table prefers the portable kernel here; a direct call runs A
+        cfg = configs.hopper_fwd_config(head_dim, causal, seqlen_q)
     if not _tma_addressable(out):  # a caller's out= view TMA cannot store to
         tmp = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         hopper_attention_forward(q, k, v, softmax_scale, causal, tmp, lse, cfg)
@@ -145,16 +149,20 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
     return out, lse
 
 
-def _default_config(head_dim, causal, seqlen_q):
-    """configs.hopper_fwd_config, unless FLASHTILE_HOPPER_SCHEDULE=C (or A, B) forces a
-    schedule for A/B runs of the whole test grid (unset: the shipped configs)."""
-    cfg = configs.hopper_fwd_config(head_dim, causal, seqlen_q)
+def default_config(head_dim, causal, seqlen_q):
+    """The shipped Gluon config of a call (configs.hopper_fwd_schedule picks stage A, B or
+    C), or None where the portable kernel measured faster: then flash.attention_forward
+    falls through to it. FLASHTILE_HOPPER_SCHEDULE=A|B|C forces a stage everywhere (A/B
+    runs of the whole test grid); unset, the shipped table."""
     forced = os.environ.get("FLASHTILE_HOPPER_SCHEDULE", "").upper()
-    if forced == "C":
+    schedule = forced if forced in ("A", "B", "C") else configs.hopper_fwd_schedule(
+        head_dim, causal, seqlen_q)
+    if schedule == "portable":
+        return None
+    if schedule == "C":
         return configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
-    if forced in ("A", "B"):
-        return dataclasses.replace(cfg, warp_specialize=forced == "B")
-    return cfg
+    return dataclasses.replace(configs.hopper_fwd_config(head_dim, causal, seqlen_q),
+                               warp_specialize=schedule == "B")
 
 
 def _mma_regs(load_regs: int) -> int:
@@ -495,7 +503,7 @@ def _fwd_ws_kernel(
 
 
 # ==================================================================================
-# stage C: FA3's consumer schedule (opt-in, HopperFwdConfig(pingpong=True)). A program
+# stage C: FA3's consumer schedule (HopperFwdConfig(pingpong=True)). A program
 # covers 2 * BLOCK_M query rows as two BLOCK_M-row tiles, one per consumer warpgroup:
 # warpgroup 0 is the default partition, warpgroup 1 a 4-warp worker, and a 1-warp
 # producer fills the K/V ring that both read (each tile loaded once per program, its
