@@ -217,6 +217,76 @@ def test_check_fails_on_a_broken_block(ckpt, hf_tiny, device):
     assert not res.ok
 
 
+def _synthetic_logits(n=100, vocab=16, margin=1.0, noise=0.01):
+    """HF logits with top-1 token 0 ahead of token 1 by ``margin`` at every position,
+    the rest far below; ours = HF + ``noise`` on every entry (same argmax)."""
+    hf = torch.zeros(n, vocab)
+    hf[:, 0], hf[:, 1], hf[:, 2:] = 10.0, 10.0 - margin, 0.0
+    return hf + noise, hf
+
+
+def _result(ag, dtype="synthetic"):
+    import dataclasses
+
+    return gpt2_check.CheckResult(dtype=dtype, **dataclasses.asdict(ag))
+
+
+def test_argmax_agreement_per_position_drift():
+    """The margin exception is judged with each position's own drift (max |ours - HF|
+    over its vocabulary), not the global max: one noisy low-ranked entry no longer
+    makes every position 'close', and a disagreement whose margin exceeds its own
+    position's drift fails even where the global drift would have excused it."""
+    ours, hf = _synthetic_logits()
+    ours[0, 7] += 5.0  # one position, a token far from the top: global drift ~5
+    ag = gpt2_check.argmax_agreement(ours, hf)
+    assert ag.positions == 100 and ag.agree == 100
+    assert ag.drift == pytest.approx(5.01, abs=1e-4)
+    assert ag.drift_median == pytest.approx(0.01, abs=1e-4)
+    assert ag.close == 1 and ag.unexplained == 0  # only the noisy position itself
+    assert ag.close_global == 100  # the old rule: every margin (1.0) < 5.01
+    r = _result(ag)
+    assert r.ok  # 1% close: PASS per position (the old rule would have been 100%)
+    text = "\n".join(gpt2_check.format_result(r))
+    assert "-> PASS" in text and "over the vocabulary at that position" in text
+    assert "would count 100 positions (100.00%)" in text
+
+    # position 1: ours swaps the top two by 0.6 each way -> drift 0.6 < margin 1.0,
+    # a disagreement outside the per-position exception (the global 5.01 excuses it)
+    ours[1, 0] -= 0.61
+    ours[1, 1] += 0.59
+    # position 2: margin 0.05 < its drift 0.1, flipped: accepted
+    hf[2, 1] = hf[2, 0] - 0.05
+    ours[2] = hf[2]
+    ours[2, 0] -= 0.1
+    ours[2, 1] += 0.1
+    ag = gpt2_check.argmax_agreement(ours, hf)
+    assert ag.agree == 98
+    assert ag.close == 2 and ag.unexplained == 1  # positions 0 and 2 close; 1 fails
+    assert ag.close_global == 100 and ag.unexplained_global == 0
+    r = _result(ag)
+    assert not r.ok
+    text = "\n".join(gpt2_check.format_result(r))
+    assert "2 disagree, 1 of them outside the margin exception" in text
+    assert "-> FAIL" in text and "0 disagreements outside" in text
+
+
+def test_argmax_agreement_close_share_and_nan():
+    """The 2% rule counts positions whose own drift exceeds HF's margin; a NaN row is
+    never close (its disagreement fails) and NaN global drift fails the check."""
+    ours, hf = _synthetic_logits(margin=0.5, noise=0.0)
+    ours[:2, 5] += 0.6  # two positions noisier than their margin: 2% -> not < 2%
+    ag = gpt2_check.argmax_agreement(ours, hf)
+    assert ag.close == 2 and ag.unexplained == 0 and not _result(ag).ok
+    ours[1, 5] = hf[1, 5]  # one left: 1%
+    ag = gpt2_check.argmax_agreement(ours, hf)
+    assert ag.close == 1 and _result(ag).ok
+    ours[3, 4] = float("nan")
+    ours[3, 9] = 20.0  # disagrees
+    ag = gpt2_check.argmax_agreement(ours, hf)
+    assert ag.close == 1 and ag.unexplained == 1 and ag.drift != ag.drift
+    assert not _result(ag).ok
+
+
 # ----------------------------------------------------------------------------------
 # generation
 # ----------------------------------------------------------------------------------
