@@ -124,7 +124,7 @@ def check_fast_launch(kvcache) -> int:
     aligned / misaligned q, two cache stride patterns, 1 and 4 splits. Returns the
     number of cases checked; raises on a mismatch."""
     picked = []
-    kvcache.FAST_LAUNCH = True  # off by default (FLASHTILE_FAST_LAUNCH); this checks it
+    kvcache.FAST_LAUNCH = True  # on by default (FLASHTILE_FAST_LAUNCH=0 turns it off)
     n_fwd = len(kvcache._kvcache_fwd_kernel.arg_names)
     kvcache._run_compiled = lambda kernel, grid, stream, args: (
         picked.append(kernel) if len(args) == n_fwd else None)

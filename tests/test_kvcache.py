@@ -120,13 +120,13 @@ def test_whole_cache_without_seqlens(device):
 
 
 @pytest.mark.parametrize("work,ctx,tile_bytes,want", [
-    (4, 8192, 64 << 10, 64),  # B1 x 4 KV heads (GQA 8:1 packed), hd 128: 256 programs
-    (4, 32768, 64 << 10, 64),  # 4 tiles each
-    (4, 131072, 64 << 10, 64),  # 16 tiles each
-    (4, 24576, 64 << 10, 64),  # 66 wanted -> 3 tiles each -> 64 splits, none empty
+    (4, 8192, 64 << 10, 32),  # B1 x 4 KV heads (GQA 8:1 packed), hd 128: 128 programs
+    (4, 32768, 64 << 10, 32),  # 8 tiles each
+    (4, 131072, 64 << 10, 32),  # 33 wanted -> 32 tiles each -> 32 splits, none empty
+    (4, 24576, 64 << 10, 32),  # 33 wanted -> 6 tiles each -> 32 splits
     (4, 8192, 32 << 10, 32),  # hd 64: tiles of 32 KiB, two per split
     (4, 1024, 64 << 10, 8),  # short cache: one tile per split
-    (100, 1024, 64 << 10, 3),  # just under 0.8 x SMs: a few splits
+    (100, 1024, 64 << 10, 2),  # just under 0.8 x SMs: a few splits
     (1, 1 << 20, 64 << 10, kvcache.MAX_SPLITS),
     (106, 1 << 20, 64 << 10, 1),  # >= 0.8 x 132 programs already: no split
     (256, 8192, 64 << 10, 1),

@@ -70,18 +70,20 @@ MAX_SPLITS = 128
 PAGE_SIZES = (16, 32, 64, 128, 256)
 # split-KV heuristic (num_splits=0): aim for SPLIT_WAVES programs per SM, each reading at
 # least MIN_SPLIT_BYTES of K+V (below that its prologue, q load and partial store cost
-# more than its share of the read). First guess, to be measured on the H200 (the decode
-# bench sweeps num_splits at batch 1). Contiguous hd128 16x128 tiles take 136 KB of
-# shared memory (ptxas sm_90): one program per SM is resident, so 2 per SM = 2 waves.
-SPLIT_WAVES = 2
+# more than its share of the read). Contiguous hd128 16x128 tiles take 136 KB of shared
+# memory (ptxas sm_90): one program per SM is resident. H200, batch 1, 32 query / 4 KV
+# heads, hd 128, ctx 32k, CUDA graph (commit 836b108, `bench --suite decode`): splits
+# 8/16/32/64/96/128 -> 58.2/37.5/34.0/40.1/46.9/53.3 us: one wave (32 splits x 4
+# programs on 132 SMs) beats the two waves of the first guess (64) by 15%.
+SPLIT_WAVES = 1
 MIN_SPLIT_BYTES = 64 * 1024
 # eager calls skip the torch.library dispatch (see _eager_ok); False forces the op
 EAGER_FAST_PATH = True
 # launches skip Triton's per-call argument binding once a kernel is cached (_launch).
-# Off by default until it has run on a GPU (its test uses a faked driver on the CPU);
-# FLASHTILE_FAST_LAUNCH=1 turns it on (scripts/decode_host_overhead.py --ab times it on
-# the CPU; the decode suite runs the GPU tests once more with it on).
-FAST_LAUNCH = os.environ.get("FLASHTILE_FAST_LAUNCH", "0") not in ("", "0")
+# H200 (836b108): the KV-cache GPU tests pass with it (65); eager batch-1 decode, GQA
+# 8:1 hd 128, 8k: 25.7 us per call with it vs 45.5 us without (CUDA-graph replay 25.1).
+# FLASHTILE_FAST_LAUNCH=0 turns it off (Triton's own launch path).
+FAST_LAUNCH = os.environ.get("FLASHTILE_FAST_LAUNCH", "1") not in ("", "0")
 
 
 # ==================================================================================
@@ -386,8 +388,8 @@ def num_splits_heuristic(
     cannot fill ``n_sm`` SMs: about SPLIT_WAVES programs per SM, each reading at least
     MIN_SPLIT_BYTES (``tile_bytes`` = K+V bytes of one key tile), at most MAX_SPLITS;
     then as few splits as give the same tiles per split (no empty splits). E.g. on 132
-    SMs, batch 1 x 4 KV heads, hd 128 (64 KiB tiles of 128 keys): ctx 8k 64 splits (256
-    programs of 1 tile), 32k 64 (256 of 4 tiles), 128k 64 (256 of 16 tiles)."""
+    SMs, batch 1 x 4 KV heads, hd 128 (64 KiB tiles of 128 keys): ctx 8k 32 splits (128
+    programs of 2 tiles), 32k 32 (128 of 8 tiles), 128k 32 (128 of 32 tiles)."""
     if work <= 0 or n_sm <= 0 or work >= 0.8 * n_sm:
         return 1
     n_tiles = triton.cdiv(max(max_seqlen_k, 1), block_n)
