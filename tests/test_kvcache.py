@@ -126,13 +126,14 @@ def test_whole_cache_without_seqlens(device):
     (4, 24576, 64 << 10, 32),  # 33 wanted -> 6 tiles each -> 32 splits
     (4, 8192, 32 << 10, 32),  # hd 64: tiles of 32 KiB, two per split
     (4, 1024, 64 << 10, 8),  # short cache: one tile per split
-    (100, 1024, 64 << 10, 2),  # just under 0.8 x SMs: a few splits
+    (100, 1024, 64 << 10, 1),  # 2 x 100 programs would not fit one wave of 132
+    (32, 131072, 64 << 10, 4),  # MHA batch 1, 32 heads: 128 programs
     (1, 1 << 20, 64 << 10, kvcache.MAX_SPLITS),
     (106, 1 << 20, 64 << 10, 1),  # >= 0.8 x 132 programs already: no split
     (256, 8192, 64 << 10, 1),
 ])
 def test_num_splits_heuristic(work, ctx, tile_bytes, want):
-    """~SPLIT_WAVES programs per SM when batch x KV heads cannot fill the GPU, each
+    """<= SPLIT_WAVES programs per SM when batch x KV heads cannot fill the GPU, each
     reading >= MIN_SPLIT_BYTES, and no empty splits (132 SMs, as the H200)."""
     got = kvcache.num_splits_heuristic(work, ctx, 128, 132, tile_bytes)
     assert got == want, f"work {work} ctx {ctx}: {got} splits, want {want}"

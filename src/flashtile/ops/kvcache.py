@@ -385,7 +385,7 @@ def num_splits_heuristic(
     work: int, max_seqlen_k: int, block_n: int, n_sm: int, tile_bytes: int = MIN_SPLIT_BYTES
 ) -> int:
     """KV splits when ``work`` (= batch * nheads_kv * query tiles: GQA-packed programs)
-    cannot fill ``n_sm`` SMs: about SPLIT_WAVES programs per SM, each reading at least
+    cannot fill ``n_sm`` SMs: at most SPLIT_WAVES programs per SM, each reading at least
     MIN_SPLIT_BYTES (``tile_bytes`` = K+V bytes of one key tile), at most MAX_SPLITS;
     then as few splits as give the same tiles per split (no empty splits). E.g. on 132
     SMs, batch 1 x 4 KV heads, hd 128 (64 KiB tiles of 128 keys): ctx 8k 32 splits (128
@@ -394,7 +394,8 @@ def num_splits_heuristic(
         return 1
     n_tiles = triton.cdiv(max(max_seqlen_k, 1), block_n)
     min_tiles = max(1, triton.cdiv(MIN_SPLIT_BYTES, max(tile_bytes, 1)))
-    splits = min(triton.cdiv(SPLIT_WAVES * n_sm, work), n_tiles // min_tiles, MAX_SPLITS)
+    # floor: a program more than the SMs hold would start a second, nearly empty wave
+    splits = min(SPLIT_WAVES * n_sm // work, n_tiles // min_tiles, MAX_SPLITS)
     if splits <= 1:
         return 1
     return triton.cdiv(n_tiles, triton.cdiv(n_tiles, splits))
