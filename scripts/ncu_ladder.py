@@ -1,0 +1,135 @@
+"""ncu counters for the kernel ladder (docs/ladder.md's "bottleneck and evidence").
+
+Two verbs:
+
+    python scripts/ncu_ladder.py run --rung v1_naive [--seqlen 4096 --head-dim 64 --causal]
+        one warm-up call of the rung (compiles; not profiled), then one call between
+        cudaProfilerStart/Stop: run it under
+        ncu --clock-control none --profile-from-start off --csv --page raw \
+            --section SpeedOfLight --section ComputeWorkloadAnalysis \
+            --section MemoryWorkloadAnalysis python scripts/ncu_ladder.py run ...
+    python scripts/ncu_ladder.py summarize DIR
+        reads DIR/ncu_<rung>.csv (ncu's raw CSV) and prints one row per kernel: duration,
+        SM and DRAM throughput (% of peak), DRAM bytes, the busiest pipes (% of peak).
+
+Shape: the DESIGN.md one (16k tokens, hidden 2048, bf16) at the given seqlen/head dim.
+scripts/suites/ncu.sh runs it for every rung. The counters answer whether a rung is
+bound by DRAM (v1/v2 write N x N), by the FMA pipe (the fp32 rungs) or by the tensor
+pipe (v5 and up), instead of inferring it from timings alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import re
+import sys
+from pathlib import Path
+
+COLUMNS = (  # (label, metric-name regex); first match wins
+    ("ms", r"^gpu__time_duration\.sum$"),
+    ("SM %", r"^sm__throughput\.avg\.pct_of_peak_sustained_elapsed$"),
+    ("DRAM %", r"^gpu__dram_throughput\.avg\.pct_of_peak_sustained_elapsed$"),
+    ("DRAM GB", r"^dram__bytes\.sum$"),
+)
+PIPE = re.compile(r"^sm__(inst_executed_)?pipe_([a-z0-9_]+?)(_cycles_active)?\.avg\.pct_of_peak_"
+                  r"sustained_active$")
+
+
+def run(args) -> int:
+    import torch
+
+    from flashtile.bench.flops import paper_shape
+    from flashtile.bench.harness import make_inputs
+    from flashtile.ladder import registry
+
+    shape = paper_shape(args.seqlen, args.head_dim, args.causal)
+    q, k, v, _ = make_inputs(shape, torch.device("cuda"))
+    fn = registry()[args.rung].fn
+    fn(q, k, v, causal=args.causal)  # compile + warm-up, outside the profiled range
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    fn(q, k, v, causal=args.causal)
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+    print(f"{args.rung} {shape.label()} causal={args.causal}", file=sys.stderr)
+    return 0
+
+
+def _value(unit: str, raw: str) -> float:
+    x = float(raw.replace(",", ""))
+    scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3,
+             "byte": 1e-9, "Kbyte": 1e-6, "Mbyte": 1e-3, "Gbyte": 1.0, "Tbyte": 1e3}
+    return x * scale.get(unit, 1.0)
+
+
+def parse(path: Path) -> list[dict]:
+    """ncu --csv --page raw: a header row of metric names, a row of units, then one row
+    per kernel. Returns one dict per kernel: name, the COLUMNS, and the pipes."""
+    text = path.read_text(errors="replace")
+    start = text.find('"ID"')
+    if start < 0:
+        return []
+    rows = list(csv.reader(io.StringIO(text[start:])))
+    head, units, data = rows[0], rows[1], rows[2:]
+    out = []
+    for r in data:
+        if len(r) != len(head):
+            continue
+        rec = {"kernel": r[head.index("Kernel Name")][:38]}
+        for label, pat in COLUMNS:
+            for i, name in enumerate(head):
+                if re.match(pat, name) and r[i] not in ("", "n/a"):
+                    rec[label] = _value(units[i], r[i])
+                    break
+        if "DRAM GB" not in rec:  # older sections: read + write apart
+            parts = [_value(units[i], r[i]) for i, name in enumerate(head)
+                     if name in ("dram__bytes_read.sum", "dram__bytes_write.sum")
+                     and r[i] not in ("", "n/a")]
+            if parts:
+                rec["DRAM GB"] = sum(parts)
+        pipes = {}
+        for i, name in enumerate(head):
+            m = PIPE.match(name)
+            if m and r[i] not in ("", "n/a"):
+                pipes[m.group(2)] = max(pipes.get(m.group(2), 0.0), float(r[i].replace(",", "")))
+        top = sorted(pipes.items(), key=lambda kv: -kv[1])[:3]
+        rec["pipes"] = ", ".join(f"{p} {v:.0f}%" for p, v in top)
+        out.append(rec)
+    return out
+
+
+def summarize(args) -> int:
+    from flashtile.ladder import rung_names
+
+    print("| rung | kernel | ms | SM % | DRAM % | DRAM GB | busiest pipes (% of peak, active) |")
+    print("|---|---|---|---|---|---|---|")
+    found = 0
+    for rung in rung_names():
+        path = Path(args.dir) / f"ncu_{rung}.csv"
+        if not path.exists():
+            continue
+        for rec in parse(path):
+            found += 1
+            cells = [f"{rec[c]:.3g}" if c in rec else "-" for c, _ in COLUMNS]
+            print(f"| {rung} | {rec['kernel']} | " + " | ".join(cells) + f" | {rec['pipes']} |")
+    return 0 if found else 1
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="verb", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--rung", required=True)
+    r.add_argument("--seqlen", type=int, default=4096)
+    r.add_argument("--head-dim", type=int, default=64)
+    r.add_argument("--causal", action="store_true")
+    s = sub.add_parser("summarize")
+    s.add_argument("dir")
+    args = ap.parse_args(argv)
+    return run(args) if args.verb == "run" else summarize(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
