@@ -21,6 +21,9 @@
 #   verify  every gpu test beyond the foundation's grid, one pytest pool, no benches
 #   ring    ring attention: tests/test_ring.py, bench --suite ring as one process and
 #           through torchrun (a ring of one on the one GPU), < 3 min
+#   ring2   ring attention on 2 GPUs (nvidia-h200-x2, NCCL): torchrun bench --suite ring
+#           --ring-check, weak scaling 8k-64k/GPU, strong 128k-1M, vs 1 GPU and torch CP,
+#           ~4 min
 set -uo pipefail
 suite=${1:-core}
 # pass the commit: the machine's .git may be stale (a tree differing from it says -dirty)

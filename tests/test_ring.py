@@ -64,6 +64,7 @@ CASES_4 = [
     RingCase("zigzag", True, 30, pairs=True),
 ]
 MINIGPT = "minigpt-zigzag-s21"
+BENCH = "bench-ring"  # the ring bench's rep agreement and --ring-check over gloo
 
 
 # ----------------------------------------------------------------------------------
@@ -77,7 +78,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank, world, port, cases, with_model, outdir):
+def _worker(rank, world, port, cases, with_model, outdir, with_bench=False):
     os.environ["TRITON_INTERPRET"] = "1"  # before the kernels import triton
     torch.set_num_threads(1)
     import torch.distributed as dist
@@ -91,6 +92,8 @@ def _worker(rank, world, port, cases, with_model, outdir):
         results = {c.name: _run_case(c, pairs if c.pairs else None) for c in cases}
         if with_model:
             results[MINIGPT] = _run_minigpt(21, "zigzag")
+        if with_bench:
+            results[BENCH] = _run_bench(rank)
     finally:
         dist.destroy_process_group()
     with open(os.path.join(outdir, f"rank{rank}.pkl"), "wb") as f:
@@ -171,10 +174,25 @@ def _run_minigpt(seqlen, layout):
     return checks
 
 
-def _spawn(world, cases, with_model, tmp_path):
+def _run_bench(rank):
+    """flashtile.bench.ring on this world: the rep count agreed from rank-dependent probe
+    times (every rank's), and --ring-check's verdict and lines (a padded float32 case)."""
+    import torch.distributed as dist
+
+    from flashtile.bench import ring as bench
+
+    reps = bench._agree_reps(10.0 if rank == 0 else 700.0, max_reps=10, budget_s=2.0)
+    every = [None] * dist.get_world_size()
+    dist.all_gather_object(every, reps)
+    ok, lines, _ = bench._check_report(bench._ring_check(13, 2, 16, torch.float32), 13, 2, 16,
+                                       torch.float32)
+    return every, ok, lines
+
+
+def _spawn(world, cases, with_model, tmp_path, with_bench=False):
     import torch.multiprocessing as mp
 
-    mp.spawn(_worker, args=(world, _free_port(), cases, with_model, str(tmp_path)),
+    mp.spawn(_worker, args=(world, _free_port(), cases, with_model, str(tmp_path), with_bench),
              nprocs=world, join=True)
     with open(tmp_path / "rank0.pkl", "rb") as f:
         return pickle.load(f)
@@ -191,16 +209,33 @@ def _assert_all(results, names):
     assert not bad, "\n".join(f"{n}: " + "; ".join(map(str, cs)) for n, cs in bad.items())
 
 
+# The gloo tests run the kernels under Triton 3.6's interpreter, which numpy >= 2.4 breaks
+# ("only 0-dimensional arrays can be converted to Python scalars" in tl.range); the test
+# extra pins numpy < 2.4 (CI), the GPU machine's image has a newer numpy.
+_NUMPY_OK = tuple(int(x) for x in __import__("numpy").__version__.split(".")[:2]) < (2, 4)
+needs_interpreter_numpy = pytest.mark.skipif(
+    not _NUMPY_OK, reason="Triton 3.6's interpreter needs numpy < 2.4 (pinned in the test extra)")
+
+
+@needs_interpreter_numpy
 def test_ring_2_ranks(tmp_path):
     """2 ranks, one spawn for every case (a pytest-xdist worker each would start its own
     processes): out, lse, dq, dk, dv within the DESIGN.md bound for each case; and
     MiniGPT on a zig-zag sharded, padded sequence (1 layer): logits, loss and every
-    parameter gradient (summed over ranks) against one process."""
-    results = _spawn(2, CASES_2, True, tmp_path)
+    parameter gradient (summed over ranks) against one process. In the same processes,
+    the ring bench: every rank times the same number of reps (the slowest probe's count,
+    700 ms in a 2 s budget: 2), and --ring-check passes (each rank's shard of out, lse,
+    dq, dk, dv within DESIGN.md's bound, the 1-GPU kernel's shard beside it; padded)."""
+    results = _spawn(2, CASES_2, True, tmp_path, with_bench=True)
     _assert_all(results, [c.name for c in CASES_2] + [MINIGPT])
+    reps, ok, lines = results[BENCH]
+    assert reps == [2, 2]
+    verdicts = [line.split()[4] for line in lines if line.startswith("ring check causal")]
+    assert ok and verdicts == ["PASS"] * 4, "\n".join(lines)
 
 
 @pytest.mark.slow
+@needs_interpreter_numpy
 def test_ring_4_ranks(tmp_path):
     """4 ranks: zig-zag with 3 padded tokens and MQA, contiguous causal and padded
     non-causal, and two 2-rank subgroups side by side (peers as global ranks)."""
@@ -227,6 +262,28 @@ def test_ring_of_one_is_flash(device):
     for x, y in zip(torch.autograd.grad(out, a, dout), torch.autograd.grad(ref, b, dout)):
         assert torch.equal(x, y)
     assert torch.equal(ring_flash_attn_func(q, k, v), flashtile.flash_attn_func(q, k, v))
+
+
+def test_bench_ring_reps_and_single_ref():
+    """The ring bench's rep count (as many reps as fit the budget, at least 1, at most
+    --ring-reps), its 1-GPU stand-in above --ring-single-max (the longest measured S under
+    the cap) and its case list (ascending, a weak S equal to a strong one timed once)."""
+    from argparse import Namespace
+
+    from flashtile.bench.ring import _cases, _pick_reps, _single_ref
+
+    assert _pick_reps(10.0, 10, 2.0) == 10
+    assert _pick_reps(700.0, 10, 2.0) == 2
+    assert _pick_reps(11000.0, 10, 2.0) == 1
+    assert _pick_reps(0.0, 7, 2.0) == 7
+    measured = {16384: 1.0, 65536: 1.0, 131072: 1.0}
+    assert _single_ref(65536, measured, 131072) == 65536
+    assert _single_ref(262144, measured, 131072) == 131072
+    assert _single_ref(1 << 20, measured, 65536) == 65536
+    assert _single_ref(1 << 20, {}, 131072) is None
+    args = Namespace(ring_seqlens=[131072, 16384, 1 << 20], ring_local_seqlens=[8192, 16383])
+    assert _cases(args, 2) == [(16384, ["strong", "weak"]), (32768, ["weak"]),
+                               (131072, ["strong"]), (1 << 20, ["strong"])]
 
 
 def test_shard_unshard_one_rank():
