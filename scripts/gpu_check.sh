@@ -24,6 +24,11 @@
 #   ring2   ring attention on 2 GPUs (nvidia-h200-x2, NCCL): torchrun bench --suite ring
 #           --ring-check, weak scaling 8k-64k/GPU, strong 128k-1M, vs 1 GPU and torch CP,
 #           ~4 min
+#   dispatch  after a dispatch-table change: validate, fwd+bwd bench vs cuDNN/flash, the
+#           ladder's headline rungs (v1, portable, production at 4k/16k), ~5 min
+#   ncu     Nsight Compute counters per ladder rung (scripts/ncu_ladder.py), ~1-2 min
+#   gpt2check  gpt2-check alone: 124M (saved, our loader) and XL (in memory), fp32/bf16
+# Two streams at once on the 2-GPU machine: scripts/gpu_pair.sh COMMIT "S0" "S1".
 set -uo pipefail
 suite=${1:-core}
 # pass the commit: the machine's .git may be stale (a tree differing from it says -dirty)
