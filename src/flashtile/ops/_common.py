@@ -9,8 +9,10 @@ Scores live in log2 units inside the kernels: ``s2 = log2(e) * score`` so that
 ``exp2`` replaces ``exp`` (one MUFU op, no extra multiply); ``lse`` leaves in natural log.
 """
 
+import functools
 import os
 
+import torch
 import triton
 import triton.language as tl
 
@@ -21,6 +23,19 @@ LN2 = tl.constexpr(0.6931471805599453)
 def is_interpreting() -> bool:
     """True when Triton runs kernels under its CPU interpreter (TRITON_INTERPRET=1)."""
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def device_capability(device: torch.device) -> tuple[int, int]:
+    """``torch.cuda.get_device_capability(device)`` of a CUDA device, read once per device
+    index (the capability of a device never changes; the torch call costs microseconds
+    on every dispatch)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return _capability(index)
+
+
+@functools.cache
+def _capability(index: int) -> tuple[int, int]:
+    return tuple(torch.cuda.get_device_capability(index))
 
 
 def next_pow2(x: int) -> int:

@@ -3,7 +3,10 @@
 Layers, top to bottom (never merged):
     flash_attn_func            public function, argument checks, docstring
     FlashAttnFunction          torch.autograd.Function over the two torch.library ops
-    flashtile::flash_attn_fwd / flash_attn_bwd   custom ops (torch.compile sees these)
+    flashtile::flash_attn_fwd / flash_attn_bwd   custom ops (torch.compile sees these);
+                               plain eager calls skip their dispatch and call the
+                               launchers (_eager_ok); with nothing for autograd to record,
+                               flash_attn_func calls the forward launcher directly
     attention_forward / attention_backward       launchers: (out, lse), no autograd
     _attn_fwd_kernel, _attn_bwd_*_kernel         @triton.jit kernels
 
@@ -20,11 +23,17 @@ Notation for all kernels in this file:
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 import triton
 import triton.language as tl
+from triton import knobs
+from triton.runtime.driver import driver as _driver
+from triton.runtime.jit import JITFunction
 
 from .. import configs
 from . import hopper_bwd, hopper_fwd
@@ -32,6 +41,7 @@ from ._checks import check_qkv, check_scalars, check_window
 from ._common import (
     attn_keep,
     cast_out,
+    device_capability,
     dropout_keep,
     fwd_scores,
     is_interpreting,
@@ -88,28 +98,72 @@ def flash_attn_func(
         out (batch, seqlen_q, nheads, headdim) in q's dtype, or (out, lse).
     """
     check_qkv(q, k, v)
-    left, right = check_window(window_size)
+    if _is_no_window(window_size):
+        left = right = None  # what check_window returns for the default
+    else:
+        left, right = check_window(window_size)
     check_scalars(dropout_p, softcap, softmax_scale)
     if causal:
         right = 0
     scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    out, lse = FlashAttnFunction.apply(
-        q, k, v, scale, left, right, float(softcap), float(dropout_p), bool(deterministic)
-    )
+    if not _records_autograd(q, k, v) and _eager_ok(q, k, v):
+        # nothing for autograd to record (no_grad, inference, frozen inputs): the launcher
+        # alone, as FlashAttnFunction's eager forward would run it
+        with _profiled("flashtile::flash_attn_fwd"):
+            out, lse = attention_forward(
+                q, k, v, softmax_scale=scale, window_size=(left, right),
+                softcap=float(softcap), dropout_p=float(dropout_p),
+                rng_state=draw_rng_state() if dropout_p > 0 else (0, 0),
+            )
+    else:
+        out, lse = FlashAttnFunction.apply(
+            q, k, v, scale, left, right, float(softcap), float(dropout_p), bool(deterministic)
+        )
     return (out, lse) if return_lse else out
 
 
+def _is_no_window(window_size) -> bool:
+    """window_size is exactly the default (-1, -1): a tuple of two ints."""
+    return (type(window_size) is tuple and len(window_size) == 2
+            and type(window_size[0]) is int and type(window_size[1]) is int
+            and window_size[0] == -1 and window_size[1] == -1)
+
+
+def _records_autograd(q, k, v) -> bool:
+    """Whether FlashAttnFunction.apply would record anything: grad mode on and an input
+    that requires grad, or a forward-mode AD level open (dual tensors)."""
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return True
+    return getattr(_forward_ad, "_current_level", 0) >= 0
+
+
 class FlashAttnFunction(torch.autograd.Function):
-    """Autograd over the custom ops; saves nothing when no input needs a gradient."""
+    """Autograd over the custom ops; saves nothing when no input needs a gradient.
+
+    Plain eager calls run the launchers directly instead of the custom ops (``_eager_ok``:
+    same kernels, same RNG draw, bitwise the same results, without the op dispatch's host
+    time); under torch.compile, tracing or a dispatch mode the custom ops run.
+    """
 
     @staticmethod
     def forward(ctx, q, k, v, scale, left, right, softcap, dropout_p, deterministic):
-        out, lse, rng_state = torch.ops.flashtile.flash_attn_fwd(
-            q, k, v, scale, left, right, softcap, dropout_p
-        )
+        if _eager_ok(q, k, v):
+            with _profiled("flashtile::flash_attn_fwd"):
+                rng = draw_rng_state() if dropout_p > 0 else (0, 0)
+                out, lse = attention_forward(
+                    q, k, v, softmax_scale=scale, window_size=(left, right), softcap=softcap,
+                    dropout_p=dropout_p, rng_state=rng,
+                )
+            saved = (q, k, v, out, lse)
+        else:
+            out, lse, rng_state = torch.ops.flashtile.flash_attn_fwd(
+                q, k, v, scale, left, right, softcap, dropout_p
+            )
+            rng, saved = None, (q, k, v, out, lse, rng_state)
         if any(ctx.needs_input_grad[:3]):
-            ctx.save_for_backward(q, k, v, out, lse, rng_state)
+            ctx.save_for_backward(*saved)
             ctx.args = (scale, left, right, softcap, dropout_p, deterministic)
+            ctx.rng = rng  # (seed, offset) from the eager path; else the op's rng tensor
         ctx.mark_non_differentiable(lse)
         return out, lse
 
@@ -120,12 +174,53 @@ class FlashAttnFunction(torch.autograd.Function):
                 "flashtile: double backward (create_graph=True through attention) is not "
                 "supported; the backward kernels are not differentiable"
             )
-        q, k, v, out, lse, rng_state = ctx.saved_tensors
+        q, k, v, out, lse, *rng_saved = ctx.saved_tensors
         scale, left, right, softcap, dropout_p, deterministic = ctx.args
-        dq, dk, dv = torch.ops.flashtile.flash_attn_bwd(
-            dout, q, k, v, out, lse, rng_state, scale, left, right, softcap, dropout_p
-        )
+        if _eager_ok(dout, q, k, v):
+            with _profiled("flashtile::flash_attn_bwd"):
+                rng = ctx.rng if ctx.rng is not None else tuple(rng_saved[0].tolist())
+                dq, dk, dv = attention_backward(
+                    dout, q, k, v, out, lse, softmax_scale=scale, window_size=(left, right),
+                    softcap=softcap, dropout_p=dropout_p, rng_state=rng,
+                )
+        else:
+            rng_state = rng_saved[0] if rng_saved else torch.tensor(ctx.rng, dtype=torch.int64)
+            dq, dk, dv = torch.ops.flashtile.flash_attn_bwd(
+                dout, q, k, v, out, lse, rng_state, scale, left, right, softcap, dropout_p
+            )
         return dq, dk, dv, None, None, None, None, None, None
+
+
+# Plain eager calls skip the torch.library dispatch (_eager_ok); False forces the custom
+# ops everywhere (tests compare the two paths).
+EAGER_FAST_PATH = True
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+_jit_tracing = torch._C._get_tracing_state  # torch.jit.trace records the ops, not launches
+
+
+def _eager_ok(*tensors) -> bool:
+    """True when calling the launcher directly is indistinguishable from the custom op:
+    not tracing (dynamo or torch.jit.trace must see the ops), no dispatch mode (fake/meta
+    tensors, make_fx, export, FlopCounter, selective checkpointing), no functorch
+    transform, plain tensors (or parameters).
+    Autograd is FlashAttnFunction's either way (its forward and backward run with grad
+    mode off). The same rule as ops/kvcache._eager_ok."""
+    if not EAGER_FAST_PATH or torch.compiler.is_compiling():
+        return False
+    if torch._C._len_torch_dispatch_stack() or _functorch_active() or _jit_tracing():
+        return False
+    for t in tensors:
+        if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:
+            return False
+    return True
+
+
+def _profiled(name):
+    """A profiler range named like the custom op the eager path skips (profiles keep
+    showing flashtile::flash_attn_fwd / _bwd); free when no profiler runs."""
+    if torch.autograd._profiler_enabled():
+        return torch.autograd.profiler.record_function(name)
+    return _NULL_CTX
 
 
 @torch.library.custom_op("flashtile::flash_attn_fwd", mutates_args=())
@@ -187,28 +282,82 @@ def draw_rng_state() -> tuple[int, int]:
     return seed, offset
 
 
-def _common_params(q, k, softmax_scale, window_size, softcap, dropout_p):
-    batch, seqlen_q, nheads, head_dim = q.shape
-    seqlen_k, nheads_kv = k.shape[1], k.shape[2]
+@functools.lru_cache(maxsize=256)
+def _flags(has_left, has_right, softcap, dropout, dtype, interp):
+    """The kernels' trailing constexprs, in signature order: (HAS_LEFT, HAS_RIGHT, SOFTCAP,
+    DROPOUT, UPCAST, DOT_PREC)."""
+    return (has_left, has_right, softcap, dropout, interp and dtype != torch.float32,
+            "ieee" if dtype == torch.float32 else "tf32")
+
+
+def _common_params(q, k, softmax_scale, window_size, softcap, dropout_p, rng_state):
+    """(block_d, runtime, flags) for every kernel of this file: BLOCK_D (HEAD_DIM padded);
+    the runtime scalars after the strides, in signature order (seqlen_q, seqlen_k, nheads,
+    group, sm_scale, softcap, window_left, window_right, dropout_p, seed, rng_offset); the
+    trailing constexprs (``_flags``, memoised). Signature order: HEAD_DIM, BLOCK_D,
+    BLOCK_M, BLOCK_N, then the flags."""
+    _, seqlen_q, nheads, head_dim = q.shape
     left, right = window_size
+    flags = _flags(left is not None, right is not None, softcap > 0, dropout_p > 0, q.dtype,
+                   is_interpreting())
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
-    interp = is_interpreting()
-    meta = dict(
-        HEAD_DIM=head_dim, BLOCK_D=max(16, next_pow2(head_dim)), HAS_LEFT=left is not None,
-        HAS_RIGHT=right is not None, SOFTCAP=softcap > 0, DROPOUT=dropout_p > 0,
-        UPCAST=interp and q.dtype != torch.float32,
-        DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32",
+    seed, rng_offset = rng_state if dropout_p > 0 else (0, 0)
+    runtime = (
+        seqlen_q, k.shape[1], nheads, nheads // k.shape[2], float(scale),
+        float(softcap) if softcap > 0 else 1.0, int(left or 0), int(right or 0),
+        float(dropout_p), seed, rng_offset,
     )
-    args = dict(
-        seqlen_q=seqlen_q, seqlen_k=seqlen_k, nheads=nheads, group=nheads // nheads_kv,
-        sm_scale=float(scale), softcap=float(softcap) if softcap > 0 else 1.0,
-        window_left=int(left or 0), window_right=int(right or 0), dropout_p=float(dropout_p),
-    )
-    return batch, nheads, nheads_kv, meta, args
+    return max(16, next_pow2(head_dim)), runtime, flags
+
+
+# configs.* are pure functions of their arguments (frozen dataclasses back): memoised per
+# (padded head dim, causal, dtype, device, seqlen). check_smem reads the device's
+# properties: done once per (config, head dim, element size, device) that passes.
+@functools.lru_cache(maxsize=1024)
+def _fwd_config(block_d, causal, dtype, device, seqlen_q):
+    return configs.fwd_config(block_d, causal, dtype, device, seqlen_q)
+
+
+@functools.lru_cache(maxsize=1024)
+def _bwd_configs(block_d, causal, dtype, device, seqlen_k):
+    """(dK/dV config, dQ config) of ``configs.bwd_config``."""
+    cfg = configs.bwd_config(block_d, causal, dtype, device, seqlen_k)
+    return cfg, cfg.dq()
+
+
+@functools.lru_cache(maxsize=1024)
+def _smem_ok(cfg, head_dim, elem_bytes, device):
+    configs.check_smem(cfg, head_dim, elem_bytes, device)  # raises: nothing cached
+    return True
+
+
+def _check_smem(cfg, head_dim, elem_bytes, device):
+    if type(cfg) is configs.FwdConfig:  # frozen: hashable
+        _smem_ok(cfg, head_dim, elem_bytes, device)
+    else:
+        configs.check_smem(cfg, head_dim, elem_bytes, device)
+
+
+def _cdiv(x: int, y: int) -> int:
+    """triton.cdiv's formula without its constexpr-function wrapper (microseconds per
+    call on the host)."""
+    return (x + y - 1) // y
+
+
+def _maybe_sm90(device) -> bool:
+    """False when the Gluon kernels certainly cannot run (hopper_fwd.hopper_supported and
+    hopper_bwd.hopper_bwd_supported ask for a CUDA device of capability (9, 0)): skips
+    their per-call checks elsewhere. True means: ask them."""
+    return device.type == "cuda" and device_capability(device) == (9, 0)
 
 
 def _device_ctx(t: torch.Tensor):
-    return torch.cuda.device(t.device) if t.device.type == "cuda" else _NullCtx()
+    """``torch.cuda.device(t.device)``, or a no-op when t is not on CUDA or its device is
+    already the current one (what the switch would leave unchanged)."""
+    device = t.device
+    if device.type != "cuda" or device.index == torch.cuda.current_device():
+        return _NULL_CTX
+    return torch.cuda.device(device)
 
 
 class _NullCtx:
@@ -219,6 +368,9 @@ class _NullCtx:
         return False
 
 
+_NULL_CTX = _NullCtx()
+
+
 def _check_buffer(name, buf, shape, dtype, device):
     if buf.shape != torch.Size(shape) or buf.dtype != dtype or buf.device != device:
         raise ValueError(
@@ -227,6 +379,69 @@ def _check_buffer(name, buf, shape, dtype, device):
         )
     if buf.numel() and buf.stride(-1) != 1:
         raise ValueError(f"{name}= buffer must be contiguous in its last dimension")
+
+
+# Launches skip Triton's per-call argument binding once a kernel is cached (_launch). Off
+# by default, as in ops/kvcache.py and under the same switch, FLASHTILE_FAST_LAUNCH=1,
+# until it has run on a GPU (scripts/host_overhead.py --check compares the kernel it
+# picks with Triton's own on the CPU, with a fake driver).
+FAST_LAUNCH = os.environ.get("FLASHTILE_FAST_LAUNCH", "0") not in ("", "0")
+_FAST_LAUNCH_DEVICES = ("cuda",)  # scripts/host_overhead.py adds "cpu" (stub kernels)
+_KERNELS: dict = {}
+_UNSPECIALISED: dict = {}  # kernel -> positions of its do_not_specialize parameters
+
+
+def _launch(fn, grid, device, n_ptr, args, num_warps, num_stages):
+    """``fn[grid](*args, num_warps=, num_stages=)`` (options left out when None); ``args``
+    holds every parameter of ``fn`` in signature order (constexprs included), its
+    ``n_ptr`` tensors first.
+
+    With FAST_LAUNCH, the compiled kernel that Triton's run() picked is kept under a key
+    holding everything Triton specialises on: the device, each tensor's dtype and 16-byte
+    alignment, the raw value of every other argument (which fixes Triton's ``== 1`` /
+    ``% 16`` / i32 / i64 classes of ints) except the do_not_specialize ones (lengths,
+    window sizes, the RNG state: they change every call), which count by their Python
+    type and i32 / i64 range only, as in Triton; and the launch options. A later call
+    with the same key launches that kernel directly, as run() would."""
+    unspecialised = None
+    if FAST_LAUNCH and device.type in _FAST_LAUNCH_DEVICES:
+        unspecialised = _UNSPECIALISED.get(fn)
+        if unspecialised is None and isinstance(fn, JITFunction):  # not the interpreter's
+            unspecialised = _UNSPECIALISED[fn] = tuple(
+                i for i, p in enumerate(fn.params) if p.do_not_specialize)
+    if unspecialised is None:
+        if num_warps is None:
+            fn[grid](*args)
+        else:
+            fn[grid](*args, num_warps=num_warps, num_stages=num_stages)
+        return
+    values = list(args[n_ptr:])
+    for i in unspecialised:
+        x = args[i]
+        values[i - n_ptr] = (type(x), type(x) is int and -2**31 <= x < 2**31,
+                             type(x) is int and -2**63 <= x < 2**63)
+    key = (fn, device.index, num_warps, num_stages, *values,
+           *[(t.dtype, t.data_ptr() & 15) for t in args[:n_ptr]])
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        if num_warps is None:
+            kernel = fn[grid](*args)
+        else:
+            kernel = fn[grid](*args, num_warps=num_warps, num_stages=num_stages)
+        if kernel is not None and not hasattr(kernel, "result"):  # not an async compile
+            if len(_KERNELS) > 4096:
+                _KERNELS.clear()
+            _KERNELS[key] = kernel
+        return
+    _run_compiled(kernel, grid, _driver.active.get_current_stream(device.index), args)
+
+
+def _run_compiled(kernel, grid, stream, args):
+    """The tail of triton's JITFunction.run (3.6): launch an already-compiled kernel."""
+    meta = kernel.launch_metadata(grid, stream, *args)
+    kernel.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
+               stream, kernel.function, kernel.packed_metadata, meta,
+               knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *args)
 
 
 # ==================================================================================
@@ -247,23 +462,21 @@ def attention_forward(
     """
     if causal:
         window_size = (window_size[0], 0)
-    batch, nheads, _, meta, args = _common_params(
-        q, k, softmax_scale, window_size, softcap, dropout_p
-    )
-    seqlen_q = q.shape[1]
+    batch, seqlen_q, nheads, _ = q.shape
+    device = q.device
     if out is None:
-        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        out = torch.empty(q.shape, dtype=q.dtype, device=device)
     else:
-        _check_buffer("out", out, q.shape, q.dtype, q.device)
+        _check_buffer("out", out, q.shape, q.dtype, device)
     if lse is None:
-        lse = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
+        lse = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=device)
     else:
-        _check_buffer("lse", lse, (batch, nheads, seqlen_q), torch.float32, q.device)
+        _check_buffer("lse", lse, (batch, nheads, seqlen_q), torch.float32, device)
         if not lse.is_contiguous():
             raise ValueError("lse= buffer must be contiguous")
     if out.numel() == 0:
         return out, lse
-    if config is None and hopper_fwd.hopper_supported(
+    if config is None and _maybe_sm90(device) and hopper_fwd.hopper_supported(
         q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
         softmax_scale=softmax_scale,
     ):  # sm_90: the Gluon kernel (ops/hopper_fwd.py) where configs.hopper_fwd_schedule
@@ -275,20 +488,17 @@ def attention_forward(
             )
     if dropout_p > 0 and rng_state is None:
         rng_state = draw_rng_state()
-    seed, rng_offset = rng_state if dropout_p > 0 else (0, 0)
-    cfg = config or configs.fwd_config(
-        meta["BLOCK_D"], window_size[1] is not None, q.dtype, q.device, seqlen_q
-    )
-    configs.check_smem(cfg, meta["BLOCK_D"], q.element_size(), q.device)
-    grid = (triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)
+    block_d, runtime, flags = _common_params(q, k, softmax_scale, window_size, softcap,
+                                             dropout_p, rng_state)
+    cfg = config or _fwd_config(block_d, window_size[1] is not None, q.dtype, device, seqlen_q)
+    _check_smem(cfg, block_d, q.element_size(), device)
+    grid = (_cdiv(seqlen_q, cfg.block_m), batch * nheads)
+    qs, ks, vs, os_ = q.stride(), k.stride(), v.stride(), out.stride()
     with _device_ctx(q):
-        _attn_fwd_kernel[grid](
-            q, k, v, out, lse, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1),
-            k.stride(2), v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1),
-            out.stride(2), seed=seed, rng_offset=rng_offset, **args, **meta,
-            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages,
-        )
+        _launch(_attn_fwd_kernel, grid, device, 5, (
+            q, k, v, out, lse, qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
+            os_[0], os_[1], os_[2], *runtime, q.shape[-1], block_d, cfg.block_m, cfg.block_n,
+            *flags), cfg.num_warps, cfg.num_stages)
     return out, lse
 
 
@@ -454,57 +664,65 @@ def attention_backward(
     """
     if causal:
         window_size = (window_size[0], 0)
-    batch, nheads, nheads_kv, meta, args = _common_params(
-        q, k, softmax_scale, window_size, softcap, dropout_p
-    )
-    seqlen_q, seqlen_k = q.shape[1], k.shape[1]
+    batch, seqlen_q, nheads, _ = q.shape
+    seqlen_k, nheads_kv = k.shape[1], k.shape[2]
+    device = q.device
     if dout.stride(-1) != 1:
         dout = dout.contiguous()
-    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device) if dq is None else dq
-    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device) if dk is None else dk
-    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device) if dv is None else dv
-    for name, buf, ref in (("dq", dq, q), ("dk", dk, k), ("dv", dv, v)):
-        _check_buffer(name, buf, ref.shape, ref.dtype, ref.device)
+    # fresh buffers match by construction; the caller's are checked
+    if dq is None:
+        dq = torch.empty(q.shape, dtype=q.dtype, device=device)
+    else:
+        _check_buffer("dq", dq, q.shape, q.dtype, device)
+    if dk is None:
+        dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    else:
+        _check_buffer("dk", dk, k.shape, k.dtype, k.device)
+    if dv is None:
+        dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    else:
+        _check_buffer("dv", dv, v.shape, v.dtype, v.device)
     if q.numel() == 0 or k.numel() == 0:  # nothing attends: every gradient is zero
         return dq.zero_(), dk.zero_(), dv.zero_()
-    if config is None and hopper_bwd.hopper_bwd_supported(
+    if config is None and _maybe_sm90(device) and hopper_bwd.hopper_bwd_supported(
         q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
         softmax_scale=softmax_scale,
     ):  # sm_90 where configs.hopper_bwd_preferred: the Gluon kernels (ops/hopper_bwd.py)
         return hopper_bwd.hopper_attention_backward(
             dout, q, k, v, out, lse, softmax_scale, window_size[1] == 0, dq, dk, dv
         )
-    seed, rng_offset = rng_state if dropout_p > 0 else (0, 0)
-    cfg = config or configs.bwd_config(
-        meta["BLOCK_D"], window_size[1] is not None, q.dtype, q.device, seqlen_k
-    )
-    delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
-    common = dict(
-        seed=seed, rng_offset=rng_offset, **args, **meta, num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
-    )
+    block_d, runtime, flags = _common_params(q, k, softmax_scale, window_size, softcap,
+                                             dropout_p, rng_state)
+    if config is None:
+        cfg, dq_cfg = _bwd_configs(block_d, window_size[1] is not None, q.dtype, device,
+                                   seqlen_k)
+    else:
+        cfg, dq_cfg = config, config.dq()
+    head_dim = q.shape[-1]
+    delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=device)
+    os_, dos = out.stride(), dout.stride()
+    qs, ks, vs = q.stride(), k.stride(), v.stride()
+    strides = (qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], dos[0], dos[1],
+               dos[2])
+    num_stages = cfg.num_stages
     with _device_ctx(q):
-        _attn_bwd_preprocess_kernel[(triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)](
-            out, dout, delta, out.stride(0), out.stride(1), out.stride(2), dout.stride(0),
-            dout.stride(1), dout.stride(2), seqlen_q, nheads, HEAD_DIM=meta["HEAD_DIM"],
-            BLOCK_D=meta["BLOCK_D"], BLOCK_M=cfg.block_m,
-        )
-        strides = (
-            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2), dout.stride(0), dout.stride(1),
-            dout.stride(2),
-        )
-        _attn_bwd_dkdv_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
-            q, k, v, dout, lse, delta, dk, dv, *strides, dk.stride(0), dk.stride(1),
-            dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), BLOCK_M=cfg.block_m,
-            BLOCK_N=cfg.block_n, **common,
-        )
-        dq_cfg = cfg.dq()
-        _attn_bwd_dq_kernel[(triton.cdiv(seqlen_q, dq_cfg.block_m), batch * nheads)](
-            q, k, v, dout, lse, delta, dq, *strides, dq.stride(0), dq.stride(1), dq.stride(2),
-            BLOCK_M=dq_cfg.block_m, BLOCK_N=dq_cfg.block_n,
-            **{**common, "num_warps": dq_cfg.num_warps},
-        )
+        # the preprocess kernel takes Triton's default num_warps / num_stages
+        _launch(_attn_bwd_preprocess_kernel,
+                (_cdiv(seqlen_q, cfg.block_m), batch * nheads), device, 3, (
+                    out, dout, delta, os_[0], os_[1], os_[2], dos[0], dos[1], dos[2],
+                    seqlen_q, nheads, head_dim, block_d, cfg.block_m), None, None)
+        dks, dvs = dk.stride(), dv.stride()
+        _launch(_attn_bwd_dkdv_kernel, (_cdiv(seqlen_k, cfg.block_n), batch * nheads_kv),
+                device, 8, (
+                    q, k, v, dout, lse, delta, dk, dv, *strides, dks[0], dks[1], dks[2],
+                    dvs[0], dvs[1], dvs[2], *runtime, head_dim, block_d, cfg.block_m,
+                    cfg.block_n, *flags), cfg.num_warps, num_stages)
+        dqs = dq.stride()
+        _launch(_attn_bwd_dq_kernel, (_cdiv(seqlen_q, dq_cfg.block_m), batch * nheads),
+                device, 7, (
+                    q, k, v, dout, lse, delta, dq, *strides, dqs[0], dqs[1], dqs[2], *runtime,
+                    head_dim, block_d, dq_cfg.block_m, dq_cfg.block_n, *flags),
+                dq_cfg.num_warps, num_stages)
     return dq, dk, dv
 
 
@@ -816,7 +1034,7 @@ def dropout_mask(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device
     and the validation harness (it runs the kernels' own ``dropout_keep``)."""
     keep = torch.empty((batch * nheads, seqlen_q, seqlen_k), dtype=torch.int8, device=device)
     seed, rng_offset = rng_state
-    grid = (triton.cdiv(seqlen_q, 16), triton.cdiv(seqlen_k, 16), batch * nheads)
+    grid = (_cdiv(seqlen_q, 16), _cdiv(seqlen_k, 16), batch * nheads)
     with _device_ctx(keep):
         _dropout_mask_kernel[grid](
             keep, seqlen_q, seqlen_k, float(dropout_p), seed, rng_offset, BLOCK=16

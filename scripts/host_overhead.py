@@ -1,0 +1,282 @@
+"""Host-side (Python) cost of one ``flash_attn_func`` forward and backward, on the CPU.
+
+    PYTHONPATH=src python scripts/host_overhead.py [--mode grid|triton|fast] [--ops]
+                                                   [--profile] [--check]
+
+No GPU needed, and no TRITON_INTERPRET (the kernels never run). One way to stub the
+launches per process (--mode):
+
+  grid     every ``kernel[grid]`` of ops/flash.py is a no-op: what is left is flashtile's
+           own host path (checks, autograd.Function, custom-op dispatch or the eager fast
+           path, configs, allocations, RNG draw).
+  triton   Triton's driver is replaced by a fake one (device 0, stream 0, sm_90) and each
+           kernel's compile by a stub compiled kernel whose launch does nothing: adds
+           Triton's own Python launch path (argument binding, specialisation key, cache
+           lookup), as on the GPU.
+  fast     triton + FLASHTILE_FAST_LAUNCH's cached launches (ops/flash._launch).
+
+--ops forces the custom ops (flash.EAGER_FAST_PATH = False); --check only checks that
+the fast launch picks the kernels Triton's run() picks. PYTHONPATH=<older tree>/src
+times an older flashtile (grid / triton modes).
+
+Tensors live on the CPU (check_device is told the interpreter is on so that it accepts
+them; the launchers still see "not interpreting", so meta-parameters are the GPU ones).
+Left out, on the GPU machine: the C launcher (~2-5 us per kernel), the CUDA caching
+allocator instead of the CPU one (torch.empty of these sizes costs more on the CPU),
+``torch.cuda.device`` switches and the sm_90 dispatch predicates
+(hopper_fwd.hopper_supported etc., which return early on CPU tensors).
+
+Forward: ``flash_attn_func`` on inputs that require grad (training). Backward:
+``torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)`` on one saved graph
+(autograd engine + FlashAttnFunction.backward + launcher). Microseconds of process CPU
+time per call: the fastest of ``--rounds`` rounds of ``--reps`` calls (the machine is
+shared; CPU time and the minimum are the least disturbed).
+
+Record (2-core shared CPU box, sum(range(100)) 0.8-0.9 us; B2 S256 H6 D64 bf16 causal;
+old and new tree in one process, calls interleaved round by round, min of 80 x 50):
+
+    us/call                     grid stub        triton run      fast launch
+                                before  after    before  after   after
+    fwd, dropout 0.2 (grad)      176     83       215    119      101
+    bwd, dropout 0.2             235    127       324    205      168
+    fwd, dropout 0.2, no_grad    165     52       212     88       70
+    fwd, dropout 0.0 (grad)      144     64       188    100       81
+    bwd, dropout 0.0             235    125       324    203      164
+    fwd, dropout 0.0, no_grad    147     39       188     72       55
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import functools
+import io
+import os
+import pstats
+import sys
+import time
+
+if os.environ.get("TRITON_INTERPRET") == "1":
+    sys.exit("unset TRITON_INTERPRET: the launches are stubbed, the kernels never run")
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.runtime.driver import driver  # noqa: E402
+
+KERNELS = ("_attn_fwd_kernel", "_attn_bwd_preprocess_kernel", "_attn_bwd_dkdv_kernel",
+           "_attn_bwd_dq_kernel")
+
+
+class _NoLaunch:
+    """Stands in for a JITFunction: ``kernel[grid](...)`` does nothing (counted)."""
+
+    def __init__(self, name, counts):
+        self.name, self.counts = name, counts
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.counts[self.name] = self.counts.get(self.name, 0) + 1
+        return launch
+
+
+class _FakeDriver:
+    """Just what JITFunction.run asks of the driver before it launches."""
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+
+
+class _StubKernel:
+    """Stands in for a CompiledKernel: the launch is a no-op (counted)."""
+
+    function = None
+    packed_metadata = None
+
+    def __init__(self, name, counts):
+        self.name, self.counts = name, counts
+
+    def launch_metadata(self, grid, stream, *args):
+        return None
+
+    def run(self, *args):
+        self.counts[self.name] = self.counts.get(self.name, 0) + 1
+
+
+def install(mode: str, counts: dict):
+    """Stub the launches of ops/flash.py: "grid" (kernel[grid] is a no-op), "triton"
+    (fake driver, stub compiles), "fast" ("triton" + FAST_LAUNCH: cached compiled kernels
+    launched without Triton's binding). Returns the module. Works on older trees too
+    (attributes they lack are left alone)."""
+    from flashtile.ops import _checks, flash
+
+    _checks.is_interpreting = lambda: True  # accept CPU tensors (the kernels are stubs)
+    if mode == "grid":
+        for name in KERNELS:
+            setattr(flash, name, _NoLaunch(name, counts))
+        return flash
+    driver.set_active(_FakeDriver())
+    for name in KERNELS:
+        jit_fn = getattr(flash, name)
+
+        def _do_compile(key, signature, device, constexprs, options, attrs, warmup,
+                        jit_fn=jit_fn, name=name):
+            kernel = _StubKernel(name, counts)
+            jit_fn.device_caches[device][0][key] = kernel
+            return kernel
+
+        jit_fn._do_compile = _do_compile
+    if mode == "fast":
+        flash.FAST_LAUNCH = True
+        flash._FAST_LAUNCH_DEVICES = ("cuda", "cpu")
+    return flash
+
+
+def _launchers_step(flash, q, k, v, dout, p):
+    out, lse = flash.attention_forward(q, k, v, causal=True, dropout_p=p,
+                                       rng_state=flash.draw_rng_state())
+    flash.attention_backward(dout, q, k, v, out, lse, causal=True, dropout_p=p,
+                             rng_state=flash.draw_rng_state())
+
+
+def _recording_run(real_run, name, got, *args, **kwargs):
+    kernel = real_run(*args, **kwargs)
+    got.setdefault(name, kernel)
+    return kernel
+
+
+def check_fast_launch(flash) -> int:
+    """ops/flash._launch must launch the kernel that Triton's own run() picks, for all
+    four kernels: aligned / misaligned q, contiguous / padded head strides, batch 1 / 2,
+    two sequence lengths, dropout off / on (a new seed every call: still a cache hit).
+    Returns the number of cases checked; raises on a mismatch."""
+    picked: dict = {}
+    flash._FAST_LAUNCH_DEVICES = ("cuda", "cpu")
+    flash._run_compiled = lambda kernel, grid, stream, args: picked.__setitem__(
+        kernel.name, kernel)
+    real_runs = {name: getattr(flash, name).run for name in KERNELS}
+    dt, cases = torch.bfloat16, 0
+    for batch in (1, 2):
+        for seqlen in (256, 100):
+            for pad, offset in ((0, 0), (0, 1), (8, 0)):
+                buf = torch.randn(batch * seqlen * 6 * (64 + pad) + 8, dtype=dt)
+                x = buf[offset:offset + batch * seqlen * 6 * (64 + pad)]
+                q = x.view(batch, seqlen, 6, 64 + pad)[..., :64]
+                k, v = (torch.randn(batch, seqlen, 6, 64, dtype=dt) for _ in range(2))
+                dout = torch.randn(batch, seqlen, 6, 64, dtype=dt)
+                for p in (0.0, 0.2):
+                    step = functools.partial(_launchers_step, flash, q, k, v, dout, p)
+                    flash.FAST_LAUNCH = True
+                    step()  # misses: Triton's run() compiles (a stub) and caches
+                    picked.clear()
+                    step()  # hits: launched by _launch, recorded in picked
+                    if sorted(picked) != sorted(KERNELS):
+                        raise AssertionError(f"no cache hit for {set(KERNELS) - set(picked)}")
+                    got: dict = {}
+                    for name in KERNELS:
+                        getattr(flash, name).run = functools.partial(
+                            _recording_run, real_runs[name], name, got)
+                    flash.FAST_LAUNCH = False
+                    step()
+                    for name in KERNELS:
+                        getattr(flash, name).run = real_runs[name]
+                        if picked[name] is not got[name]:
+                            raise AssertionError(
+                                f"{name}: batch {batch}, seqlen {seqlen}, pad {pad}, offset "
+                                f"{offset}, dropout {p}: a different kernel than Triton's")
+                    cases += 1
+    return cases
+
+
+def per_call_us(fn, reps: int, rounds: int) -> float:
+    for _ in range(min(reps, 100)):
+        fn()
+    times = []
+    for _ in range(rounds):
+        t0 = time.process_time()
+        for _ in range(reps):
+            fn()
+        times.append((time.process_time() - t0) / reps * 1e6)
+    return min(times)
+
+
+def closures(dropout_p, causal=True, dtype=torch.bfloat16, batch=2, seqlen=256, nheads=6,
+             head_dim=64):
+    import flashtile
+
+    q, k, v = (torch.randn(batch, seqlen, nheads, head_dim, dtype=dtype, requires_grad=True)
+               for _ in range(3))
+    dout = torch.randn(batch, seqlen, nheads, head_dim, dtype=dtype)
+
+    def fwd():
+        return flashtile.flash_attn_func(q, k, v, dropout_p=dropout_p, causal=causal)
+
+    out = fwd()
+    inputs = (q, k, v)
+
+    def bwd():
+        return torch.autograd.grad(out, inputs, dout, retain_graph=True)
+
+    def fwd_nograd():
+        with torch.no_grad():
+            return fwd()
+
+    return fwd, bwd, fwd_nograd
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=500)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--mode", default="grid", choices=("grid", "triton", "fast"),
+                    help="one per process (the stubs stay installed)")
+    ap.add_argument("--ops", action="store_true",
+                    help="force the custom ops (flash.EAGER_FAST_PATH = False)")
+    ap.add_argument("--profile", action="store_true", help="cProfile of the hot path too")
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--check", action="store_true",
+                    help="only check that the fast launch picks Triton's own kernels")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    counts: dict = {}
+    flash = install("triton" if args.check else args.mode, counts)
+    if args.check:
+        print(f"fast launch ok: {check_fast_launch(flash)} cases")
+        return
+    if args.ops:
+        flash.EAGER_FAST_PATH = False
+    print(f"torch {torch.__version__}, triton {triton.__version__}; B2 S256 H6 D64 bf16 causal, "
+          f"CPU tensors, launches stubbed ({args.mode}){', custom ops forced' if args.ops else ''}")
+    calib = per_call_us(lambda: sum(range(100)), 2000, args.rounds)
+    print(f"calibration: sum(range(100)) {calib:.2f} us (a fast server core: ~0.6 us)")
+    for p in (0.2, 0.0):
+        fwd, bwd, fwd_ng = closures(p)
+        counts.clear()
+        fwd(), bwd()
+        launched = dict(counts)
+        for label, fn in (("forward", fwd), ("backward", bwd), ("forward, no_grad", fwd_ng)):
+            us = per_call_us(fn, args.reps, args.rounds)
+            print(f"dropout {p}: {label:<18} {us:8.1f} us/call", flush=True)
+        if launched != dict.fromkeys(KERNELS, 1):
+            raise AssertionError(f"the stubs did not see one launch per kernel: {launched}")
+        if args.profile and p > 0:
+            for label, fn in (("forward", fwd), ("backward", bwd)):
+                prof = cProfile.Profile()
+                prof.enable()
+                for _ in range(2000):
+                    fn()
+                prof.disable()
+                s = io.StringIO()
+                pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(args.top)
+                print(f"   cProfile {label}, dropout {p}, 2000 calls (tottime):")
+                print("\n".join("   " + ln for ln in s.getvalue().splitlines()[6:]))
+
+
+if __name__ == "__main__":
+    main()
