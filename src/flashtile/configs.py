@@ -8,6 +8,7 @@ an H200 run decides them (benchmarks/results.md).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -46,7 +47,14 @@ class BwdConfig:
 def _arch(device: torch.device) -> int:
     if device.type != "cuda":
         return 0
-    major, minor = torch.cuda.get_device_capability(device)
+    return _arch_of(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.cache
+def _arch_of(index: int) -> int:
+    """A device's capability as 90, 80, ...; read once per device index (it never changes,
+    and the torch call costs microseconds on every launch)."""
+    major, minor = torch.cuda.get_device_capability(index)
     return major * 10 + minor
 
 

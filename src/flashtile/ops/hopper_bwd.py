@@ -69,7 +69,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from .. import configs
 from . import hopper_fwd
-from ._common import is_interpreting
+from ._common import device_capability, is_interpreting
 from ._gluon_common import (
     desc_signature,
     kv_tile_range,
@@ -119,7 +119,7 @@ def hopper_bwd_supported(
         return False
     if not (q.is_cuda and k.is_cuda and v.is_cuda):
         return False
-    if torch.cuda.get_device_capability(q.device) != (9, 0):
+    if device_capability(q.device) != (9, 0):
         return False
     if not hopper_bwd_problem_ok(q, k, v, causal, window, softcap, dropout_p, softmax_scale):
         return False

@@ -34,6 +34,7 @@ clipped on store, per (batch, head), so no sequence length needs to be a tile mu
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 
@@ -50,7 +51,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .. import configs
-from ._common import is_interpreting
+from ._common import device_capability, is_interpreting
 from ._gluon_common import GL_DTYPES as _GL_DTYPES
 from ._gluon_common import kv_tile_range as _tile_range
 from ._gluon_common import mma_layout as _mma_layout
@@ -89,7 +90,7 @@ def hopper_supported(
         return False
     if not (q.is_cuda and k.is_cuda and v.is_cuda):
         return False
-    if torch.cuda.get_device_capability(q.device) != (9, 0):
+    if device_capability(q.device) != (9, 0):
         return False
     return hopper_problem_ok(q, k, v, causal, window, softcap, dropout_p, softmax_scale)
 
@@ -154,7 +155,12 @@ def default_config(head_dim, causal, seqlen_q):
     C), or None where the portable kernel measured faster: then flash.attention_forward
     falls through to it. FLASHTILE_HOPPER_SCHEDULE=A|B|C forces a stage everywhere (A/B
     runs of the whole test grid); unset, the shipped table."""
-    forced = os.environ.get("FLASHTILE_HOPPER_SCHEDULE", "").upper()
+    return _default_config(head_dim, causal, seqlen_q,
+                           os.environ.get("FLASHTILE_HOPPER_SCHEDULE", "").upper())
+
+
+@functools.lru_cache(maxsize=1024)
+def _default_config(head_dim, causal, seqlen_q, forced):
     schedule = forced if forced in ("A", "B", "C") else configs.hopper_fwd_schedule(
         head_dim, causal, seqlen_q)
     if schedule == "portable":
