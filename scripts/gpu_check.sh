@@ -27,6 +27,7 @@
 #   dispatch  after a dispatch-table change: validate, fwd+bwd bench vs cuDNN/flash, the
 #           ladder's headline rungs (v1, portable, production at 4k/16k), ~5 min
 #   ncu     Nsight Compute counters per ladder rung (scripts/ncu_ladder.py), ~1-2 min
+#   smoke   the production op's small-shape tests on the GPU (no full grid), ~2 min
 #   gpt2check  gpt2-check alone: 124M (saved, our loader) and XL (in memory), fp32/bf16
 # Two streams at once on the 2-GPU machine: scripts/gpu_pair.sh COMMIT "S0" "S1".
 set -uo pipefail
