@@ -84,6 +84,8 @@ def test_schedule_table():
     assert configs.hopper_fwd_schedule(64, True, 16384) == "C"
     assert configs.hopper_fwd_schedule(128, False, 4096) == "C"
     assert configs.hopper_fwd_schedule(128, True, 16384) == "C"
+    assert configs.hopper_fwd_schedule(128, True, 1024) == "A"  # C measured 210 vs A 309
+    assert configs.hopper_fwd_schedule(128, False, 1024) == "C"
     assert configs.hopper_fwd_schedule(256, True, 4096) == "A"
 
 

@@ -196,8 +196,13 @@ def hopper_fwd_schedule(head_dim: int, causal: bool, seqlen_q: int) -> str:
         if seqlen_q < 1024:
             # 512: non-causal portable 295 vs A 266; causal A 226 vs portable 183
             return "A" if causal else "portable"
+        if causal and seqlen_q < 4096:
+            # causal 1k: C 210 (642a4af, `gpu_check.sh dispatch`) vs A 309 (836b108
+            # ladder); 2k: A 381, C not measured: the prediction "C >= A from 1k" failed
+            # at 1k, where each program's causal band is most of its tiles
+            return "A"
         # C: 579/594 non-causal (A 470/484, cuDNN 587/604) and 536/580 causal (A 429/483,
-        # cuDNN 515/552) at 4k/16k; 1k-2k not measured for C (predicted >= A)
+        # cuDNN 515/552) at 4k/16k; non-causal 1k: C 489 vs A 422 (cuDNN 561, 642a4af)
         return "C"
     # hd 256: A 532/531 non-causal, 462/540 causal at 4k/16k (C 514/503, 449/518;
     # portable 478/491, 414/493); 1k causal A 346 vs portable 291 (core bench)
