@@ -27,7 +27,7 @@ import re
 import sys
 from pathlib import Path
 
-COLUMNS = (  # (label, metric-name regex); first match wins
+COLUMNS = (  # (label, metric-name regex); first match wins; ms and GB in those units
     ("ms", r"^gpu__time_duration\.sum$"),
     ("SM %", r"^sm__throughput\.avg\.pct_of_peak_sustained_elapsed$"),
     ("DRAM %", r"^gpu__dram_throughput\.avg\.pct_of_peak_sustained_elapsed$"),
@@ -60,7 +60,10 @@ def run(args) -> int:
 def _value(unit: str, raw: str) -> float:
     x = float(raw.replace(",", ""))
     scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3,
-             "byte": 1e-9, "Kbyte": 1e-6, "Mbyte": 1e-3, "Gbyte": 1.0, "Tbyte": 1e3}
+             "ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3,
+             "byte": 1e-9, "Kbyte": 1e-6, "Mbyte": 1e-3, "Gbyte": 1.0, "Tbyte": 1e3,
+             "byte/s": 1e-9, "Kbyte/s": 1e-6, "Mbyte/s": 1e-3, "Gbyte/s": 1.0,
+             "Tbyte/s": 1e3}
     return x * scale.get(unit, 1.0)
 
 
@@ -83,6 +86,10 @@ def parse(path: Path) -> list[dict]:
                 if re.match(pat, name) and r[i] not in ("", "n/a"):
                     rec[label] = _value(units[i], r[i])
                     break
+        if "DRAM GB" not in rec and "ms" in rec:  # ncu 2025: a rate; GB = GB/s * s
+            for i, name in enumerate(head):
+                if name == "dram__bytes.sum.per_second" and r[i] not in ("", "n/a"):
+                    rec["DRAM GB"] = _value(units[i], r[i]) * rec["ms"] / 1e3
         if "DRAM GB" not in rec:  # older sections: read + write apart
             parts = [_value(units[i], r[i]) for i, name in enumerate(head)
                      if name in ("dram__bytes_read.sum", "dram__bytes_write.sum")
