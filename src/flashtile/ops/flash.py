@@ -31,9 +31,6 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 import triton
 import triton.language as tl
-from triton import knobs
-from triton.runtime.driver import driver as _driver
-from triton.runtime.jit import JITFunction
 
 from .. import configs
 from . import hopper_bwd, hopper_fwd
@@ -52,6 +49,7 @@ from ._common import (
     scores_log2,
     softmax_finish,
 )
+from ._launch import cached_launch, plain_launch, run_compiled
 
 __all__ = [
     "flash_attn_func", "attention_forward", "attention_backward", "FlashAttnFunction",
@@ -381,67 +379,25 @@ def _check_buffer(name, buf, shape, dtype, device):
         raise ValueError(f"{name}= buffer must be contiguous in its last dimension")
 
 
-# Launches skip Triton's per-call argument binding once a kernel is cached (_launch). Off
-# by default, as in ops/kvcache.py and under the same switch, FLASHTILE_FAST_LAUNCH=1,
-# until it has run on a GPU (scripts/host_overhead.py --check compares the kernel it
-# picks with Triton's own on the CPU, with a fake driver).
+# Launches skip Triton's per-call argument binding once a kernel is cached
+# (ops/_launch.cached_launch). Off by default here, under the switch ops/kvcache.py uses
+# too (FLASHTILE_FAST_LAUNCH; on by default there since its GPU run), until it has run on
+# a GPU (scripts/host_overhead.py --check compares the kernel it picks with Triton's own
+# on the CPU, with a fake driver).
 FAST_LAUNCH = os.environ.get("FLASHTILE_FAST_LAUNCH", "0") not in ("", "0")
 _FAST_LAUNCH_DEVICES = ("cuda",)  # scripts/host_overhead.py adds "cpu" (stub kernels)
 _KERNELS: dict = {}
-_UNSPECIALISED: dict = {}  # kernel -> positions of its do_not_specialize parameters
+_run_compiled = run_compiled  # the CPU check replaces it with a spy
 
 
 def _launch(fn, grid, device, n_ptr, args, num_warps, num_stages):
-    """``fn[grid](*args, num_warps=, num_stages=)`` (options left out when None); ``args``
-    holds every parameter of ``fn`` in signature order (constexprs included), its
-    ``n_ptr`` tensors first.
-
-    With FAST_LAUNCH, the compiled kernel that Triton's run() picked is kept under a key
-    holding everything Triton specialises on: the device, each tensor's dtype and 16-byte
-    alignment, the raw value of every other argument (which fixes Triton's ``== 1`` /
-    ``% 16`` / i32 / i64 classes of ints) except the do_not_specialize ones (lengths,
-    window sizes, the RNG state: they change every call), which count by their Python
-    type and i32 / i64 range only, as in Triton; and the launch options. A later call
-    with the same key launches that kernel directly, as run() would."""
-    unspecialised = None
+    """``fn[grid](*args, num_warps=, num_stages=)`` (options left out when None), through
+    the cached launch when FAST_LAUNCH is on for this device type."""
     if FAST_LAUNCH and device.type in _FAST_LAUNCH_DEVICES:
-        unspecialised = _UNSPECIALISED.get(fn)
-        if unspecialised is None and isinstance(fn, JITFunction):  # not the interpreter's
-            unspecialised = _UNSPECIALISED[fn] = tuple(
-                i for i, p in enumerate(fn.params) if p.do_not_specialize)
-    if unspecialised is None:
-        if num_warps is None:
-            fn[grid](*args)
-        else:
-            fn[grid](*args, num_warps=num_warps, num_stages=num_stages)
-        return
-    values = list(args[n_ptr:])
-    for i in unspecialised:
-        x = args[i]
-        values[i - n_ptr] = (type(x), type(x) is int and -2**31 <= x < 2**31,
-                             type(x) is int and -2**63 <= x < 2**63)
-    key = (fn, device.index, num_warps, num_stages, *values,
-           *[(t.dtype, t.data_ptr() & 15) for t in args[:n_ptr]])
-    kernel = _KERNELS.get(key)
-    if kernel is None:
-        if num_warps is None:
-            kernel = fn[grid](*args)
-        else:
-            kernel = fn[grid](*args, num_warps=num_warps, num_stages=num_stages)
-        if kernel is not None and not hasattr(kernel, "result"):  # not an async compile
-            if len(_KERNELS) > 4096:
-                _KERNELS.clear()
-            _KERNELS[key] = kernel
-        return
-    _run_compiled(kernel, grid, _driver.active.get_current_stream(device.index), args)
-
-
-def _run_compiled(kernel, grid, stream, args):
-    """The tail of triton's JITFunction.run (3.6): launch an already-compiled kernel."""
-    meta = kernel.launch_metadata(grid, stream, *args)
-    kernel.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
-               stream, kernel.function, kernel.packed_metadata, meta,
-               knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *args)
+        cached_launch(_KERNELS, fn, grid, device, n_ptr, args, num_warps, num_stages,
+                      _run_compiled)
+    else:
+        plain_launch(fn, grid, args, num_warps, num_stages)
 
 
 # ==================================================================================

@@ -45,8 +45,6 @@ from dataclasses import dataclass
 import torch
 import triton
 import triton.language as tl
-from triton import knobs
-from triton.runtime.driver import driver as _driver
 
 from ._checks import check_device, check_scalars, check_tensor, check_window
 from ._common import (
@@ -59,6 +57,7 @@ from ._common import (
     softmax_finish,
     stage_bounds,
 )
+from ._launch import cached_launch, plain_launch, run_compiled
 from .flash import _device_ctx, _load_tile
 
 __all__ = [
@@ -541,40 +540,20 @@ def kvcache_forward(
 
 _KERNELS: dict = {}
 _FAST_LAUNCH_DEVICES = ("cuda",)  # scripts/decode_host_overhead.py adds "cpu" (stub kernels)
+_run_compiled = run_compiled  # the CPU check replaces it with a spy
 
 
 def _launch(fn, grid, device, n_ptr, args, num_warps, num_stages):
     """``fn[grid](*args, num_warps=, num_stages=)``; ``args`` holds every parameter of
-    ``fn`` in signature order (constexprs included), its ``n_ptr`` tensors first.
-
-    Triton's JITFunction.run binds and specialises every argument again on each call
-    (about half the host time of a decode call: scripts/decode_host_overhead.py). Here
-    the compiled kernel that run() picked is kept under a key that holds everything
-    Triton specialises on: the device, each tensor's dtype and 16-byte alignment, and
-    the raw value of every other argument (which fixes Triton's `== 1` / `% 16` / i32 /
-    i64 classes of ints), plus the launch options. A later call with the same key
-    launches that kernel directly, as run() would."""
-    if not FAST_LAUNCH or device.type not in _FAST_LAUNCH_DEVICES:
-        fn[grid](*args, num_warps=num_warps, num_stages=num_stages)
-        return
-    key = (fn, device.index, num_warps, num_stages, args[n_ptr:],
-           *[(t.dtype, t.data_ptr() & 15) for t in args[:n_ptr]])
-    kernel = _KERNELS.get(key)
-    if kernel is None:
-        kernel = fn[grid](*args, num_warps=num_warps, num_stages=num_stages)
-        if kernel is not None and not hasattr(kernel, "result"):  # not an async compile
-            if len(_KERNELS) > 4096:
-                _KERNELS.clear()
-            _KERNELS[key] = kernel
-        return
-    _run_compiled(kernel, grid, _driver.active.get_current_stream(device.index), args)
-
-
-def _run_compiled(kernel, grid, stream, args):
-    """The tail of triton's JITFunction.run (3.6): launch an already-compiled kernel."""
-    meta = kernel.launch_metadata(grid, stream, *args)
-    kernel.run(grid[0], grid[1], grid[2], stream, kernel.function, kernel.packed_metadata, meta,
-               knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *args)
+    ``fn`` in signature order (constexprs included), its ``n_ptr`` tensors first. With
+    FAST_LAUNCH (the default) the compiled kernel is cached and launched directly
+    (ops/_launch.cached_launch: Triton's own run() rebinds every argument each call,
+    about half the host time of a decode call, scripts/decode_host_overhead.py)."""
+    if FAST_LAUNCH and device.type in _FAST_LAUNCH_DEVICES:
+        cached_launch(_KERNELS, fn, grid, device, n_ptr, args, num_warps, num_stages,
+                      _run_compiled)
+    else:
+        plain_launch(fn, grid, args, num_warps, num_stages)
 
 
 @triton.jit(do_not_specialize=["seqlen_new"])

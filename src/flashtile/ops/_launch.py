@@ -1,0 +1,78 @@
+"""Cached kernel launches shared by the kernel families (ops/flash.py, ops/kvcache.py).
+
+Triton's ``JITFunction.run`` binds and specialises every argument again on each call:
+tens of microseconds of host time per launch, which decode and small training steps
+feel. ``cached_launch`` keeps the compiled kernel that run() picked under a key holding
+everything Triton specialises on, and launches it directly the next time:
+
+    the kernel, the device index, the launch options (num_warps, num_stages),
+    each tensor argument's dtype and 16-byte alignment (the first ``n_ptr`` arguments),
+    every other argument's raw value (which fixes Triton's ``== 1`` / ``% 16`` / i32 /
+    i64 classes of ints), except the ``do_not_specialize`` parameters, which count by
+    their Python type and i32 / i64 range only, as in Triton (lengths, seeds: they
+    change every call without a recompile).
+
+A family owns its cache dict and its on/off switch; ``run_compiled`` is the tail of
+Triton 3.6's run(). scripts/decode_host_overhead.py and scripts/host_overhead.py check
+on the CPU (fake driver, stub compiles) that the kernel picked is the one run() picks.
+"""
+
+from __future__ import annotations
+
+from triton import knobs
+from triton.runtime.driver import driver as _driver
+from triton.runtime.jit import JITFunction
+
+__all__ = ["cached_launch", "plain_launch", "run_compiled"]
+
+_UNSPECIALISED: dict = {}  # kernel -> positions of its do_not_specialize parameters
+MAX_CACHED = 4096
+
+
+def plain_launch(fn, grid, args, num_warps, num_stages):
+    """``fn[grid](*args, num_warps=, num_stages=)`` (options left out when None); returns
+    what Triton's launch returns (the compiled kernel)."""
+    if num_warps is None:
+        return fn[grid](*args)
+    return fn[grid](*args, num_warps=num_warps, num_stages=num_stages)
+
+
+def cached_launch(cache: dict, fn, grid, device, n_ptr, args, num_warps, num_stages,
+                  run=None) -> None:
+    """Launch ``fn`` over ``grid`` with ``args`` (every parameter in signature order,
+    constexprs included, the ``n_ptr`` tensors first) through ``cache`` (see the module
+    docstring). ``run(kernel, grid, stream, args)`` launches a cached kernel (default
+    ``run_compiled``; the CPU checks pass a spy). The interpreter's kernels are not
+    JITFunctions: they always take Triton's own path."""
+    unspecialised = _UNSPECIALISED.get(fn)
+    if unspecialised is None:
+        if not isinstance(fn, JITFunction):
+            plain_launch(fn, grid, args, num_warps, num_stages)
+            return
+        unspecialised = _UNSPECIALISED[fn] = tuple(
+            i for i, p in enumerate(fn.params) if p.do_not_specialize)
+    values = list(args[n_ptr:])
+    for i in unspecialised:
+        if i >= n_ptr:
+            x = args[i]
+            values[i - n_ptr] = (type(x), type(x) is int and -2**31 <= x < 2**31,
+                                 type(x) is int and -2**63 <= x < 2**63)
+    key = (fn, device.index, num_warps, num_stages, *values,
+           *[(t.dtype, t.data_ptr() & 15) for t in args[:n_ptr]])
+    kernel = cache.get(key)
+    if kernel is None:
+        kernel = plain_launch(fn, grid, args, num_warps, num_stages)
+        if kernel is not None and not hasattr(kernel, "result"):  # not an async compile
+            if len(cache) > MAX_CACHED:
+                cache.clear()
+            cache[key] = kernel
+        return
+    (run or run_compiled)(kernel, grid, _driver.active.get_current_stream(device.index), args)
+
+
+def run_compiled(kernel, grid, stream, args):
+    """The tail of triton's JITFunction.run (3.6): launch an already-compiled kernel."""
+    meta = kernel.launch_metadata(grid, stream, *args)
+    kernel.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
+               stream, kernel.function, kernel.packed_metadata, meta,
+               knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *args)
