@@ -27,43 +27,7 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.runtime.driver import driver  # noqa: E402
-
-
-class _FakeDriver:
-    """Just what JITFunction.run asks of the driver before it launches."""
-
-    def get_current_device(self):
-        return 0
-
-    def get_current_stream(self, device=None):
-        return 0
-
-    def get_current_target(self):
-        return GPUTarget("cuda", 90, 32)
-
-
-class _StubKernel:
-    """Stands in for a CompiledKernel: the launch is a no-op."""
-
-    function = None
-    packed_metadata = None
-
-    def launch_metadata(self, grid, stream, *args):
-        return None
-
-    def run(self, *args):
-        return None
-
-
-def _stub_compile(jit_fn):
-    def _do_compile(key, signature, device, constexprs, options, attrs, warmup):
-        kernel = _StubKernel()
-        jit_fn.device_caches[device][0][key] = kernel
-        return kernel
-
-    jit_fn._do_compile = _do_compile
+from triton_fakes import install_driver, stub_compile  # noqa: E402  (scripts/)
 
 
 def install_fakes():
@@ -71,11 +35,11 @@ def install_fakes():
     check_device. Returns the kvcache module."""
     from flashtile.ops import _checks, kvcache
 
-    driver.set_active(_FakeDriver())
+    install_driver()
     for name in dir(kvcache):
         obj = getattr(kvcache, name)
         if isinstance(obj, triton.runtime.jit.JITFunction):
-            _stub_compile(obj)
+            stub_compile(obj)
     _checks.is_interpreting = lambda: True  # accept CPU tensors (the kernels are stubs)
     kvcache._FAST_LAUNCH_DEVICES = ("cuda", "cpu")
     return kvcache

@@ -61,8 +61,7 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.runtime.driver import driver  # noqa: E402
+from triton_fakes import install_driver, stub_compile  # noqa: E402  (scripts/)
 
 KERNELS = ("_attn_fwd_kernel", "_attn_bwd_preprocess_kernel", "_attn_bwd_dkdv_kernel",
            "_attn_bwd_dq_kernel")
@@ -80,35 +79,6 @@ class _NoLaunch:
         return launch
 
 
-class _FakeDriver:
-    """Just what JITFunction.run asks of the driver before it launches."""
-
-    def get_current_device(self):
-        return 0
-
-    def get_current_stream(self, device=None):
-        return 0
-
-    def get_current_target(self):
-        return GPUTarget("cuda", 90, 32)
-
-
-class _StubKernel:
-    """Stands in for a CompiledKernel: the launch is a no-op (counted)."""
-
-    function = None
-    packed_metadata = None
-
-    def __init__(self, name, counts):
-        self.name, self.counts = name, counts
-
-    def launch_metadata(self, grid, stream, *args):
-        return None
-
-    def run(self, *args):
-        self.counts[self.name] = self.counts.get(self.name, 0) + 1
-
-
 def install(mode: str, counts: dict):
     """Stub the launches of ops/flash.py: "grid" (kernel[grid] is a no-op), "triton"
     (fake driver, stub compiles), "fast" ("triton" + FAST_LAUNCH: cached compiled kernels
@@ -121,17 +91,9 @@ def install(mode: str, counts: dict):
         for name in KERNELS:
             setattr(flash, name, _NoLaunch(name, counts))
         return flash
-    driver.set_active(_FakeDriver())
+    install_driver()
     for name in KERNELS:
-        jit_fn = getattr(flash, name)
-
-        def _do_compile(key, signature, device, constexprs, options, attrs, warmup,
-                        jit_fn=jit_fn, name=name):
-            kernel = _StubKernel(name, counts)
-            jit_fn.device_caches[device][0][key] = kernel
-            return kernel
-
-        jit_fn._do_compile = _do_compile
+        stub_compile(getattr(flash, name), name, counts)
     if mode == "fast":
         flash.FAST_LAUNCH = True
         flash._FAST_LAUNCH_DEVICES = ("cuda", "cpu")

@@ -1,0 +1,54 @@
+"""Fakes that let Triton's real launch path run on a CPU-only machine, for the host-cost
+scripts (scripts/host_overhead.py, scripts/decode_host_overhead.py): a driver that
+answers what ``JITFunction.run`` asks before it launches, and stub compiles whose
+"compiled kernel" launches nothing (counted per kernel name when given a dict). Import
+without TRITON_INTERPRET: the fakes need the real JIT."""
+
+from __future__ import annotations
+
+from triton.backends.compiler import GPUTarget
+from triton.runtime.driver import driver
+
+
+class FakeDriver:
+    """Just what JITFunction.run asks of the driver before it launches."""
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+
+
+class StubKernel:
+    """Stands in for a CompiledKernel: the launch is a no-op (counted if ``counts``)."""
+
+    function = None
+    packed_metadata = None
+
+    def __init__(self, name: str = "", counts: dict | None = None):
+        self.name, self.counts = name, counts
+
+    def launch_metadata(self, grid, stream, *args):
+        return None
+
+    def run(self, *args):
+        if self.counts is not None:
+            self.counts[self.name] = self.counts.get(self.name, 0) + 1
+
+
+def stub_compile(jit_fn, name: str = "", counts: dict | None = None) -> None:
+    """Every compile of ``jit_fn`` yields a StubKernel, cached as Triton caches kernels."""
+    def _do_compile(key, signature, device, constexprs, options, attrs, warmup):
+        kernel = StubKernel(name, counts)
+        jit_fn.device_caches[device][0][key] = kernel
+        return kernel
+
+    jit_fn._do_compile = _do_compile
+
+
+def install_driver() -> None:
+    driver.set_active(FakeDriver())
