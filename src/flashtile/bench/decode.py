@@ -58,20 +58,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
+    from .harness import gpu_or_smoke
 
-    if not torch.cuda.is_available():
-        print("flashtile bench --suite decode: timings need a GPU, and no CUDA device was "
-              "found. Running a CPU smoke check (interpreter) and the host-only "
-              "fragmentation table instead.")
-        try:
-            print("\n".join(_smoke()))
-        except Exception as exc:  # the exit status carries it
-            print(f"decode smoke FAILED: {type(exc).__name__}: {exc}")
-            return 1
-        print(_frag_section(getattr(args, "plot", None)))
-        return 0
-    return _run_gpu(args)
+    return gpu_or_smoke(
+        "decode", "Running a CPU smoke check (interpreter) and the host-only fragmentation "
+        "table instead.", _smoke, _run_gpu, args,
+        then=lambda: _frag_section(getattr(args, "plot", None)))
 
 
 # ----------------------------------------------------------------------------------

@@ -37,18 +37,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
+    from .harness import gpu_or_smoke
 
-    if not torch.cuda.is_available():
-        print("flashtile bench --suite gpt2: timings need a GPU, and no CUDA device was "
-              "found. Running a tiny generation smoke check under the interpreter instead.")
-        try:
-            print(_smoke())
-        except Exception as exc:  # the exit status carries it
-            print(f"gpt2 smoke FAILED: {type(exc).__name__}: {exc}")
-            return 1
-        return 0
-    return _run_gpu(args)
+    return gpu_or_smoke("gpt2", "Running a tiny generation smoke check under the "
+                        "interpreter instead.", _smoke, _run_gpu, args)
 
 
 def _smoke() -> str:

@@ -238,3 +238,30 @@ def derived_records(records: Iterable[Record], matmul_tflops: float | None) -> l
                 Record(r.kernel, r.backend, r.shape, f"{mode}_vs_sdpa_cudnn", r.value / base)
             )
     return out
+
+
+# ----------------------------------------------------------------------------------
+# suites without a GPU
+# ----------------------------------------------------------------------------------
+
+
+def gpu_or_smoke(suite: str, instead: str, smoke: Callable, run_gpu: Callable, args,
+                 then: Callable | None = None) -> int:
+    """A module suite's entry point: its GPU timings (``run_gpu(args)``) when CUDA is
+    there; otherwise say so, run ``smoke()`` (a CPU check under the interpreter returning
+    a line or lines to print; an exception makes the exit status 1), then print
+    ``then()`` if given (host-only output such as decode's fragmentation table)."""
+    if torch.cuda.is_available():
+        return run_gpu(args)
+    print(f"flashtile bench --suite {suite}: timings need a GPU, and no CUDA device was "
+          f"found. {instead}")
+    try:
+        out = smoke()
+        print(out if isinstance(out, str) else "\n".join(out))
+    except Exception as exc:  # the exit status carries it
+        print(f"{suite} smoke FAILED: {type(exc).__name__}: {exc}")
+        return 1
+    if then is not None:
+        print(then())
+    return 0
+

@@ -54,18 +54,10 @@ def draw_lengths(total: int, max_len: int, seed: int = 0, min_len: int = 128) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
+    from .harness import gpu_or_smoke
 
-    if not torch.cuda.is_available():
-        print("flashtile bench --suite varlen: timings need a GPU, and no CUDA device was "
-              "found. Running a CPU smoke check (interpreter) instead.")
-        try:
-            print(_smoke())
-        except Exception as exc:
-            print(f"varlen smoke FAILED: {type(exc).__name__}: {exc}")
-            return 1
-        return 0
-    return _run_gpu(args)
+    return gpu_or_smoke("varlen", "Running a CPU smoke check (interpreter) instead.",
+                        _smoke, _run_gpu, args)
 
 
 def _smoke() -> str:
