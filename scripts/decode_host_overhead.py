@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 if os.environ.get("TRITON_INTERPRET") == "1":
     sys.exit("unset TRITON_INTERPRET: this times the real Triton launch path")
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-from triton_fakes import install_driver, stub_compile  # noqa: E402  (scripts/)
+from host_cost import install_driver, per_call_us, stub_compile  # noqa: E402  (scripts/)
 
 
 def install_fakes():
@@ -43,20 +42,6 @@ def install_fakes():
     _checks.is_interpreting = lambda: True  # accept CPU tensors (the kernels are stubs)
     kvcache._FAST_LAUNCH_DEVICES = ("cuda", "cpu")
     return kvcache
-
-
-def per_call_us(fn, reps: int, rounds: int) -> float:
-    """Fastest of ``rounds`` rounds, microseconds of this process's CPU time per call
-    (the machine is shared: CPU time and the minimum are the least disturbed)."""
-    for _ in range(min(reps, 200)):
-        fn()
-    times = []
-    for _ in range(rounds):
-        t0 = time.process_time()
-        for _ in range(reps):
-            fn()
-        times.append((time.process_time() - t0) / reps * 1e6)
-    return min(times)
 
 
 def cases(kvcache, batch=1, ctx=8192, nheads=32, nheads_kv=4, head_dim=128):

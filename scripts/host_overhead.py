@@ -54,14 +54,13 @@ import io
 import os
 import pstats
 import sys
-import time
 
 if os.environ.get("TRITON_INTERPRET") == "1":
     sys.exit("unset TRITON_INTERPRET: the launches are stubbed, the kernels never run")
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-from triton_fakes import install_driver, stub_compile  # noqa: E402  (scripts/)
+from host_cost import install_driver, per_call_us, stub_compile  # noqa: E402  (scripts/)
 
 KERNELS = ("_attn_fwd_kernel", "_attn_bwd_preprocess_kernel", "_attn_bwd_dkdv_kernel",
            "_attn_bwd_dq_kernel")
@@ -156,18 +155,6 @@ def check_fast_launch(flash) -> int:
     return cases
 
 
-def per_call_us(fn, reps: int, rounds: int) -> float:
-    for _ in range(min(reps, 100)):
-        fn()
-    times = []
-    for _ in range(rounds):
-        t0 = time.process_time()
-        for _ in range(reps):
-            fn()
-        times.append((time.process_time() - t0) / reps * 1e6)
-    return min(times)
-
-
 def closures(dropout_p, causal=True, dtype=torch.bfloat16, batch=2, seqlen=256, nheads=6,
              head_dim=64):
     import flashtile
@@ -223,7 +210,7 @@ def main() -> None:
         fwd(), bwd()
         launched = dict(counts)
         for label, fn in (("forward", fwd), ("backward", bwd), ("forward, no_grad", fwd_ng)):
-            us = per_call_us(fn, args.reps, args.rounds)
+            us = per_call_us(fn, args.reps, args.rounds, warmup=100)
             print(f"dropout {p}: {label:<18} {us:8.1f} us/call", flush=True)
         if launched != dict.fromkeys(KERNELS, 1):
             raise AssertionError(f"the stubs did not see one launch per kernel: {launched}")

@@ -40,3 +40,14 @@ def compile_records(flag: str) -> dict:
             recs[rec["name"]] = rec
     assert recs, f"compile_sm90.py {flag} printed nothing (rc {res.returncode}):\n{res.stderr}"
     return recs
+
+
+def assert_sm90_build(name: str, rec: dict | None) -> None:
+    """One compiled variant built for sm_90 with wgmma and TMA, no spills or local
+    memory, and fits the H100/H200 shared memory (227 KB per block)."""
+    assert rec is not None, f"{name}: not compiled"
+    assert rec["ok"], f"{name} {rec['config']}: {rec.get('error')}"
+    assert rec["wgmma"] and rec["tma"], f"{name}: no wgmma / TMA in the PTX: {rec}"
+    assert rec["spill_bytes"] == "0" and not rec["local"], f"{name}: spills: {rec}"
+    assert rec["smem"] <= 227 * 1024, f"{name}: {rec['smem']} bytes of shared memory"
+

@@ -19,7 +19,7 @@ from conftest import HAS_CUDA
 from flashtile import configs, reference
 from flashtile.ops import flash, hopper_fwd
 from flashtile.validate import Case, check_close, make_qkv, run_case
-from sm90 import IS_SM90, compile_records, compile_script
+from sm90 import IS_SM90, assert_sm90_build, compile_records, compile_script
 
 VARIANTS = [name for name, *_ in compile_script().hopper_variants()]
 
@@ -41,11 +41,7 @@ def test_compiles_for_sm90(name, compiled):
     """Builds for sm_90 with wgmma and TMA, no spills or local memory, and fits the
     H100/H200 shared memory (227 KB per block)."""
     rec = compiled.get(name)
-    assert rec is not None, f"{name}: not compiled"
-    assert rec["ok"], f"{name} {rec['config']}: {rec.get('error')}"
-    assert rec["wgmma"] and rec["tma"], f"{name}: no wgmma / TMA in the PTX: {rec}"
-    assert rec["spill_bytes"] == "0" and not rec["local"], f"{name}: spills: {rec}"
-    assert rec["smem"] <= 227 * 1024, f"{name}: {rec['smem']} bytes of shared memory"
+    assert_sm90_build(name, rec)
     if "warp_specialize=True" in rec["config"]:
         assert rec["setmaxnreg"], f"{name}: warp-specialised but no register reallocation"
     if "pingpong=True" in rec["config"]:

@@ -17,7 +17,7 @@ from conftest import HAS_CUDA
 from flashtile import configs
 from flashtile.ops import flash, hopper_bwd
 from flashtile.validate import Case, check_close, make_qkv, run_case
-from sm90 import IS_SM90, compile_records, compile_script
+from sm90 import IS_SM90, assert_sm90_build, compile_records, compile_script
 
 VARIANTS = [f"{name} {kern}" for name, *_ in compile_script().hopper_bwd_variants()
             for kern in ("dkdv", "dq")]
@@ -40,11 +40,7 @@ def test_compiles_for_sm90(name, compiled):
     """Builds for sm_90 with wgmma and TMA, no spills or local memory, and fits the
     H100/H200 shared memory (227 KB per block)."""
     rec = compiled.get(name)
-    assert rec is not None, f"{name}: not compiled"
-    assert rec["ok"], f"{name} {rec['config']}: {rec.get('error')}"
-    assert rec["wgmma"] and rec["tma"], f"{name}: no wgmma / TMA in the PTX: {rec}"
-    assert rec["spill_bytes"] == "0" and not rec["local"], f"{name}: spills: {rec}"
-    assert rec["smem"] <= 227 * 1024, f"{name}: {rec['smem']} bytes of shared memory"
+    assert_sm90_build(name, rec)
 
 
 @pytest.mark.parametrize("head_dim", hopper_bwd.HOPPER_BWD_HEAD_DIMS)

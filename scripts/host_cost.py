@@ -1,10 +1,13 @@
-"""Fakes that let Triton's real launch path run on a CPU-only machine, for the host-cost
-scripts (scripts/host_overhead.py, scripts/decode_host_overhead.py): a driver that
+"""Shared by the host-cost scripts (scripts/host_overhead.py,
+scripts/decode_host_overhead.py): ``per_call_us``, and fakes that let Triton's real
+launch path run on a CPU-only machine: a driver that
 answers what ``JITFunction.run`` asks before it launches, and stub compiles whose
 "compiled kernel" launches nothing (counted per kernel name when given a dict). Import
 without TRITON_INTERPRET: the fakes need the real JIT."""
 
 from __future__ import annotations
+
+import time
 
 from triton.backends.compiler import GPUTarget
 from triton.runtime.driver import driver
@@ -52,3 +55,18 @@ def stub_compile(jit_fn, name: str = "", counts: dict | None = None) -> None:
 
 def install_driver() -> None:
     driver.set_active(FakeDriver())
+
+
+def per_call_us(fn, reps: int, rounds: int, warmup: int = 200) -> float:
+    """Fastest of ``rounds`` rounds, microseconds of this process's CPU time per call
+    (the machine is shared: CPU time and the minimum are the least disturbed)."""
+    for _ in range(min(reps, warmup)):
+        fn()
+    times = []
+    for _ in range(rounds):
+        t0 = time.process_time()
+        for _ in range(reps):
+            fn()
+        times.append((time.process_time() - t0) / reps * 1e6)
+    return min(times)
+
