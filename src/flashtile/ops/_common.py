@@ -20,6 +20,26 @@ LOG2E = tl.constexpr(1.4426950408889634)
 LN2 = tl.constexpr(0.6931471805599453)
 
 
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+
+
+def plain_eager(*tensors) -> bool:
+    """True when a launcher may be called directly instead of its torch.library custom op,
+    indistinguishably: not tracing (dynamo or torch.jit.trace must see the op), no
+    dispatch mode (fake/meta tensors, make_fx, export, FlopCounter, selective
+    checkpointing), no functorch transform, and every tensor plain (or a parameter;
+    None entries are skipped). The eager fast paths of ops/flash.py and ops/kvcache.py
+    ask this; what autograd may record is each caller's own question."""
+    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack():
+        return False
+    if _functorch_active() or torch._C._get_tracing_state():
+        return False
+    for t in tensors:
+        if t is not None and type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:
+            return False
+    return True
+
+
 def is_interpreting() -> bool:
     """True when Triton runs kernels under its CPU interpreter (TRITON_INTERPRET=1)."""
     return os.environ.get("TRITON_INTERPRET", "0") == "1"

@@ -45,6 +45,7 @@ from ._common import (
     kv_tile_ranges,
     next_pow2,
     online_softmax,
+    plain_eager,
     q_tile_ranges,
     scores_log2,
     softmax_finish,
@@ -192,25 +193,13 @@ class FlashAttnFunction(torch.autograd.Function):
 # Plain eager calls skip the torch.library dispatch (_eager_ok); False forces the custom
 # ops everywhere (tests compare the two paths).
 EAGER_FAST_PATH = True
-_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
-_jit_tracing = torch._C._get_tracing_state  # torch.jit.trace records the ops, not launches
 
 
 def _eager_ok(*tensors) -> bool:
-    """True when calling the launcher directly is indistinguishable from the custom op:
-    not tracing (dynamo or torch.jit.trace must see the ops), no dispatch mode (fake/meta
-    tensors, make_fx, export, FlopCounter, selective checkpointing), no functorch
-    transform, plain tensors (or parameters).
+    """The launchers may run instead of the custom ops (``_common.plain_eager``).
     Autograd is FlashAttnFunction's either way (its forward and backward run with grad
-    mode off). The same rule as ops/kvcache._eager_ok."""
-    if not EAGER_FAST_PATH or torch.compiler.is_compiling():
-        return False
-    if torch._C._len_torch_dispatch_stack() or _functorch_active() or _jit_tracing():
-        return False
-    for t in tensors:
-        if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:
-            return False
-    return True
+    mode off)."""
+    return EAGER_FAST_PATH and plain_eager(*tensors)
 
 
 def _profiled(name):

@@ -54,6 +54,7 @@ from ._common import (
     kv_tile_ranges,
     next_pow2,
     online_softmax,
+    plain_eager,
     softmax_finish,
     stage_bounds,
 )
@@ -160,23 +161,13 @@ def flash_attn_with_kvcache(
     return (out, lse) if return_lse else out
 
 
-_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
-
-
 def _eager_ok(*tensors) -> bool:
-    """True when calling the launcher directly is indistinguishable from the custom op:
-    not tracing (dynamo must see the op), no dispatch mode (fake/meta tensors, make_fx,
-    export, FlopCounter), no functorch transform, plain tensors, nothing that autograd
-    would record (the op has no backward, and says so when asked for one)."""
-    if not EAGER_FAST_PATH or torch.compiler.is_compiling():
-        return False
-    if torch._C._len_torch_dispatch_stack() or _functorch_active():
+    """The launcher may run instead of the custom op (``_common.plain_eager``) and
+    autograd would record nothing (the op has no backward, and says so when asked)."""
+    if not (EAGER_FAST_PATH and plain_eager(*tensors)):
         return False
     grad = torch.is_grad_enabled()
-    for t in tensors:
-        if t is not None and (type(t) is not torch.Tensor or (grad and t.requires_grad)):
-            return False
-    return True
+    return not (grad and any(t is not None and t.requires_grad for t in tensors))
 
 
 def _check_args(q, k_cache, v_cache, k, v, cache_seqlens, page_table, num_splits):
