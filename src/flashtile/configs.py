@@ -93,10 +93,16 @@ def bwd_config(
         return BwdConfig(_INTERP_BLOCK, _INTERP_BLOCK, 1, 1)
     if dtype == torch.float32:
         return BwdConfig(32, 32, 4, 1)
+    # H200, 2026-11-29, commit cb2c6ab, `gpu_check.sh tune` (scripts/tune.py --bwd, 9
+    # candidates per shape, benchmarks/results.md). hd 64: 32x64 w4 s3 with a 64x64 w4
+    # dQ tile won at every shape, 256/1k/4k non-causal 196/293/330 TFLOPS, causal
+    # 110/217/282 (the 64x64 w4 s2 first guess: 171/271/326 and 103/197/259).
     if head_dim <= 64:
-        return BwdConfig(64, 64, 4, 2)  # first guess; to be measured
+        return BwdConfig(32, 64, 4, 3, 64, 64, 4)
     if head_dim <= 128:
-        return BwdConfig(64, 64, 8, 2)  # first guess; to be measured
+        # hd 128 at 4k: 64x128 w8 s2 with a 128x64 w8 dQ tile, 361 / 284 TFLOPS
+        # non-causal / causal (the 64x64 w8 s2 first guess: 171 / 142 at 836b108)
+        return BwdConfig(64, 128, 8, 2, 128, 64, 8)
     return BwdConfig(32, 64, 8, 1)  # hd 256: dk, dv accumulators dominate (first guess)
 
 
@@ -240,10 +246,10 @@ class HopperBwdConfig:
 #   hd 64  causal      200/270/303 vs 199/259/277 (251/387/429): Gluon from 1k
 #   hd 128 non-causal  329/383/388 vs 150/172/175 (407/503/519): Gluon
 #   hd 128 causal      240/316/359 vs 115/142/146 (303/496/514): Gluon
+#   and with the swept portable tiles (cb2c6ab, `tune`, 4k): hd 64 causal 282 (Gluon 270
+#   above), 1k 217 (Gluon 200); hd 128 361 / 284 (Gluon 383 / 316): portable at hd 64.
 def hopper_bwd_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
-    if head_dim <= 64:
-        return causal and seqlen_k >= 1024
-    return True
+    return head_dim > 64
 
 
 def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int) -> HopperBwdConfig:

@@ -404,11 +404,12 @@ def varlen_backward(
                 dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1), total_q,
                 BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, **common,
             )
-        if max_seqlen_q > 0:
-            _varlen_bwd_dq_kernel[(triton.cdiv(max_seqlen_q, cfg.block_m), nheads, batch)](
+        if max_seqlen_q > 0:  # the dQ kernel's own tile (configs.BwdConfig.dq)
+            dq_cfg = cfg.dq()
+            _varlen_bwd_dq_kernel[(triton.cdiv(max_seqlen_q, dq_cfg.block_m), nheads, batch)](
                 q, k, v, dout, lse, delta, dq, cu_seqlens_q, cu_seqlens_k, *strides,
-                dq.stride(0), dq.stride(1), total_q, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-                **common,
+                dq.stride(0), dq.stride(1), total_q, BLOCK_M=dq_cfg.block_m,
+                BLOCK_N=dq_cfg.block_n, **{**common, "num_warps": dq_cfg.num_warps},
             )
     return dq, dk, dv
 
