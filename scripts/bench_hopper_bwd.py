@@ -37,8 +37,10 @@ from flashtile.bench.flops import attn_flops, paper_shape, tflops
 from flashtile.ops import flash, hopper_bwd
 from flashtile.ops._common import next_pow2
 
-TIMED = ("gluon-bwd", "portable-bwd", "ft-fwd+gluon", "ft-fwd+port", "cudnn-fwd", "cudnn-fwd+bwd")
-MODE = {"gluon-bwd": "bwd", "portable-bwd": "bwd", "cudnn-fwd": "fwd", "cudnn-bwd": "bwd"}
+TIMED = ("gluon-bwd", "fused-det", "fused-nd", "portable-bwd", "ft-fwd+gluon", "ft-fwd+fused",
+         "ft-fwd+port", "cudnn-fwd", "cudnn-fwd+bwd")
+MODE = {"gluon-bwd": "bwd", "fused-det": "bwd", "fused-nd": "bwd", "portable-bwd": "bwd",
+        "cudnn-fwd": "fwd", "cudnn-bwd": "bwd"}
 
 
 def parse_overrides(text: str | None) -> dict:
@@ -61,6 +63,18 @@ def closures(q, k, v, dout, causal, overrides):
         return hopper_bwd.hopper_attention_backward(dout, q, k, v, o, l_, None, causal, dq,
                                                     dk, dv, config=cfg)
 
+    fcfg = dataclasses.replace(configs.hopper_bwd_fused_config(d, causal), **{
+        k_: v_ for k_, v_ in overrides.items() if k_ in ("block_m", "num_stages")})
+
+    def fused(deterministic):
+        def fn(o=out, l_=lse):
+            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+            return hopper_bwd.hopper_attention_backward(
+                dout, q, k, v, o, l_, None, causal, dq, dk, dv, config=fcfg,
+                deterministic=deterministic)
+
+        return fn
+
     def portable_bwd(o=out, l_=lse):
         return flash.attention_backward(dout, q, k, v, o, l_, causal=causal, config=pcfg)
 
@@ -74,8 +88,11 @@ def closures(q, k, v, dout, causal, overrides):
     cudnn = get_backend("sdpa-cudnn")(q, k, v, causal, dout=dout)
     return cfg, {
         "gluon-bwd": gluon_bwd,
+        "fused-det": fused(True),
+        "fused-nd": fused(False),
         "portable-bwd": portable_bwd,
         "ft-fwd+gluon": fwd_then(gluon_bwd),
+        "ft-fwd+fused": fwd_then(fused(True)),
         "ft-fwd+port": fwd_then(portable_bwd),
         "cudnn-fwd": cudnn.fwd,
         "cudnn-fwd+bwd": cudnn.fwd_bwd,
@@ -83,17 +100,27 @@ def closures(q, k, v, dout, causal, overrides):
 
 
 def compare(fns) -> tuple[str, bool]:
-    """Gluon vs portable gradients: relative max |diff| per gradient."""
-    got = fns["gluon-bwd"]()
+    """Gluon (split, fused) vs portable gradients: relative max |diff| per gradient; the
+    deterministic fused backward twice (bitwise equal?), the racing one twice."""
     ref = fns["portable-bwd"]()
-    torch.cuda.synchronize()
-    parts, ok = [], True
-    for name, a, r in zip(("dq", "dk", "dv"), got, ref):
-        rel = (a.float() - r.float()).abs().max().item() / max(r.float().abs().max().item(),
-                                                                1e-6)
-        ok &= rel <= 2e-2
-        parts.append(f"{name} {rel:.1e}")
-    return "rel|gluon - portable|: " + ", ".join(parts), ok
+    msgs, ok = [], True
+    for kind in ("gluon-bwd", "fused-det", "fused-nd"):
+        got = fns[kind]()
+        torch.cuda.synchronize()
+        parts = []
+        for name, a, r in zip(("dq", "dk", "dv"), got, ref):
+            rel = (a.float() - r.float()).abs().max().item() / max(
+                r.float().abs().max().item(), 1e-6)
+            ok &= rel <= 2e-2
+            parts.append(f"{name} {rel:.1e}")
+        if kind != "gluon-bwd":
+            again = fns[kind]()
+            same = all(torch.equal(a, b) for a, b in zip(got, again))
+            if kind == "fused-det":
+                ok &= same
+            parts.append("repeat bitwise " + ("equal" if same else "DIFFERENT"))
+        msgs.append(f"{kind}: " + ", ".join(parts))
+    return "rel|x - portable|: " + "; ".join(msgs), ok
 
 
 def bench_shape(seqlen, hd, causal, overrides, dev) -> tuple[dict, int]:
@@ -155,15 +182,19 @@ def main() -> int:
                     w.writerow([r["label"], r["causal"], name, f"{r[name + '_ms']:.4f}",
                                 f"{r[name]:.2f}"])
     print("\nbackward TFLOPS (2.5x fwd FLOPs) and fwd+bwd TFLOPS (3.5x); ratios to cuDNN")
-    print(f"{'shape':<20} {'causal':<6} {'gluon bwd':>16} {'portable bwd':>16} "
-          f"{'cudnn bwd':>9} {'ft+gluon f+b':>16} {'ft+port f+b':>16} {'cudnn f+b':>9}")
+    print(f"{'shape':<20} {'causal':<6} {'gluon bwd':>16} {'fused det':>16} "
+          f"{'fused racing':>16} {'portable bwd':>16} "
+          f"{'cudnn bwd':>9} {'ft+gluon f+b':>16} {'ft+fused f+b':>16} {'ft+port f+b':>16} "
+          f"{'cudnn f+b':>9}")
     def cell(r, name, base):
         return f"{r[name]:7.1f} ({r[name] / r[base]:4.2f})"
 
     for r in rows:
         print(f"{r['label']:<20} {int(r['causal']):<6} {cell(r, 'gluon-bwd', 'cudnn-bwd'):>16} "
+              f"{cell(r, 'fused-det', 'cudnn-bwd'):>16} {cell(r, 'fused-nd', 'cudnn-bwd'):>16} "
               f"{cell(r, 'portable-bwd', 'cudnn-bwd'):>16} {r['cudnn-bwd']:9.1f} "
               f"{cell(r, 'ft-fwd+gluon', 'cudnn-fwd+bwd'):>16} "
+              f"{cell(r, 'ft-fwd+fused', 'cudnn-fwd+bwd'):>16} "
               f"{cell(r, 'ft-fwd+port', 'cudnn-fwd+bwd'):>16} {r['cudnn-fwd+bwd']:9.1f}")
     return status
 

@@ -165,6 +165,9 @@ def hopper_bwd_variants():
             if hd == 128 and not causal:
                 alt = dataclasses.replace(cfg, block_m=32)
                 yield f"{tag} bfloat16 alt", hd, causal, torch.bfloat16, alt
+            fused = configs.hopper_bwd_fused_config(hd, causal)
+            if fused != cfg:  # the fused kernel's tiles where they do not ship yet
+                yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused
 
 
 def hopper_bwd_main(as_json: bool) -> None:
@@ -178,7 +181,7 @@ def hopper_bwd_main(as_json: bool) -> None:
         try:
             kernels = hopper_bwd.compile_sm90(hd, causal, dt, cfg)
         except Exception as exc:  # report every variant, then fail in the caller
-            kernels = {kn: exc for kn in ("dkdv", "dq")}
+            kernels = {kn: exc for kn in (("fused",) if cfg.fused else ("dkdv", "dq"))}
         for kname, k in kernels.items():
             rec = dict(name=f"{name} {kname}", head_dim=hd, causal=causal, dtype=str(dt),
                        config=repr(cfg))

@@ -29,6 +29,7 @@
 #   ncu     Nsight Compute counters per ladder rung (scripts/ncu_ladder.py), ~1-2 min
 #   smoke   the production op's small-shape tests on the GPU (no full grid), ~2 min
 #   gpt2check  gpt2-check alone: 124M (saved, our loader) and XL (in memory), fp32/bf16
+#   fusedbwd  the Gluon backward, two-kernel and fused: gpu tests, bench vs portable / cuDNN
 # Two streams at once on the 2-GPU machine: scripts/gpu_pair.sh COMMIT "S0" "S1".
 set -uo pipefail
 suite=${1:-core}

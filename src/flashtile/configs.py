@@ -230,6 +230,10 @@ class HopperBwdConfig:
     dq_block_n: int  # dQ kernel: keys per streamed K/V tile (wgmma n of S)
     dq_num_warps: int
     dq_num_stages: int  # dQ kernel: depth of the K/V ring
+    # one kernel: the dK/dV kernel also computes each tile's dQ = dS K and adds it to an
+    # fp32 buffer with atomics (5 GEMMs per tile pair instead of 7; block_m must be 64k,
+    # the dq_* fields unused)
+    fused: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""
@@ -250,6 +254,17 @@ class HopperBwdConfig:
 #   above), 1k 217 (Gluon 200); hd 128 361 / 284 (Gluon 383 / 316): portable at hd 64.
 def hopper_bwd_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
     return head_dim > 64
+
+
+def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig:
+    """The fused Gluon backward (one kernel, dQ through fp32 atomics; ops/hopper_bwd.py):
+    128 keys per program over two warpgroups. Resources from compiling for sm_90 on the
+    CPU (ptxas -v, 2026-11-29, deterministic / not): hd 64 with 64-row Q/dO tiles 236 /
+    223 regs, no spills (causal, ring of 3: 254 regs); hd 128 needs 32-row tiles (dQ^T =
+    K^T dS^T) and still spills 132 / 36 bytes (causal 260 / 104). Not yet measured."""
+    if head_dim <= 64:
+        return HopperBwdConfig(64, 128, 8, 3 if causal else 2, 0, 0, 8, 0, fused=True)
+    return HopperBwdConfig(32, 128, 8, 2, 0, 0, 8, 0, fused=True)
 
 
 def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int) -> HopperBwdConfig:

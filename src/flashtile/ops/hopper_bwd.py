@@ -145,15 +145,17 @@ def hopper_bwd_problem_ok(
 
 
 def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq, dk, dv,
-                              config=None):
+                              config=None, deterministic=True):
     """Write dq, dk, dv ((B, M, H, D) / (B, N, Hkv, D), any strides with a unit last one)
     for ``lse`` ((B, H, M) fp32 contiguous, natural log, as the forwards return it).
-    Call only when ``hopper_bwd_supported`` holds. Returns ``(dq, dk, dv)``."""
+    Call only when ``hopper_bwd_supported`` holds. Returns ``(dq, dk, dv)``.
+    With a fused config (``config.fused``) dQ goes through fp32 atomics, in key-tile
+    order unless ``deterministic=False``; the two-kernel path is deterministic anyway."""
     from . import flash  # its preprocess kernel; flash imports this module at load
 
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
-    cfg = config or configs.hopper_bwd_config(head_dim, causal, seqlen_k)
+    cfg = config or default_config(head_dim, causal, seqlen_k)
     if not _tma_ok(dout):  # e.g. an expanded (stride 0) gradient from a .sum()
         dout = dout.contiguous()
     lse = lse.contiguous()  # the kernels index it as (B * H, M)
@@ -168,26 +170,72 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
             dout.stride(1), dout.stride(2), seqlen_q, nheads, HEAD_DIM=head_dim,
             BLOCK_D=head_dim, BLOCK_M=64,
         )
-        _bwd_dkdv_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
-            tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
-            tma_desc(dout, cfg.block_m), tma_desc(outs[1], cfg.block_n),
-            tma_desc(outs[2], cfg.block_n), lse, delta, seqlen_q, seqlen_k, nheads, group,
-            float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim, BLOCK_M=cfg.block_m,
-            BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
-            num_warps=cfg.num_warps,
-        )
-        _bwd_dq_kernel[(triton.cdiv(seqlen_q, cfg.dq_block_m), batch * nheads)](
-            tma_desc(q, cfg.dq_block_m), tma_desc(k, cfg.dq_block_n),
-            tma_desc(v, cfg.dq_block_n), tma_desc(dout, cfg.dq_block_m),
-            tma_desc(outs[0], cfg.dq_block_m), lse, delta, seqlen_q, seqlen_k, nheads, group,
-            float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim, BLOCK_M=cfg.dq_block_m,
-            BLOCK_N=cfg.dq_block_n, NUM_STAGES=cfg.dq_num_stages, CAUSAL=bool(causal),
-            num_warps=cfg.dq_num_warps,
-        )
+        if cfg.fused:
+            _launch_fused(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group,
+                          deterministic)
+        else:
+            _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group)
     for g, tmp in zip((dq, dk, dv), outs):
         if tmp is not g:  # a caller's buffer TMA cannot store to
             g.copy_(tmp)
     return dq, dk, dv
+
+
+def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group):
+    """The dK/dV kernel, then the dQ kernel (7 GEMMs per tile pair, no atomics)."""
+    batch, seqlen_q, nheads, head_dim = q.shape
+    seqlen_k, nheads_kv = k.shape[1], k.shape[2]
+    _bwd_dkdv_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
+        tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
+        tma_desc(dout, cfg.block_m), tma_desc(outs[1], cfg.block_n),
+        tma_desc(outs[2], cfg.block_n), lse, delta, seqlen_q, seqlen_k, nheads, group,
+        float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim, BLOCK_M=cfg.block_m,
+        BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
+        num_warps=cfg.num_warps,
+    )
+    _bwd_dq_kernel[(triton.cdiv(seqlen_q, cfg.dq_block_m), batch * nheads)](
+        tma_desc(q, cfg.dq_block_m), tma_desc(k, cfg.dq_block_n),
+        tma_desc(v, cfg.dq_block_n), tma_desc(dout, cfg.dq_block_m),
+        tma_desc(outs[0], cfg.dq_block_m), lse, delta, seqlen_q, seqlen_k, nheads, group,
+        float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim, BLOCK_M=cfg.dq_block_m,
+        BLOCK_N=cfg.dq_block_n, NUM_STAGES=cfg.dq_num_stages, CAUSAL=bool(causal),
+        num_warps=cfg.dq_num_warps,
+    )
+
+
+def _launch_fused(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, deterministic):
+    """One kernel (5 GEMMs per tile pair): dK/dV per key tile, dQ accumulated in fp32
+    through atomics (ordered by a per-tile counter when deterministic), then cast."""
+    batch, seqlen_q, nheads, head_dim = q.shape
+    seqlen_k, nheads_kv = k.shape[1], k.shape[2]
+    dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    n_mt = triton.cdiv(seqlen_q, cfg.block_m)
+    sem = (torch.zeros((batch * nheads, n_mt), dtype=torch.int32, device=q.device)
+           if deterministic else dq_acc)
+    _bwd_fused_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
+        tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
+        tma_desc(dout, cfg.block_m), tma_desc(outs[1], cfg.block_n),
+        tma_desc(outs[2], cfg.block_n), lse, delta, dq_acc, sem, seqlen_q, seqlen_k, nheads,
+        group, float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim, BLOCK_M=cfg.block_m,
+        BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
+        DETERMINISTIC=bool(deterministic), num_warps=cfg.num_warps,
+    )
+    outs[0].copy_(dq_acc)
+
+
+FUSED_ENV_VAR = "FLASHTILE_HOPPER_BWD_FUSED"
+
+
+def default_config(head_dim: int, causal: bool, seqlen_k: int) -> configs.HopperBwdConfig:
+    """The shipped tiles (configs.hopper_bwd_config); FLASHTILE_HOPPER_BWD_FUSED=1 picks
+    the fused kernel's (configs.hopper_bwd_fused_config), =0 the two-kernel one."""
+    fused = os.environ.get(FUSED_ENV_VAR)
+    if fused == "1":
+        return configs.hopper_bwd_fused_config(head_dim, causal)
+    cfg = configs.hopper_bwd_config(head_dim, causal, seqlen_k)
+    if fused == "0" and cfg.fused:
+        raise ValueError("FLASHTILE_HOPPER_BWD_FUSED=0: no two-kernel config ships here")
+    return cfg
 
 
 def _tma_ok(x: torch.Tensor) -> bool:
@@ -236,12 +284,17 @@ def _q_tile_range(start_n, seqlen_q, diag, BLOCK_M: gl.constexpr, BLOCK_N: gl.co
 
 @gluon.jit
 def _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, it, n_m, m_lo, b, hk,
-               group, pred, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr):
+               group, pred, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr,
+               REVERSE: gl.constexpr):
     """TMA-load the Q and dO tiles of iteration ``it`` (head hk * group + it // n_m,
-    query tile m_lo + it % n_m) into ring slot it % NUM_STAGES (skipped if not pred)."""
+    query tile m_lo + it % n_m, or m_lo + n_m - 1 - it % n_m if REVERSE) into ring slot
+    it % NUM_STAGES (skipped if not pred)."""
     s = it % NUM_STAGES
     h = hk * group + it // n_m
-    start_m = (m_lo + it % n_m) * BLOCK_M
+    j = it % n_m
+    if REVERSE:
+        j = n_m - 1 - j
+    start_m = (m_lo + j) * BLOCK_M
     mbarrier.expect(q_bars.index(s), q_desc.block_type.nbytes, pred=pred)
     tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bars.index(s),
                                     q_smem.index(s), pred=pred)
@@ -305,7 +358,7 @@ def _dkdv_step(it, j, dk, dv, k2, v2, q_smem, do_smem, q_bars, do_bars, q_desc, 
     gl.thread_barrier()
     nxt = it + NUM_STAGES
     _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, nxt, n_m, m_lo, b, hk,
-               group, nxt < n_iter, BLOCK_M, NUM_STAGES)
+               group, nxt < n_iter, BLOCK_M, NUM_STAGES, False)
     return dk, dv
 
 
@@ -358,7 +411,7 @@ def _bwd_dkdv_kernel(
     tma.async_copy_global_to_shared(v_desc, [b, start_n, hk, 0], kv_bar, v_smem)
     for i in gl.static_range(NUM_STAGES):
         _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i, n_m, m_lo, b, hk,
-                   group, i < n_iter, BLOCK_M, NUM_STAGES)
+                   group, i < n_iter, BLOCK_M, NUM_STAGES, False)
 
     keys = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, d_layout)
@@ -383,6 +436,224 @@ def _bwd_dkdv_kernel(
                                 BLOCK_M, BLOCK_N, NUM_STAGES, False)
 
     # -- epilogue: dK (scaled) and dV through the K and V buffers, TMA stores --
+    gl.thread_barrier()  # every warpgroup is done reading K and V
+    _store_tile(dk * sm_scale, k_smem, dk_desc, [b, start_n, hk, 0], BLOCK_N, HEAD_DIM)
+    _store_tile(dv, v_smem, dv_desc, [b, start_n, hk, 0], BLOCK_N, HEAD_DIM)
+    tma.store_wait(pendings=0)
+
+
+# ==================================================================================
+# fused: dK / dV per key tile, dQ through fp32 atomics (one kernel, 5 GEMMs per tile)
+# ==================================================================================
+
+
+@gluon.constexpr_function
+def _dq_layout(num_warps, block_m, head_dim):
+    """wgmma accumulator layout of a (block_m, head_dim) dQ tile: 16 rows per warp down
+    to block_m, the remaining warpgroups split the head dim (64 rows, 8 warps: two
+    warpgroups, each 64 x head_dim / 2)."""
+    warps_m = min(num_warps, block_m // 16)
+    warps_n = num_warps // warps_m
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps_m, warps_n],
+                                     instr_shape=[16, head_dim // warps_n, 16])
+
+
+@gluon.constexpr_function
+def _add_layout(num_warps, head_dim):
+    """Blocked layout of the dQ tile for the atomics: 4 consecutive fp32 per thread
+    (one 16-byte vector add), threads of a warp along a row, warps down the rows."""
+    per_row = min(head_dim // 4, 32)
+    return gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[32 // per_row, per_row],
+                            warps_per_cta=[num_warps, 1], order=[1, 0])
+
+
+@gluon.constexpr_function
+def _dq_smem_layout():
+    """Plain row-major shared layout of the fp32 dQ staging tile."""
+    return gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0])
+
+
+@gluon.constexpr_function
+def _ds_smem_layout(block_n, block_m, dtype):
+    """Shared layout of the dS^T tile: A operand of dK += dS^T Q as stored, and of
+    dQ = dS K through its transposed view."""
+    return gl.NVMMASharedLayout.get_default_for([block_n, block_m], dtype)
+
+
+@gluon.jit
+def _fused_step(it, j, dk, dv, k2, v2, q_smem, do_smem, pt_smem, ds_smem, dq_smem, q_bars,
+                do_bars, q_desc, do_desc, LSE, DELTA, DQ_ACC, SEM, bh, h, b, hk, keys, m_lo, n_m, n_iter,
+                group, seqlen_q, nheads, diag, qk_scale, sm_scale, pid_n,
+                HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                NUM_STAGES: gl.constexpr, MASKED: gl.constexpr, DETERMINISTIC: gl.constexpr):
+    """Consume ring iteration ``it`` (query tile m_lo + j of head h): dV += P^T dO,
+    dK += dS^T Q into the resident accumulators, and this tile's dQ = scale * dS K added
+    to the fp32 dQ buffer. DETERMINISTIC: the adds to a dQ tile happen in key-tile order
+    (a per-(head, query tile) counter in SEM: wait for pid_n, add, release pid_n + 1), so
+    every run sums in the same order; otherwise they race (fastest). Then refill the slot
+    with iteration it + NUM_STAGES (REVERSE order: highest query tile first)."""
+    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
+    # query tiles under 64 rows: dQ^T = K^T dS^T, whose wgmma rows are the head dim
+    SWAP_DQ: gl.constexpr = BLOCK_M < 64
+    dq_layout: gl.constexpr = _dq_layout(gl.num_warps(), max(BLOCK_M, 64), HEAD_DIM)
+    s = it % NUM_STAGES
+    phase = (it // NUM_STAGES) & 1
+    q_buf = q_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
+    do_buf = do_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
+    # -- S^T = K Q^T and dP^T = V dO^T, both in flight --
+    zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
+    mbarrier.wait(q_bars.index(s), phase)
+    s_t = warpgroup_mma(k2, q_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
+    mbarrier.wait(do_bars.index(s), phase)
+    dp_t = warpgroup_mma(v2, do_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
+    start_m = (m_lo + j) * BLOCK_M
+    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
+    lse2 = _row_lse2(LSE, bh, rows, seqlen_q)
+    # -- P^T, then dV += P^T dO (P^T from registers) --
+    s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
+    p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
+    if MASKED:  # causal diagonal band only
+        p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
+    # -- P^T and dS^T = P^T (dP^T - delta) to shared memory: the A operands of dV += P^T dO,
+    #    dK += dS^T Q and, transposed, dQ = dS K (registers stay free for dK, dV and the
+    #    dQ tile; the previous step's readers finished before its closing barrier) --
+    pt_smem.store(p_t.to(q_buf.dtype))
+    delta = _row_delta(DELTA, bh, rows, seqlen_q)
+    dp_t = warpgroup_mma_wait(num_outstanding=0, deps=(dp_t,))
+    ds_smem.store((p_t * (dp_t - delta[None, :])).to(q_buf.dtype))
+    fence_async_shared()  # generic-proxy stores -> visible to wgmma
+    gl.thread_barrier()
+    # -- dQ first (its adds then overlap the dV and dK GEMMs) --
+    if SWAP_DQ:  # dQ^T = K^T dS^T: HEAD_DIM rows (16 per warp), BLOCK_M columns
+        dq = warpgroup_mma(k2.permute((1, 0)), ds_smem,
+                           gl.zeros([HEAD_DIM, BLOCK_M], gl.float32, s_layout),
+                           use_acc=False, is_async=True)
+    else:
+        dq = warpgroup_mma(ds_smem.permute((1, 0)), k2,
+                           gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, dq_layout),
+                           use_acc=False, is_async=True)
+    dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
+    # -- dQ tile += scale * dS K: through shared memory into a row-major layout (4
+    #    consecutive fp32 per thread, a warp on whole rows), then fp32 atomics
+    #    (vectorised, coalesced, 4 addresses per thread) under the dV and dK GEMMs;
+    #    rows past seqlen_q masked. The ordered mode waits for its turn first, while
+    #    only dK and dV are live (fewer registers across the spin loop) --
+    if SWAP_DQ:
+        dq_smem.store(gl.permute(dq, (1, 0)))
+    else:
+        dq_smem.store(dq)
+    if DETERMINISTIC:
+        sem = SEM + bh.to(gl.int64) * ((seqlen_q + BLOCK_M - 1) // BLOCK_M) + m_lo + j
+        while gl.atomic_add(sem, 0, sem="acquire", scope="gpu") < pid_n:
+            pass
+    gl.thread_barrier()
+    dv = warpgroup_mma(pt_smem, do_buf, dv, is_async=True)
+    dk = warpgroup_mma(ds_smem, q_buf, dk, is_async=True)
+    add_layout: gl.constexpr = _add_layout(gl.num_warps(), HEAD_DIM)
+    dq = dq_smem.load(add_layout)
+    dq_rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, add_layout))
+    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, add_layout))
+    offs = ((b * seqlen_q + dq_rows).to(gl.int64) * nheads + h) * HEAD_DIM
+    ptrs = DQ_ACC + offs[:, None] + cols[None, :]
+    gl.atomic_add(ptrs, dq * sm_scale, mask=dq_rows[:, None] < seqlen_q, sem="relaxed",
+                  scope="gpu")
+    dv, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk))
+    # -- every warpgroup is done with slot s (and ds_smem, dq_smem, and its adds) --
+    gl.thread_barrier()
+    if DETERMINISTIC:
+        gl.atomic_add(sem, 1, sem="release", scope="gpu")
+    nxt = it + NUM_STAGES
+    _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, nxt, n_m, m_lo, b, hk,
+               group, nxt < n_iter, BLOCK_M, NUM_STAGES, True)
+    return dk, dv
+
+
+@gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
+def _bwd_fused_kernel(
+    q_desc, k_desc, v_desc, do_desc,  # TMA: q, do (B, M, H, D); k, v (B, N, Hkv, D)
+    dk_desc, dv_desc,  # TMA: dk, dv (B, N, Hkv, D)
+    LSE, DELTA,  # (B, H, M) fp32: lse (natural log), rowsum(dO * O)
+    DQ_ACC,  # (B, M, H, D) fp32, zeroed: dQ accumulates here
+    SEM,  # (B * H, cdiv(M, BLOCK_M)) int32, zeroed (DETERMINISTIC only)
+    seqlen_q, seqlen_k, nheads, group,
+    qk_scale, sm_scale,  # qk_scale = sm_scale * log2(e)
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, DETERMINISTIC: gl.constexpr,
+):
+    gl.static_assert(BLOCK_N == 16 * gl.num_warps(), "each warp owns 16 key rows")
+    gl.static_assert(BLOCK_M % 64 == 0 or HEAD_DIM == 16 * gl.num_warps(),
+                     "the dQ wgmma needs 64-row query tiles, or HEAD_DIM rows (dQ^T)")
+    gl.static_assert(HEAD_DIM <= 256 and BLOCK_M <= 256, "wgmma n is at most 256")
+    dtype: gl.constexpr = q_desc.dtype
+    d_layout: gl.constexpr = mma_layout(gl.num_warps(), HEAD_DIM)
+    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
+    # key tiles in launch order: in DETERMINISTIC mode tile n waits on tile n - 1 of the
+    # same head, which the hardware schedules no later (no wait on an unlaunched program)
+    pid_n = gl.program_id(0)
+    pid_bhk = gl.program_id(1)
+    nheads_kv = nheads // group
+    b = pid_bhk // nheads_kv
+    hk = pid_bhk % nheads_kv
+    start_n = pid_n * BLOCK_N
+    diag = seqlen_k - seqlen_q
+    m_lo, n_band, n_m = _q_tile_range(start_n, seqlen_q, diag, BLOCK_M, BLOCK_N, CAUSAL)
+    n_m = gl.maximum(n_m, 1)  # never 0 (seqlen_q >= 1); keeps it // n_m defined
+    n_iter = group * n_m
+
+    k_smem = gl.allocate_shared_memory(dtype, k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, v_desc.block_type.shape, v_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + q_desc.block_type.shape,
+                                       q_desc.layout)
+    do_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + do_desc.block_type.shape,
+                                        do_desc.layout)
+    pt_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M],
+                                        _ds_smem_layout(BLOCK_N, BLOCK_M, dtype))
+    ds_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M],
+                                        _ds_smem_layout(BLOCK_N, BLOCK_M, dtype))
+    dq_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M, HEAD_DIM], _dq_smem_layout())
+    kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    do_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(kv_bar, count=1)
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(q_bars.index(i), count=1)
+        mbarrier.init(do_bars.index(i), count=1)
+    fence_async_shared()
+    gl.thread_barrier()
+
+    mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [b, start_n, hk, 0], kv_bar, k_smem)
+    tma.async_copy_global_to_shared(v_desc, [b, start_n, hk, 0], kv_bar, v_smem)
+    for i in gl.static_range(NUM_STAGES):
+        _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i, n_m, m_lo, b, hk,
+                   group, i < n_iter, BLOCK_M, NUM_STAGES, True)
+
+    keys = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
+    dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, d_layout)
+    dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, d_layout)
+    mbarrier.wait(kv_bar, 0)
+    k2 = k_smem.reshape([BLOCK_N, HEAD_DIM])
+    v2 = v_smem.reshape([BLOCK_N, HEAD_DIM])
+
+    # -- the group's query heads in order; per head the query tiles from the last down:
+    #    every key tile of a head then reaches a given query tile at about the same time,
+    #    so the ordered (DETERMINISTIC) adds wait little; the causal band comes last --
+    for g in range(0, group):
+        h = hk * group + g
+        bh = b * nheads + h
+        for t in range(0, n_m - n_band):
+            dk, dv = _fused_step(g * n_m + t, n_m - 1 - t, dk, dv, k2, v2, q_smem, do_smem,
+                                 pt_smem, ds_smem, dq_smem, q_bars, do_bars, q_desc,
+                                 do_desc, LSE, DELTA, DQ_ACC, SEM, bh, h, b, hk, keys, m_lo, n_m, n_iter, group,
+                                 seqlen_q, nheads, diag, qk_scale, sm_scale, pid_n, HEAD_DIM,
+                                 BLOCK_M, BLOCK_N, NUM_STAGES, False, DETERMINISTIC)
+        for t in range(n_m - n_band, n_m):
+            dk, dv = _fused_step(g * n_m + t, n_m - 1 - t, dk, dv, k2, v2, q_smem, do_smem,
+                                 pt_smem, ds_smem, dq_smem, q_bars, do_bars, q_desc,
+                                 do_desc, LSE, DELTA, DQ_ACC, SEM, bh, h, b, hk, keys, m_lo, n_m, n_iter, group,
+                                 seqlen_q, nheads, diag, qk_scale, sm_scale, pid_n, HEAD_DIM,
+                                 BLOCK_M, BLOCK_N, NUM_STAGES, True, DETERMINISTIC)
+
     gl.thread_barrier()  # every warpgroup is done reading K and V
     _store_tile(dk * sm_scale, k_smem, dk_desc, [b, start_n, hk, 0], BLOCK_N, HEAD_DIM)
     _store_tile(dv, v_smem, dv_desc, [b, start_n, hk, 0], BLOCK_N, HEAD_DIM)
@@ -520,7 +791,8 @@ def _bwd_dq_kernel(
 # ==================================================================================
 
 
-def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None) -> dict:
+def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
+                 deterministic: bool = True) -> dict:
     """Compile both backward kernels for sm_90 on any machine (no GPU) with the argument
     types a real launch produces. Returns {"dkdv": kernel, "dq": kernel} (Triton compiled
     kernels: ``.asm`` holds ttgir/ptx/cubin, ``.metadata.shared`` shared memory bytes)."""
@@ -536,6 +808,11 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None)
         "dq": (_bwd_dq_kernel, cfg.dq_block_m, cfg.dq_block_n, cfg.dq_num_stages,
                cfg.dq_num_warps, ["q", "k", "v", "do", "dq"]),
     }
+    if cfg.fused:
+        jobs = {"fused": (_bwd_fused_kernel, cfg.block_m, cfg.block_n, cfg.num_stages,
+                          cfg.num_warps, ["q", "k", "v", "do", "dk", "dv"])}
+        scalars = dict(LSE="*fp32", DELTA="*fp32", DQ_ACC="*fp32", SEM="*i32", **{
+            n: t for n, t in scalars.items() if n not in ("LSE", "DELTA")})
     out = {}
     for name, (kernel, bm, bn, stages, warps, descs) in jobs.items():
         rows = dict(q=bm, do=bm, dq=bm, k=bn, v=bn, dk=bn, dv=bn)
@@ -543,11 +820,14 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None)
         sig.update(scalars)
         constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=stages,
                           CAUSAL=bool(causal))
+        if name == "fused":
+            constexprs["DETERMINISTIC"] = bool(deterministic)
         sig.update({n: "constexpr" for n in constexprs})
-        lse_pos = len(descs)  # LSE and DELTA: torch allocations, 16-byte aligned
+        # LSE, DELTA (and DQ_ACC, SEM): torch allocations, 16-byte aligned
+        n_ptrs = 4 if name == "fused" else 2
         src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs,
-                             attrs={(lse_pos,): [["tt.divisibility", 16]],
-                                    (lse_pos + 1,): [["tt.divisibility", 16]]})
+                             attrs={(len(descs) + i,): [["tt.divisibility", 16]]
+                                    for i in range(n_ptrs)})
         out[name] = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                                    options=dict(num_warps=warps))
     return out
