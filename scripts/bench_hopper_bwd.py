@@ -99,12 +99,14 @@ def closures(q, k, v, dout, causal, overrides):
     }
 
 
-def compare(fns) -> tuple[str, bool]:
+def compare(fns, timed=TIMED) -> tuple[str, bool]:
     """Gluon (split, fused) vs portable gradients: relative max |diff| per gradient; the
     deterministic fused backward twice (bitwise equal?), the racing one twice."""
     ref = fns["portable-bwd"]()
     msgs, ok = [], True
     for kind in ("gluon-bwd", "fused-det", "fused-nd"):
+        if kind not in timed:
+            continue
         got = fns[kind]()
         torch.cuda.synchronize()
         parts = []
@@ -123,7 +125,7 @@ def compare(fns) -> tuple[str, bool]:
     return "rel|x - portable|: " + "; ".join(msgs), ok
 
 
-def bench_shape(seqlen, hd, causal, overrides, dev) -> tuple[dict, int]:
+def bench_shape(seqlen, hd, causal, overrides, dev, timed=TIMED) -> tuple[dict, int]:
     shape = paper_shape(seqlen, hd, causal)
     gen = torch.Generator(device=dev).manual_seed(seqlen + hd)
     q, k, v, dout = (torch.randn(shape.batch, seqlen, shape.nheads, hd, device=dev,
@@ -132,11 +134,14 @@ def bench_shape(seqlen, hd, causal, overrides, dev) -> tuple[dict, int]:
     status = 0
     t0 = time.perf_counter()
     cfg, fns = closures(q, k, v, dout, causal, overrides)
-    msg, ok = compare(fns)
+    msg, ok = compare(fns, timed)
     print(f"{row['label']} causal={int(causal)} {cfg}\n    {msg}  first calls "
           f"{time.perf_counter() - t0:.1f}s{'' if ok else '  MISMATCH'}", flush=True)
     status |= not ok
     for name in TIMED:
+        if name not in timed:
+            row[name + "_ms"] = float("nan")
+            continue
         try:
             ms = triton.testing.do_bench(fns[name], warmup=25, rep=100, return_mode="median")
         except Exception:
@@ -158,8 +163,11 @@ def main() -> int:
     ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--causal", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--config", help="override hopper_bwd_config fields: block_m=32,...")
+    ap.add_argument("--only", nargs="+", choices=TIMED, default=list(TIMED),
+                    help="time these only (cudnn-fwd and cudnn-fwd+bwd are always timed)")
     ap.add_argument("--csv")
     args = ap.parse_args()
+    timed = set(args.only) | {"cudnn-fwd", "cudnn-fwd+bwd", "portable-bwd"}
     dev = torch.device("cuda")
     print(f"{torch.cuda.get_device_name(dev)} torch {torch.__version__} triton "
           f"{triton.__version__}", flush=True)
@@ -168,7 +176,7 @@ def main() -> int:
     for causal in map(bool, args.causal):
         for hd in args.head_dims:
             for seqlen in args.seqlens:
-                row, st = bench_shape(seqlen, hd, causal, overrides, dev)
+                row, st = bench_shape(seqlen, hd, causal, overrides, dev, timed)
                 rows.append(row)
                 status |= st
                 torch.cuda.empty_cache()

@@ -231,5 +231,6 @@ def test_fast_launch_picks_tritons_kernels():
     assert res.returncode == 0 and "fast launch ok: 24 cases" in res.stdout, res.stderr[-3000:]
 
 
-def test_fast_launch_off_by_default():
-    assert flash.FAST_LAUNCH == (os.environ.get("FLASHTILE_FAST_LAUNCH", "0") not in ("", "0"))
+def test_fast_launch_on_by_default():
+    """The cached launch is the default (FLASHTILE_FAST_LAUNCH=0 turns it off)."""
+    assert flash.FAST_LAUNCH == (os.environ.get("FLASHTILE_FAST_LAUNCH", "1") not in ("", "0"))

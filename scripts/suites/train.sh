@@ -34,6 +34,13 @@ ft train --bench --bench-backends flashtile,sdpa-cudnn,sdpa-flash \
   >"$out/train_bench.log" 2>&1 || status=1
 tail -n 9 "$out/train_bench.log"
 
+# the same step with Triton's own launch path (FLASHTILE_FAST_LAUNCH=0), the A/B of the
+# cached launch that is on by default
+FLASHTILE_FAST_LAUNCH=0 ft train --bench --bench-backends flashtile \
+  --bench-shapes 64x256,16x1024 --csv "$out/train_bench_tritonlaunch.csv" \
+  >"$out/train_bench_tritonlaunch.log" 2>&1 || status=1
+head -n 5 "$out/train_bench_tritonlaunch.log"
+
 ft sample --ckpt "$runs/flashtile" --prompt "ROMEO:" --max-new-tokens 400 --seed 1337 \
   --out "$out/train_sample.txt" >"$out/train_sample.log" 2>&1 || status=1
 

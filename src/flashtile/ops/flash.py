@@ -369,11 +369,13 @@ def _check_buffer(name, buf, shape, dtype, device):
 
 
 # Launches skip Triton's per-call argument binding once a kernel is cached
-# (ops/_launch.cached_launch). Off by default here, under the switch ops/kvcache.py uses
-# too (FLASHTILE_FAST_LAUNCH; on by default there since its GPU run), until it has run on
-# a GPU (scripts/host_overhead.py --check compares the kernel it picks with Triton's own
-# on the CPU, with a fake driver).
-FAST_LAUNCH = os.environ.get("FLASHTILE_FAST_LAUNCH", "0") not in ("", "0")
+# (ops/_launch.cached_launch), under the switch ops/kvcache.py uses too
+# (FLASHTILE_FAST_LAUNCH=0 turns it off). On by default since commit after f8abc94: the
+# host cost of a training step's attention halves (scripts/host_overhead.py, 2-core CPU,
+# stub kernels: forward 166 -> 81 us, backward 361 -> 174 us per call), and
+# `gpu_check.sh train` measures the step time both ways; scripts/host_overhead.py
+# --check compares the kernel it picks with Triton's own on the CPU (fake driver).
+FAST_LAUNCH = os.environ.get("FLASHTILE_FAST_LAUNCH", "1") not in ("", "0")
 _FAST_LAUNCH_DEVICES = ("cuda",)  # scripts/host_overhead.py adds "cpu" (stub kernels)
 _KERNELS: dict = {}
 _run_compiled = run_compiled  # the CPU check replaces it with a spy
