@@ -277,9 +277,13 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int) -> HopperBwdCo
         # dK/dV 64x128 ring 3: 184 regs, 80 KB (128-row Q/dO tiles: 255 regs + 188 B
         # spills); dQ 128x128: 210 regs, 96 KB
         return HopperBwdConfig(64, 128, 8, 3, 128, 128, 8, 2)
+    # dQ tile 128x128 (238 regs, 192 KB): `gpu_check.sh bwdsweep` (bc5bcfc) at 4k/16k,
+    # backward TFLOPS 398.8/393.8 non-causal, 326.1/366.7 causal vs 395.5/389.6 and
+    # 319.4/363.1 with 128x64 (+1-2% at all four; ring 3, or 32-row Q/dO tiles at
+    # non-causal, measured no better)
     if not causal:
-        # dK/dV 64x128: 244 regs, 128 KB; dQ 128x64: 166 regs (128x128: 238, 192 KB)
-        return HopperBwdConfig(64, 128, 8, 2, 128, 64, 8, 2)
+        # dK/dV 64x128: 244 regs, 128 KB
+        return HopperBwdConfig(64, 128, 8, 2, 128, 128, 8, 2)
     # causal: the masked band step at 64-row Q/dO tiles needs 255 regs + 36 B of spills;
     # 32-row tiles: 221 regs, 96 KB
-    return HopperBwdConfig(32, 128, 8, 2, 128, 64, 8, 2)
+    return HopperBwdConfig(32, 128, 8, 2, 128, 128, 8, 2)
