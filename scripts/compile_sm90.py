@@ -61,6 +61,7 @@ def variants(head_dim):
         yield f"d{head_dim}{'-causal' if causal else ''}", base
     yield f"d{head_dim}-window-softcap-dropout", dict(
         base, HAS_LEFT=True, HAS_RIGHT=True, SOFTCAP=True, DROPOUT=True)
+    yield f"d{head_dim}-causal-dropout", dict(base, DROPOUT=True)  # MiniGPT's attention
 
 
 def ptxas_usage(ptx: str) -> tuple[str, str]:
@@ -234,7 +235,7 @@ def main():
                 ("bwd_dkdv", flash._attn_bwd_dkdv_kernel,
                  dict(meta, BLOCK_M=bc.block_m, BLOCK_N=bc.block_n), bc),
                 ("bwd_dq", flash._attn_bwd_dq_kernel,
-                 dict(meta, BLOCK_M=bc.block_m, BLOCK_N=bc.block_n), bc),
+                 dict(meta, BLOCK_M=bc.dq().block_m, BLOCK_N=bc.dq().block_n), bc.dq()),
             ]
             for kname, kern, cx, cfg in jobs:
                 k = compile_kernel(kern, "bf16", cx, cfg.num_warps, cfg.num_stages)

@@ -31,6 +31,7 @@
 #   gpt2check  gpt2-check alone: 124M (saved, our loader) and XL (in memory), fp32/bf16
 #   fusedbwd  the Gluon backward, two-kernel and fused: gpu tests, bench vs portable / cuDNN
 #   bwdsweep  tiles of the two-kernel Gluon backward at hd 128 (bench_hopper_bwd --config)
+#   dropout   smoke tests, MiniGPT step bench, HF 2k forward with the cached launch on/off
 # Two streams at once on the 2-GPU machine: scripts/gpu_pair.sh COMMIT "S0" "S1".
 set -uo pipefail
 suite=${1:-core}

@@ -261,7 +261,9 @@ def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig:
     128 keys per program over two warpgroups. Resources from compiling for sm_90 on the
     CPU (ptxas -v, 2026-11-29, deterministic / not): hd 64 with 64-row Q/dO tiles 236 /
     223 regs, no spills (causal, ring of 3: 254 regs); hd 128 needs 32-row tiles (dQ^T =
-    K^T dS^T) and still spills 132 / 36 bytes (causal 260 / 104). Not yet measured."""
+    K^T dS^T) and still spills 132 / 36 bytes (causal 260 / 104). Measured (f8abc94,
+    `gpu_check.sh fusedbwd`): 0.53-0.68x the two-kernel backward ordered, 0.75-0.90x
+    racing, at every DESIGN.md shape; opt-in only (FLASHTILE_HOPPER_BWD_FUSED=1)."""
     if head_dim <= 64:
         return HopperBwdConfig(64, 128, 8, 3 if causal else 2, 0, 0, 8, 0, fused=True)
     return HopperBwdConfig(32, 128, 8, 2, 0, 0, 8, 0, fused=True)
@@ -271,8 +273,9 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int) -> HopperBwdCo
     """Gluon backward tiles for fp16/bf16 on sm_90 (head dim 64 or 128). Resources from
     compiling for sm_90 on the CPU (ptxas -v, 2026-11-29; tests/test_hopper_bwd.py: no
     spills, fits 227 KB); first guesses after FA3's shapes (128 keys per dK/dV program
-    over two warpgroups, 64-row Q/dO tiles), measured as shipped (hopper_bwd_preferred)
-    but not yet swept."""
+    over two warpgroups, 64-row Q/dO tiles), measured as shipped (hopper_bwd_preferred);
+    at hd 128 swept (bc5bcfc, below); at hd 64 not swept (the default there is the
+    portable backward)."""
     if head_dim <= 64:
         # dK/dV 64x128 ring 3: 184 regs, 80 KB (128-row Q/dO tiles: 255 regs + 188 B
         # spills); dQ 128x128: 210 regs, 96 KB

@@ -1,9 +1,11 @@
 """The Hopper (sm_90) backward: Gluon dK/dV and dQ kernels with TMA, mbarrier-guarded
 shared-memory rings and asynchronous wgmma. The default on sm_90 where
 configs.hopper_bwd_preferred measured it faster than the portable backward of
-ops/flash.py (hd 128; hd 64 causal), which stays the path for the rest and for
-everything this one does not cover. FLASHTILE_HOPPER_BWD=1 forces it wherever it can
-run, =0 switches it off.
+ops/flash.py (hd 128), which stays the path for the rest and for everything this one
+does not cover. FLASHTILE_HOPPER_BWD=1 forces it wherever it can run, =0 switches it
+off. A fused variant (one kernel, dQ through ordered fp32 atomics; _bwd_fused_kernel,
+FLASHTILE_HOPPER_BWD_FUSED=1) is opt-in: measured slower than the two kernels at every
+DESIGN.md shape (benchmarks/results.md, session 4).
 
 Layers, top to bottom:
     hopper_bwd_supported          does this backward take the Gluon path? (sm_90, table)
@@ -42,12 +44,13 @@ Triton 3.6's ptxas -v, 2026-11-29, bf16 and fp16 alike (`scripts/compile_sm90.py
     config                dK/dV tile  ring  regs  spill  smem     dQ tile   ring  regs  smem
     hd 64                 128k x 64q   3    180    0    80 KB     128q x 128k  2   193   96 KB
     hd 64 causal          128k x 64q   3    184    0    80 KB     128q x 128k  2   210   96 KB
-    hd 128                128k x 64q   2    244    0   128 KB     128q x 64k   2   167  128 KB
-    hd 128 causal         128k x 32q   2    221    0    96 KB     128q x 64k   2   166  128 KB
-(no spills in the dQ kernels either). Tried and rejected on resources: dK/dV at hd 128
-causal with 64-row Q/dO tiles, 255 regs + 36 B spills (the masked band step); at hd 64
-with 128-row tiles, 255 regs + 188-392 B spills; dQ at hd 128 with 128-key tiles, 238
-regs and 192 KB (kept as an A/B candidate, not shipped).
+    hd 128                128k x 64q   2    244    0   128 KB     128q x 128k  2   238  192 KB
+    hd 128 causal         128k x 32q   2    221    0    96 KB     128q x 128k  2   238  192 KB
+(no spills in the dQ kernels either; the hd 64 rows are what the opt-in path compiles:
+the default at hd 64 is the portable backward). Tried and rejected on resources: dK/dV
+at hd 128 causal with 64-row Q/dO tiles, 255 regs + 36 B spills (the masked band step);
+at hd 64 with 128-row tiles, 255 regs + 188-392 B spills. The 128x128 dQ tile at hd 128
+won the bc5bcfc sweep by 1-2% over 128x64 (167 regs, 128 KB).
 """
 
 from __future__ import annotations
