@@ -215,28 +215,18 @@ def stage_bounds(STAGE: tl.constexpr, lo, a, b, hi):
 
 
 @triton.jit
-def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexpr):
+def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p):
     """Keep-mask of attention dropout for (batch*head ``bh``, query ``rows``, key
-    ``cols``), both 1-D: shape (rows, cols), or (cols, rows) if TRANS. Philox keyed by
-    ``seed`` with counter (row, col // 4, bh, rng_offset): one call draws the four numbers
-    of key columns 4c .. 4c + 3 (``cols`` come in aligned groups of 4: tiles start at
-    multiples of 4), so every (b, h, i, j) draws its own number whatever the tiling, at
-    a quarter of the Philox rounds of a draw per element."""
-    R: tl.constexpr = rows.shape[0]
-    C: tl.constexpr = cols.shape[0]
-    # the first column of each aligned group of 4
-    first, _ = tl.split(tl.reshape(cols, (C // 4, 2, 2)))
-    first, _ = tl.split(first)
-    group = first // 4
-    zero = rows[:, None] * 0 + group[None, :] * 0
-    r0, r1, r2, r3 = tl.philox(seed, rows[:, None] + zero, group[None, :] + zero, zero + bh,
-                               zero + rng_offset)
-    # (R, C // 4, 2, 2) -> (R, C): column 4c + 2i + j takes draw (r0, r2 | r1, r3)[i][j]
-    r = tl.reshape(tl.join(tl.join(r0, r1), tl.join(r2, r3)), (R, C))
-    keep = tl.uint_to_uniform_float(r) >= dropout_p
-    if TRANS:
-        keep = tl.trans(keep)
-    return keep
+    ``cols``): Philox keyed by ``seed`` with counter (row, col, bh, rng_offset), so every
+    (b, h, i, j) draws its own number whatever the tiling."""
+    zero = rows * 0 + cols * 0
+    c0 = rows + zero
+    c1 = cols + zero
+    c2 = zero + bh
+    c3 = zero + rng_offset
+    r, _, _, _ = tl.philox(seed, c0, c1, c2, c3)
+    u = tl.uint_to_uniform_float(r)
+    return u >= dropout_p
 
 
 # ----------------------------------------------------------------------------------
