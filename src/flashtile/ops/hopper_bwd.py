@@ -322,6 +322,88 @@ def _store_tile(x, smem, desc, coords, ROWS: gl.constexpr, HEAD_DIM: gl.constexp
 
 
 @gluon.jit
+def _resident_and_ring(res_a_desc, res_b_desc, ring_a_desc, ring_b_desc,
+                       NUM_STAGES: gl.constexpr):
+    """Shared memory of a backward program: two resident tiles (K, V or Q, dO) behind one
+    barrier, and a NUM_STAGES-deep ring of the two streamed tiles, one barrier per slot
+    and tile; barriers initialised and visible to TMA. Returns (res_a, res_b, ring_a,
+    ring_b, res_bar, ring_a_bars, ring_b_bars)."""
+    dtype: gl.constexpr = res_a_desc.dtype
+    res_a = gl.allocate_shared_memory(dtype, res_a_desc.block_type.shape, res_a_desc.layout)
+    res_b = gl.allocate_shared_memory(dtype, res_b_desc.block_type.shape, res_b_desc.layout)
+    ring_a = gl.allocate_shared_memory(dtype, [NUM_STAGES] + ring_a_desc.block_type.shape,
+                                       ring_a_desc.layout)
+    ring_b = gl.allocate_shared_memory(dtype, [NUM_STAGES] + ring_b_desc.block_type.shape,
+                                       ring_b_desc.layout)
+    res_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    a_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    b_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(res_bar, count=1)
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(a_bars.index(i), count=1)
+        mbarrier.init(b_bars.index(i), count=1)
+    fence_async_shared()  # barrier inits visible to the async proxy (TMA)
+    gl.thread_barrier()
+    return res_a, res_b, ring_a, ring_b, res_bar, a_bars, b_bars
+
+
+@gluon.jit
+def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group,
+                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, REVERSE: gl.constexpr):
+    """What both key-tile kernels (dK/dV, fused) start with: this program's (batch, KV
+    head, key tile), the query tiles it visits (``_q_tile_range``), shared memory for
+    the resident K, V and the Q/dO ring with their barriers, the TMA loads of K, V and
+    the first NUM_STAGES Q/dO tiles in flight, zeroed dK / dV accumulators, and K, V
+    waited for. Key tiles in launch order (pid 0 is the key tile): the fused kernel's
+    ordered adds rely on it."""
+    pid_n = gl.program_id(0)
+    pid_bhk = gl.program_id(1)
+    nheads_kv = nheads // group
+    b = pid_bhk // nheads_kv
+    hk = pid_bhk % nheads_kv
+    start_n = pid_n * BLOCK_N
+    diag = seqlen_k - seqlen_q
+    m_lo, n_band, n_m = _q_tile_range(start_n, seqlen_q, diag, BLOCK_M, BLOCK_N, CAUSAL)
+    n_m = gl.maximum(n_m, 1)  # never 0 (seqlen_q >= 1); keeps it // n_m defined
+    n_iter = group * n_m
+
+    k_smem, v_smem, q_smem, do_smem, kv_bar, q_bars, do_bars = _resident_and_ring(
+        k_desc, v_desc, q_desc, do_desc, NUM_STAGES)
+
+    # -- K and V, and the first NUM_STAGES Q/dO tiles in flight --
+    mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [b, start_n, hk, 0], kv_bar, k_smem)
+    tma.async_copy_global_to_shared(v_desc, [b, start_n, hk, 0], kv_bar, v_smem)
+    for i in gl.static_range(NUM_STAGES):
+        _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i, n_m, m_lo, b, hk,
+                   group, i < n_iter, BLOCK_M, NUM_STAGES, REVERSE)
+
+    # -- the key indices, zeroed dK / dV accumulators, and K, V once they have landed --
+    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
+    d_layout: gl.constexpr = mma_layout(gl.num_warps(), HEAD_DIM)
+    keys = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
+    dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, d_layout)
+    dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, d_layout)
+    mbarrier.wait(kv_bar, 0)
+    k2 = k_smem.reshape([BLOCK_N, HEAD_DIM])
+    v2 = v_smem.reshape([BLOCK_N, HEAD_DIM])
+    return (pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter, k_smem, v_smem, q_smem,
+            do_smem, q_bars, do_bars, keys, dk, dv, k2, v2)
+
+
+@gluon.jit
+def _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, sm_scale,
+                BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """Epilogue of both key-tile kernels: dK (scaled) and dV through the K and V buffers,
+    TMA stores, waited."""
+    gl.thread_barrier()  # every warpgroup is done reading K and V
+    _store_tile(dk * sm_scale, k_smem, dk_desc, [b, start_n, hk, 0], BLOCK_N, HEAD_DIM)
+    _store_tile(dv, v_smem, dv_desc, [b, start_n, hk, 0], BLOCK_N, HEAD_DIM)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
 def _dkdv_step(it, j, dk, dv, k2, v2, q_smem, do_smem, q_bars, do_bars, q_desc, do_desc,
                LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk, group, seqlen_q, diag,
                qk_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
@@ -377,51 +459,11 @@ def _bwd_dkdv_kernel(
 ):
     gl.static_assert(BLOCK_N == 16 * gl.num_warps(), "each warp owns 16 key rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_M <= 256, "wgmma n is at most 256")
-    dtype: gl.constexpr = q_desc.dtype
-    d_layout: gl.constexpr = mma_layout(gl.num_warps(), HEAD_DIM)
-    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
-    pid_n = gl.program_id(0)  # causal: low key tiles (the most query tiles) start first
-    pid_bhk = gl.program_id(1)
-    nheads_kv = nheads // group
-    b = pid_bhk // nheads_kv
-    hk = pid_bhk % nheads_kv
-    start_n = pid_n * BLOCK_N
-    diag = seqlen_k - seqlen_q
-    m_lo, n_band, n_m = _q_tile_range(start_n, seqlen_q, diag, BLOCK_M, BLOCK_N, CAUSAL)
-    n_m = gl.maximum(n_m, 1)  # never 0 (seqlen_q >= 1); keeps it // n_m defined
-    n_iter = group * n_m
-
-    # -- shared memory: resident K, V (later dK, dV), a Q/dO ring, barriers --
-    k_smem = gl.allocate_shared_memory(dtype, k_desc.block_type.shape, k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, v_desc.block_type.shape, v_desc.layout)
-    q_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + q_desc.block_type.shape,
-                                       q_desc.layout)
-    do_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + do_desc.block_type.shape,
-                                        do_desc.layout)
-    kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    q_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    do_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(kv_bar, count=1)
-    for i in gl.static_range(NUM_STAGES):
-        mbarrier.init(q_bars.index(i), count=1)
-        mbarrier.init(do_bars.index(i), count=1)
-    fence_async_shared()  # barrier inits visible to the async proxy (TMA)
-    gl.thread_barrier()
-
-    # -- prologue: K and V, and the first NUM_STAGES Q/dO tiles in flight --
-    mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(k_desc, [b, start_n, hk, 0], kv_bar, k_smem)
-    tma.async_copy_global_to_shared(v_desc, [b, start_n, hk, 0], kv_bar, v_smem)
-    for i in gl.static_range(NUM_STAGES):
-        _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i, n_m, m_lo, b, hk,
-                   group, i < n_iter, BLOCK_M, NUM_STAGES, False)
-
-    keys = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
-    dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, d_layout)
-    dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, d_layout)
-    mbarrier.wait(kv_bar, 0)
-    k2 = k_smem.reshape([BLOCK_N, HEAD_DIM])
-    v2 = v_smem.reshape([BLOCK_N, HEAD_DIM])
+    # causal: low key tiles (the most query tiles) start first
+    (pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter, k_smem, v_smem, q_smem,
+     do_smem, q_bars, do_bars, keys, dk, dv, k2, v2) = _key_tile_setup(
+        q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
+        BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False)
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
     #    (masked), then the query tiles that see every key of this tile --
@@ -438,11 +480,9 @@ def _bwd_dkdv_kernel(
                                 n_iter, b, hk, group, seqlen_q, diag, qk_scale, HEAD_DIM,
                                 BLOCK_M, BLOCK_N, NUM_STAGES, False)
 
-    # -- epilogue: dK (scaled) and dV through the K and V buffers, TMA stores --
-    gl.thread_barrier()  # every warpgroup is done reading K and V
-    _store_tile(dk * sm_scale, k_smem, dk_desc, [b, start_n, hk, 0], BLOCK_N, HEAD_DIM)
-    _store_tile(dv, v_smem, dv_desc, [b, start_n, hk, 0], BLOCK_N, HEAD_DIM)
-    tma.store_wait(pendings=0)
+    # -- epilogue: dK (scaled) and dV through the K and V buffers --
+    _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, sm_scale, BLOCK_N,
+                HEAD_DIM)
 
 
 # ==================================================================================
@@ -588,55 +628,18 @@ def _bwd_fused_kernel(
                      "the dQ wgmma needs 64-row query tiles, or HEAD_DIM rows (dQ^T)")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_M <= 256, "wgmma n is at most 256")
     dtype: gl.constexpr = q_desc.dtype
-    d_layout: gl.constexpr = mma_layout(gl.num_warps(), HEAD_DIM)
-    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     # key tiles in launch order: in DETERMINISTIC mode tile n waits on tile n - 1 of the
-    # same head, which the hardware schedules no later (no wait on an unlaunched program)
-    pid_n = gl.program_id(0)
-    pid_bhk = gl.program_id(1)
-    nheads_kv = nheads // group
-    b = pid_bhk // nheads_kv
-    hk = pid_bhk % nheads_kv
-    start_n = pid_n * BLOCK_N
-    diag = seqlen_k - seqlen_q
-    m_lo, n_band, n_m = _q_tile_range(start_n, seqlen_q, diag, BLOCK_M, BLOCK_N, CAUSAL)
-    n_m = gl.maximum(n_m, 1)  # never 0 (seqlen_q >= 1); keeps it // n_m defined
-    n_iter = group * n_m
-
-    k_smem = gl.allocate_shared_memory(dtype, k_desc.block_type.shape, k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, v_desc.block_type.shape, v_desc.layout)
-    q_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + q_desc.block_type.shape,
-                                       q_desc.layout)
-    do_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + do_desc.block_type.shape,
-                                        do_desc.layout)
+    # same head, which the hardware schedules no later (no wait on an unlaunched program);
+    # query tiles from the last down (REVERSE)
+    (pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter, k_smem, v_smem, q_smem,
+     do_smem, q_bars, do_bars, keys, dk, dv, k2, v2) = _key_tile_setup(
+        q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
+        BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, True)
     pt_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M],
                                         _ds_smem_layout(BLOCK_N, BLOCK_M, dtype))
     ds_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M],
                                         _ds_smem_layout(BLOCK_N, BLOCK_M, dtype))
     dq_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M, HEAD_DIM], _dq_smem_layout())
-    kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    q_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    do_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(kv_bar, count=1)
-    for i in gl.static_range(NUM_STAGES):
-        mbarrier.init(q_bars.index(i), count=1)
-        mbarrier.init(do_bars.index(i), count=1)
-    fence_async_shared()
-    gl.thread_barrier()
-
-    mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(k_desc, [b, start_n, hk, 0], kv_bar, k_smem)
-    tma.async_copy_global_to_shared(v_desc, [b, start_n, hk, 0], kv_bar, v_smem)
-    for i in gl.static_range(NUM_STAGES):
-        _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i, n_m, m_lo, b, hk,
-                   group, i < n_iter, BLOCK_M, NUM_STAGES, True)
-
-    keys = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
-    dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, d_layout)
-    dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, d_layout)
-    mbarrier.wait(kv_bar, 0)
-    k2 = k_smem.reshape([BLOCK_N, HEAD_DIM])
-    v2 = v_smem.reshape([BLOCK_N, HEAD_DIM])
 
     # -- the group's query heads in order; per head the query tiles from the last down:
     #    every key tile of a head then reaches a given query tile at about the same time,
@@ -657,10 +660,8 @@ def _bwd_fused_kernel(
                                  seqlen_q, nheads, diag, qk_scale, sm_scale, pid_n, HEAD_DIM,
                                  BLOCK_M, BLOCK_N, NUM_STAGES, True, DETERMINISTIC)
 
-    gl.thread_barrier()  # every warpgroup is done reading K and V
-    _store_tile(dk * sm_scale, k_smem, dk_desc, [b, start_n, hk, 0], BLOCK_N, HEAD_DIM)
-    _store_tile(dv, v_smem, dv_desc, [b, start_n, hk, 0], BLOCK_N, HEAD_DIM)
-    tma.store_wait(pendings=0)
+    _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, sm_scale, BLOCK_N,
+                HEAD_DIM)
 
 
 # ==================================================================================
@@ -727,7 +728,6 @@ def _bwd_dq_kernel(
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
-    dtype: gl.constexpr = q_desc.dtype
     d_layout: gl.constexpr = mma_layout(gl.num_warps(), HEAD_DIM)
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_N)
     pid_m = gl.program_id(0)
@@ -742,21 +742,8 @@ def _bwd_dq_kernel(
     n_full, n_tiles = kv_tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
 
     # -- shared memory: resident Q, dO (Q's buffer later holds dQ), a K/V ring --
-    q_smem = gl.allocate_shared_memory(dtype, q_desc.block_type.shape, q_desc.layout)
-    do_smem = gl.allocate_shared_memory(dtype, do_desc.block_type.shape, do_desc.layout)
-    k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + k_desc.block_type.shape,
-                                       k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + v_desc.block_type.shape,
-                                       v_desc.layout)
-    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(q_bar, count=1)
-    for i in gl.static_range(NUM_STAGES):
-        mbarrier.init(k_bars.index(i), count=1)
-        mbarrier.init(v_bars.index(i), count=1)
-    fence_async_shared()  # barrier inits visible to the async proxy (TMA)
-    gl.thread_barrier()
+    q_smem, do_smem, k_smem, v_smem, q_bar, k_bars, v_bars = _resident_and_ring(
+        q_desc, do_desc, k_desc, v_desc, NUM_STAGES)
 
     # -- prologue: Q and dO, and the first NUM_STAGES key/value tiles in flight --
     mbarrier.expect(q_bar, q_desc.block_type.nbytes + do_desc.block_type.nbytes)
