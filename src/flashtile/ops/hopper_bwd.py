@@ -525,8 +525,8 @@ def _ds_smem_layout(block_n, block_m, dtype):
 
 @gluon.jit
 def _fused_step(it, j, dk, dv, k2, v2, q_smem, do_smem, pt_smem, ds_smem, dq_smem, q_bars,
-                do_bars, q_desc, do_desc, LSE, DELTA, DQ_ACC, SEM, bh, h, b, hk, keys, m_lo, n_m, n_iter,
-                group, seqlen_q, nheads, diag, qk_scale, sm_scale, pid_n,
+                do_bars, q_desc, do_desc, LSE, DELTA, DQ_ACC, SEM, bh, h, b, hk, keys, m_lo,
+                n_m, n_iter, group, seqlen_q, nheads, diag, qk_scale, sm_scale, pid_n,
                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 NUM_STAGES: gl.constexpr, MASKED: gl.constexpr, DETERMINISTIC: gl.constexpr):
     """Consume ring iteration ``it`` (query tile m_lo + j of head h): dV += P^T dO,
@@ -650,15 +650,17 @@ def _bwd_fused_kernel(
         for t in range(0, n_m - n_band):
             dk, dv = _fused_step(g * n_m + t, n_m - 1 - t, dk, dv, k2, v2, q_smem, do_smem,
                                  pt_smem, ds_smem, dq_smem, q_bars, do_bars, q_desc,
-                                 do_desc, LSE, DELTA, DQ_ACC, SEM, bh, h, b, hk, keys, m_lo, n_m, n_iter, group,
-                                 seqlen_q, nheads, diag, qk_scale, sm_scale, pid_n, HEAD_DIM,
-                                 BLOCK_M, BLOCK_N, NUM_STAGES, False, DETERMINISTIC)
+                                 do_desc, LSE, DELTA, DQ_ACC, SEM, bh, h, b, hk, keys,
+                                 m_lo, n_m, n_iter, group, seqlen_q, nheads, diag,
+                                 qk_scale, sm_scale, pid_n, HEAD_DIM, BLOCK_M, BLOCK_N,
+                                 NUM_STAGES, False, DETERMINISTIC)
         for t in range(n_m - n_band, n_m):
             dk, dv = _fused_step(g * n_m + t, n_m - 1 - t, dk, dv, k2, v2, q_smem, do_smem,
                                  pt_smem, ds_smem, dq_smem, q_bars, do_bars, q_desc,
-                                 do_desc, LSE, DELTA, DQ_ACC, SEM, bh, h, b, hk, keys, m_lo, n_m, n_iter, group,
-                                 seqlen_q, nheads, diag, qk_scale, sm_scale, pid_n, HEAD_DIM,
-                                 BLOCK_M, BLOCK_N, NUM_STAGES, True, DETERMINISTIC)
+                                 do_desc, LSE, DELTA, DQ_ACC, SEM, bh, h, b, hk, keys,
+                                 m_lo, n_m, n_iter, group, seqlen_q, nheads, diag,
+                                 qk_scale, sm_scale, pid_n, HEAD_DIM, BLOCK_M, BLOCK_N,
+                                 NUM_STAGES, True, DETERMINISTIC)
 
     _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, sm_scale, BLOCK_N,
                 HEAD_DIM)
