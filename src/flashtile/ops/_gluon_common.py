@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
@@ -86,3 +87,18 @@ def scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N: gl.constexpr, CAUSAL: gl
     if CAUSAL:
         keep = keep & (cols[None, :] <= rows[:, None] + diag)
     return gl.where(keep, qk, float("-inf"))
+
+
+@gluon.jit
+def issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, t, b, hk, pred,
+             BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
+    """TMA-load key/value tile ``t`` of (batch b, KV head hk) into ring slot
+    t % NUM_STAGES, each behind its own barrier (skipped if not pred): the K/V ring of
+    the forward kernels and of the backward's dQ kernel."""
+    s = t % NUM_STAGES
+    mbarrier.expect(k_bars.index(s), k_desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(k_desc, [b, t * BLOCK_N, hk, 0], k_bars.index(s),
+                                    k_smem.index(s), pred=pred)
+    mbarrier.expect(v_bars.index(s), v_desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(v_desc, [b, t * BLOCK_N, hk, 0], v_bars.index(s),
+                                    v_smem.index(s), pred=pred)

@@ -75,6 +75,7 @@ from . import hopper_fwd
 from ._common import device_capability, is_interpreting
 from ._gluon_common import (
     desc_signature,
+    issue_kv,
     kv_tile_range,
     mma_layout,
     scores_masked,
@@ -672,19 +673,6 @@ def _bwd_fused_kernel(
 
 
 @gluon.jit
-def _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, t, b, hk, pred,
-              BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
-    """TMA-load key/value tile ``t`` into ring slot t % NUM_STAGES (skipped if not pred)."""
-    s = t % NUM_STAGES
-    mbarrier.expect(k_bars.index(s), k_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(k_desc, [b, t * BLOCK_N, hk, 0], k_bars.index(s),
-                                    k_smem.index(s), pred=pred)
-    mbarrier.expect(v_bars.index(s), v_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(v_desc, [b, t * BLOCK_N, hk, 0], v_bars.index(s),
-                                    v_smem.index(s), pred=pred)
-
-
-@gluon.jit
 def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2, delta,
              rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM: gl.constexpr,
              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
@@ -713,7 +701,7 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
     dq, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds_op))
     gl.thread_barrier()  # every warpgroup is done with slot s
     nxt = t + NUM_STAGES
-    _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, nxt, b, hk, nxt < n_tiles,
+    issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, nxt, b, hk, nxt < n_tiles,
               BLOCK_N, NUM_STAGES)
     return dq
 
@@ -752,7 +740,7 @@ def _bwd_dq_kernel(
     tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bar, q_smem)
     tma.async_copy_global_to_shared(do_desc, [b, start_m, h, 0], q_bar, do_smem)
     for i in gl.static_range(NUM_STAGES):
-        _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, b, hk, i < n_tiles,
+        issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, b, hk, i < n_tiles,
                   BLOCK_N, NUM_STAGES)
 
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))

@@ -53,6 +53,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from .. import configs
 from ._common import device_capability, is_interpreting
 from ._gluon_common import GL_DTYPES as _GL_DTYPES
+from ._gluon_common import issue_kv
 from ._gluon_common import kv_tile_range as _tile_range
 from ._gluon_common import mma_layout as _mma_layout
 from ._gluon_common import scores_masked as _scores_masked
@@ -198,21 +199,6 @@ def _kernel_args(cfg):
 
 
 @gluon.jit
-def _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, t, b, hk, pred,
-              BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
-    """TMA-load key/value tile ``t`` into ring slot t % NUM_STAGES (skipped if not pred)."""
-    s = t % NUM_STAGES
-    mbarrier.expect(k_bars.index(s), k_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(
-        k_desc, [b, t * BLOCK_N, hk, 0], k_bars.index(s), k_smem.index(s), pred=pred
-    )
-    mbarrier.expect(v_bars.index(s), v_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(
-        v_desc, [b, t * BLOCK_N, hk, 0], v_bars.index(s), v_smem.index(s), pred=pred
-    )
-
-
-@gluon.jit
 def _softmax_step(qk, m_i, l_i, qk_scale, MASKED: gl.constexpr):
     """One online-softmax step in log2 units with the scale folded into one FMA:
     p = exp2(qk * qk_scale - m). Returns (p, alpha, m_new, l_new). Masked tiles guard
@@ -284,7 +270,7 @@ def _fwd_tile_a(t, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     # -- refill: every warpgroup must be done with slot s before TMA overwrites it --
     gl.thread_barrier()
     nxt = t + NUM_STAGES
-    _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, nxt, b, hk, nxt < n_tiles,
+    issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, nxt, b, hk, nxt < n_tiles,
               BLOCK_N, NUM_STAGES)
     return acc, m_i, l_i
 
@@ -333,7 +319,7 @@ def _fwd_kernel(
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bar, q_smem)
     for i in gl.static_range(NUM_STAGES):
-        _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, b, hk, i < n_tiles,
+        issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, b, hk, i < n_tiles,
                   BLOCK_N, NUM_STAGES)
 
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
@@ -377,7 +363,7 @@ def _ws_producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, b, 
         # that is completion number t // NUM_STAGES of its empty barrier
         use = t // NUM_STAGES
         mbarrier.wait(empty_bars.index(t % NUM_STAGES), (use & 1) ^ 1, pred=use > 0)
-        _issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, t, b, hk, True, BLOCK_N,
+        issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, t, b, hk, True, BLOCK_N,
                   NUM_STAGES)
 
 
