@@ -10,6 +10,7 @@ go to benchmarks/results.md.
 
 import argparse
 import csv
+import functools
 import sys
 
 import torch
@@ -91,11 +92,11 @@ def main():
                 for cfg in cands:
                     try:
                         if args.bwd:
-                            fn = lambda: flash.attention_backward(dout, q, k, v, out, lse,
-                                                                  causal=causal, config=cfg)
+                            fn = functools.partial(flash.attention_backward, dout, q, k, v,
+                                                   out, lse, causal=causal, config=cfg)
                         else:
-                            fn = lambda: flash.attention_forward(q, k, v, causal=causal,
-                                                                 config=cfg)
+                            fn = functools.partial(flash.attention_forward, q, k, v,
+                                                   causal=causal, config=cfg)
                         ms = triton.testing.do_bench(fn, warmup=25, rep=100,
                                                      return_mode="median")
                     except Exception as e:  # out of resources etc.
