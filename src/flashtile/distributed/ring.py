@@ -290,7 +290,7 @@ def merge_partial(out, lse, blk_out, blk_lse, dst=None) -> None:
     ``merge_partial_torch`` is the plain-PyTorch reference."""
     import triton
 
-    from ..ops._common import is_interpreting, next_pow2
+    from ..ops._common import device_ctx, is_interpreting, next_pow2
 
     dst = out if dst is None else dst
     b, m, h, d = blk_out.shape
@@ -307,26 +307,12 @@ def merge_partial(out, lse, blk_out, blk_lse, dst=None) -> None:
     block_d = max(16, next_pow2(d))
     block_m = max(16, min(128, 4096 // block_d))
     grid = (triton.cdiv(m, block_m), b * h)
-    dev = dst.device
-    ctx = (torch.cuda.device(dev) if dev.type == "cuda"
-           and dev.index != torch.cuda.current_device() else _NULL)
-    with ctx:
+    with device_ctx(dst):
         _merge_kernel()[grid](
             out, lse, blk_out, blk_lse, dst, m, h, d, *out.stride(), *lse.stride(),
             *blk_out.stride(), *blk_lse.stride(), *dst.stride(), BLOCK_M=block_m,
             BLOCK_D=block_d, UPCAST=is_interpreting(),
         )
-
-
-class _NullCtx:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
-_NULL = _NullCtx()
 
 
 def merge_partial_torch(out, lse, blk_out, blk_lse) -> None:

@@ -36,12 +36,13 @@ Nothing here imports triton at module import: ``RUNGS`` is built on first use, s
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections import OrderedDict
 from typing import NamedTuple
 
 import torch
+
+from ..ops._common import device_ctx  # noqa: F401 (the rungs launch under it)
 
 __all__ = [
     "PRECISIONS", "RUNGS", "Rung", "TileConfig", "check_rung", "portable", "prepare",
@@ -161,11 +162,6 @@ def empty_outputs(q):
 def block_d(head_dim: int) -> int:
     """Head dim padded to a power of two >= 16 (tl.arange and tl.dot need it)."""
     return max(16, 1 << (head_dim - 1).bit_length())
-
-
-def device_ctx(t: torch.Tensor):
-    """Launch on ``t``'s GPU (Triton launches on the current device)."""
-    return torch.cuda.device(t.device) if t.device.type == "cuda" else contextlib.nullcontext()
 
 
 def production(q, k, v, *, causal=False, softmax_scale=None):

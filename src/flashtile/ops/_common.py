@@ -9,6 +9,7 @@ Scores live in log2 units inside the kernels: ``s2 = log2(e) * score`` so that
 ``exp2`` replaces ``exp`` (one MUFU op, no extra multiply); ``lse`` leaves in natural log.
 """
 
+import contextlib
 import functools
 import os
 
@@ -38,6 +39,19 @@ def plain_eager(*tensors) -> bool:
         if t is not None and type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:
             return False
     return True
+
+
+NULL_CTX = contextlib.nullcontext()  # reusable: entering it does nothing
+
+
+def device_ctx(t: torch.Tensor):
+    """``torch.cuda.device(t.device)`` around a launch, or a no-op when t is not on CUDA
+    or its device is already the current one (what the switch would leave unchanged;
+    the switch itself costs host time on every launch)."""
+    device = t.device
+    if device.type != "cuda" or device.index == torch.cuda.current_device():
+        return NULL_CTX
+    return torch.cuda.device(device)
 
 
 def is_interpreting() -> bool:

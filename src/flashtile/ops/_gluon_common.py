@@ -102,3 +102,21 @@ def issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, t, b, hk, pred,
     mbarrier.expect(v_bars.index(s), v_desc.block_type.nbytes, pred=pred)
     tma.async_copy_global_to_shared(v_desc, [b, t * BLOCK_N, hk, 0], v_bars.index(s),
                                     v_smem.index(s), pred=pred)
+
+
+@gluon.jit
+def alloc_ring_pair(a_desc, b_desc, NUM_STAGES: gl.constexpr):
+    """A NUM_STAGES-deep shared-memory ring of two streamed tiles (K and V, or Q and dO)
+    shaped like the descriptors' blocks, and one barrier per slot and tile, initialised
+    (count 1). Returns (a_ring, b_ring, a_bars, b_bars); the caller makes all its barrier
+    inits visible (fence_async_shared, thread_barrier) before the first TMA load."""
+    a_ring = gl.allocate_shared_memory(a_desc.dtype, [NUM_STAGES] + a_desc.block_type.shape,
+                                       a_desc.layout)
+    b_ring = gl.allocate_shared_memory(b_desc.dtype, [NUM_STAGES] + b_desc.block_type.shape,
+                                       b_desc.layout)
+    a_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    b_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(a_bars.index(i), count=1)
+        mbarrier.init(b_bars.index(i), count=1)
+    return a_ring, b_ring, a_bars, b_bars

@@ -36,9 +36,11 @@ from .. import configs
 from . import hopper_bwd, hopper_fwd
 from ._checks import check_qkv, check_scalars, check_window
 from ._common import (
+    NULL_CTX,
     attn_keep,
     cast_out,
     device_capability,
+    device_ctx,
     dropout_keep,
     fwd_scores,
     is_interpreting,
@@ -207,7 +209,7 @@ def _profiled(name):
     showing flashtile::flash_attn_fwd / _bwd); free when no profiler runs."""
     if torch.autograd._profiler_enabled():
         return torch.autograd.profiler.record_function(name)
-    return _NULL_CTX
+    return NULL_CTX
 
 
 @torch.library.custom_op("flashtile::flash_attn_fwd", mutates_args=())
@@ -338,26 +340,6 @@ def _maybe_sm90(device) -> bool:
     return device.type == "cuda" and device_capability(device) == (9, 0)
 
 
-def _device_ctx(t: torch.Tensor):
-    """``torch.cuda.device(t.device)``, or a no-op when t is not on CUDA or its device is
-    already the current one (what the switch would leave unchanged)."""
-    device = t.device
-    if device.type != "cuda" or device.index == torch.cuda.current_device():
-        return _NULL_CTX
-    return torch.cuda.device(device)
-
-
-class _NullCtx:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-_NULL_CTX = _NullCtx()
-
-
 def _check_buffer(name, buf, shape, dtype, device):
     if buf.shape != torch.Size(shape) or buf.dtype != dtype or buf.device != device:
         raise ValueError(
@@ -441,7 +423,7 @@ def attention_forward(
     _check_smem(cfg, block_d, q.element_size(), device)
     grid = (_cdiv(seqlen_q, cfg.block_m), batch * nheads)
     qs, ks, vs, os_ = q.stride(), k.stride(), v.stride(), out.stride()
-    with _device_ctx(q):
+    with device_ctx(q):
         _launch(_attn_fwd_kernel, grid, device, 5, (
             q, k, v, out, lse, qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
             os_[0], os_[1], os_[2], *runtime, q.shape[-1], block_d, cfg.block_m, cfg.block_n,
@@ -652,7 +634,7 @@ def attention_backward(
     strides = (qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], dos[0], dos[1],
                dos[2])
     num_stages = cfg.num_stages
-    with _device_ctx(q):
+    with device_ctx(q):
         # the preprocess kernel takes Triton's default num_warps / num_stages
         _launch(_attn_bwd_preprocess_kernel,
                 (_cdiv(seqlen_q, cfg.block_m), batch * nheads), device, 3, (
@@ -982,7 +964,7 @@ def dropout_mask(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device
     keep = torch.empty((batch * nheads, seqlen_q, seqlen_k), dtype=torch.int8, device=device)
     seed, rng_offset = rng_state
     grid = (_cdiv(seqlen_q, 16), _cdiv(seqlen_k, 16), batch * nheads)
-    with _device_ctx(keep):
+    with device_ctx(keep):
         _dropout_mask_kernel[grid](
             keep, seqlen_q, seqlen_k, float(dropout_p), seed, rng_offset, BLOCK=16
         )

@@ -72,8 +72,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from .. import configs
 from . import hopper_fwd
-from ._common import device_capability, is_interpreting
+from ._common import device_capability, device_ctx, is_interpreting
 from ._gluon_common import (
+    alloc_ring_pair,
     desc_signature,
     issue_kv,
     kv_tile_range,
@@ -168,7 +169,7 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
     group = nheads // nheads_kv
-    with torch.cuda.device(q.device):
+    with device_ctx(q):
         flash._attn_bwd_preprocess_kernel[(triton.cdiv(seqlen_q, 64), batch * nheads)](
             out, dout, delta, out.stride(0), out.stride(1), out.stride(2), dout.stride(0),
             dout.stride(1), dout.stride(2), seqlen_q, nheads, HEAD_DIM=head_dim,
@@ -332,17 +333,9 @@ def _resident_and_ring(res_a_desc, res_b_desc, ring_a_desc, ring_b_desc,
     dtype: gl.constexpr = res_a_desc.dtype
     res_a = gl.allocate_shared_memory(dtype, res_a_desc.block_type.shape, res_a_desc.layout)
     res_b = gl.allocate_shared_memory(dtype, res_b_desc.block_type.shape, res_b_desc.layout)
-    ring_a = gl.allocate_shared_memory(dtype, [NUM_STAGES] + ring_a_desc.block_type.shape,
-                                       ring_a_desc.layout)
-    ring_b = gl.allocate_shared_memory(dtype, [NUM_STAGES] + ring_b_desc.block_type.shape,
-                                       ring_b_desc.layout)
     res_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    a_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    b_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     mbarrier.init(res_bar, count=1)
-    for i in gl.static_range(NUM_STAGES):
-        mbarrier.init(a_bars.index(i), count=1)
-        mbarrier.init(b_bars.index(i), count=1)
+    ring_a, ring_b, a_bars, b_bars = alloc_ring_pair(ring_a_desc, ring_b_desc, NUM_STAGES)
     fence_async_shared()  # barrier inits visible to the async proxy (TMA)
     gl.thread_barrier()
     return res_a, res_b, ring_a, ring_b, res_bar, a_bars, b_bars

@@ -51,9 +51,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .. import configs
-from ._common import device_capability, is_interpreting
+from ._common import device_capability, device_ctx, is_interpreting
 from ._gluon_common import GL_DTYPES as _GL_DTYPES
-from ._gluon_common import issue_kv
+from ._gluon_common import alloc_ring_pair, issue_kv
 from ._gluon_common import kv_tile_range as _tile_range
 from ._gluon_common import mma_layout as _mma_layout
 from ._gluon_common import scores_masked as _scores_masked
@@ -140,7 +140,7 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     kernel, block_m, num_warps, extra = _kernel_args(cfg)
     grid = (triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)
-    with torch.cuda.device(q.device):
+    with device_ctx(q):
         kernel[grid](
             _desc(q, block_m), _desc(k, cfg.block_n), _desc(v, cfg.block_n),
             _desc(out, block_m), lse, seqlen_q, seqlen_k, nheads, nheads // nheads_kv,
@@ -301,17 +301,9 @@ def _fwd_kernel(
 
     # -- shared memory: the Q tile (later O), a NUM_STAGES-deep K/V ring, barriers --
     q_smem = gl.allocate_shared_memory(dtype, q_desc.block_type.shape, q_desc.layout)
-    k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + k_desc.block_type.shape,
-                                       k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + v_desc.block_type.shape,
-                                       v_desc.layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
-    for i in gl.static_range(NUM_STAGES):
-        mbarrier.init(k_bars.index(i), count=1)
-        mbarrier.init(v_bars.index(i), count=1)
+    k_smem, v_smem, k_bars, v_bars = alloc_ring_pair(k_desc, v_desc, NUM_STAGES)
     fence_async_shared()  # barrier inits visible to the async proxy (TMA)
     gl.thread_barrier()
 
@@ -468,6 +460,9 @@ def _fwd_ws_kernel(
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    # the ring's barriers and the producer's slot-free barriers initialised together,
+    # stage by stage (alloc_ring_pair is not used here: keeps this schedule's prologue as
+    # it ran on the H200)
     empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
     for i in gl.static_range(NUM_STAGES):
@@ -698,6 +693,8 @@ def _fwd_c_kernel(
     turn_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    # ring, slot-free and turn barriers initialised in this order (alloc_ring_pair is not
+    # used here: keeps the shipped stage C's prologue as it ran on the H200)
     empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(2):
         mbarrier.init(q_bars.index(i), count=1)

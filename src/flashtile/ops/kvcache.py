@@ -49,6 +49,7 @@ import triton.language as tl
 from ._checks import check_device, check_scalars, check_tensor, check_window
 from ._common import (
     cast_out,
+    device_ctx,
     fwd_scores,
     is_interpreting,
     kv_tile_ranges,
@@ -59,7 +60,7 @@ from ._common import (
     stage_bounds,
 )
 from ._launch import cached_launch, plain_launch, run_compiled
-from .flash import _device_ctx, _load_tile
+from .flash import _load_tile
 
 __all__ = [
     "flash_attn_with_kvcache", "kvcache_forward", "DecodeConfig", "decode_config",
@@ -499,7 +500,7 @@ def kvcache_forward(
     pt_stride = page_table.stride(0) if paged else 0
     capacity = page_table.shape[1] * k_cache.shape[1] if paged else k_cache.shape[1]
 
-    with _device_ctx(q):
+    with device_ctx(q):
         if seqlen_new > 0 and batch > 0:
             _launch(_append_kv_kernel, plan.append_grid, device, 6, (
                 k, v, k_cache, v_cache, seqlens, pt, *k.stride()[:3], *v.stride()[:3],

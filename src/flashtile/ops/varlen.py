@@ -38,6 +38,7 @@ from .. import configs
 from ._checks import check_device, check_qkv, check_scalars, check_window
 from ._common import (
     cast_out,
+    device_ctx,
     is_interpreting,
     kv_tile_ranges,
     next_pow2,
@@ -49,7 +50,6 @@ from .flash import (
     _attn_bwd_preprocess_kernel,
     _bwd_dkdv_tiles,
     _bwd_dq_tiles,
-    _device_ctx,
     _fwd_tiles,
     _load_row_stats,
 )
@@ -282,7 +282,7 @@ def varlen_forward(
         meta["BLOCK_D"], window_size[1] is not None, q.dtype, q.device, max_seqlen_q
     )
     grid = (triton.cdiv(max_seqlen_q, cfg.block_m), nheads, batch)
-    with _device_ctx(q):
+    with device_ctx(q):
         _varlen_fwd_kernel[grid](
             q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, q.stride(0), q.stride(1),
             k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
@@ -391,7 +391,7 @@ def varlen_backward(
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         dout.stride(0), dout.stride(1),
     )
-    with _device_ctx(q):
+    with device_ctx(q):
         # delta = rowsum(dO * O): the dense preprocess over the packed rows as one batch
         _attn_bwd_preprocess_kernel[(triton.cdiv(total_q, cfg.block_m), nheads)](
             out, dout, delta, 0, out.stride(0), out.stride(1), 0, dout.stride(0),
