@@ -55,6 +55,7 @@ won the bc5bcfc sweep by 1-2% over 128x64 (167 regs, 128 KB).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -232,15 +233,17 @@ FUSED_ENV_VAR = "FLASHTILE_HOPPER_BWD_FUSED"
 
 
 def default_config(head_dim: int, causal: bool, seqlen_k: int) -> configs.HopperBwdConfig:
-    """The shipped tiles (configs.hopper_bwd_config); FLASHTILE_HOPPER_BWD_FUSED=1 picks
-    the fused kernel's (configs.hopper_bwd_fused_config), =0 the two-kernel one."""
-    fused = os.environ.get(FUSED_ENV_VAR)
-    if fused == "1":
+    """The shipped tiles (configs.hopper_bwd_config: the two-kernel backward);
+    FLASHTILE_HOPPER_BWD_FUSED=1 picks the fused kernel's (configs.hopper_bwd_fused_config).
+    Memoised per environment value, as hopper_fwd.default_config."""
+    return _default_config(head_dim, causal, seqlen_k, os.environ.get(FUSED_ENV_VAR) == "1")
+
+
+@functools.lru_cache(maxsize=1024)
+def _default_config(head_dim, causal, seqlen_k, fused):
+    if fused:
         return configs.hopper_bwd_fused_config(head_dim, causal)
-    cfg = configs.hopper_bwd_config(head_dim, causal, seqlen_k)
-    if fused == "0" and cfg.fused:
-        raise ValueError("FLASHTILE_HOPPER_BWD_FUSED=0: no two-kernel config ships here")
-    return cfg
+    return configs.hopper_bwd_config(head_dim, causal, seqlen_k)
 
 
 def _tma_ok(x: torch.Tensor) -> bool:
