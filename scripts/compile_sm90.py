@@ -80,11 +80,17 @@ def ptxas_usage(ptx: str) -> tuple[str, str]:
     return (regs.group(1) if regs else "?"), (spill.group(1) if spill else "?")
 
 
-def report(name, k):
+def report(name, k, counts=False):
     ptx = k.asm.get("ptx", "")
     regs, spills = ptxas_usage(ptx)
-    return (f"{name:<48} regs={regs:>4} spill_bytes={spills:>5} smem={k.metadata.shared:>6} "
+    line = (f"{name:<48} regs={regs:>4} spill_bytes={spills:>5} smem={k.metadata.shared:>6} "
             f"wgmma={'yes' if 'wgmma' in ptx else 'NO'}")
+    if counts:  # layout shuffles and shared-memory round trips (TTGIR), Philox multiplies
+        ttgir = k.asm.get("ttgir", "")
+        line += (f" convert_layout={ttgir.count('ttg.convert_layout')}"
+                 f" local_alloc={ttgir.count('ttg.local_alloc')}"
+                 f" mul.hi={ptx.count('mul.hi')}")
+    return line
 
 
 def hopper_variants():
@@ -214,6 +220,9 @@ def main():
                     help="compile the Gluon sm_90 forward (ops/hopper_fwd.py) instead")
     ap.add_argument("--hopper-bwd", action="store_true",
                     help="compile the Gluon sm_90 backward (ops/hopper_bwd.py) instead")
+    ap.add_argument("--counts", action="store_true",
+                    help="also count TTGIR convert_layout / local_alloc and PTX mul.hi")
+    ap.add_argument("--variants", help="only variants whose name contains this text")
     ap.add_argument("--json", action="store_true",
                     help="with --hopper / --hopper-bwd: one JSON line each")
     args = ap.parse_args()
@@ -227,6 +236,8 @@ def main():
     configs._arch = lambda device: 90  # noqa: SLF001 (pretend: we compile for sm_90)
     for hd in map(int, args.head_dims.split(",")):
         for vname, meta in variants(hd):
+            if args.variants and args.variants not in vname:
+                continue
             fc = configs.fwd_config(meta["BLOCK_D"], meta["HAS_RIGHT"], torch.bfloat16, dev, 4096)
             bc = configs.bwd_config(meta["BLOCK_D"], meta["HAS_RIGHT"], torch.bfloat16, dev, 4096)
             jobs = [
@@ -240,7 +251,7 @@ def main():
             for kname, kern, cx, cfg in jobs:
                 k = compile_kernel(kern, "bf16", cx, cfg.num_warps, cfg.num_stages)
                 print(report(f"{kname} {vname} {cfg.block_m}x{cfg.block_n} w{cfg.num_warps} "
-                             f"s{cfg.num_stages}", k), flush=True)
+                             f"s{cfg.num_stages}", k, args.counts), flush=True)
                 if args.ptx:
                     os.makedirs(args.ptx, exist_ok=True)
                     with open(os.path.join(args.ptx, f"{kname}_{vname}.ptx"), "w") as f:

@@ -93,12 +93,14 @@ def test_dropout_statistics(device):
     assert z.max() < 6, f"max z-score {z.max():.2f} over {n} seeds"
     keep = flash.dropout_mask((7, 11), 2, 3, 64, 64, p_drop, device)
     assert abs(keep.float().mean().item() - (1 - p_drop)) < 0.02
-    # one Philox call serves 4 neighbouring columns: their decisions stay uncorrelated
-    x = keep.float().reshape(-1, 16, 4)
-    x = x - x.mean()
-    for a, b in ((0, 1), (0, 2), (1, 3), (2, 3)):
-        corr = (x[..., a] * x[..., b]).mean() / (x[..., a].std() * x[..., b].std())
-        assert abs(corr.item()) < 0.05, (a, b, corr.item())
+    # neighbours, and the four entries one Philox call draws ((i, j), (i, j + 8),
+    # (i + 8, j), (i + 8, j + 8)), keep uncorrelated decisions
+    x = keep.float() - keep.float().mean()
+    for di, dj in ((0, 1), (0, 2), (0, 8), (1, 0), (8, 0), (8, 8), (8, -8)):
+        a = x[..., max(0, -di):64 - max(0, di), max(0, -dj):64 - max(0, dj)]
+        b = x[..., max(0, di):64 + min(0, di), max(0, dj):64 + min(0, dj)]
+        corr = (a * b).mean() / (a.std() * b.std())
+        assert abs(corr.item()) < 0.05, (di, dj, corr.item())
 
 
 def test_backward_deterministic(device):

@@ -229,18 +229,41 @@ def stage_bounds(STAGE: tl.constexpr, lo, a, b, hi):
 
 
 @triton.jit
-def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p):
+def _pair16(idx):
+    """(N // 16, 8) Philox counter words for 1-D ``idx`` made of aligned runs of 16
+    consecutive indices: 8 * (i // 16) + i % 8, shared by i and i + 8."""
+    N: tl.constexpr = idx.shape[0]
+    group = tl.min(tl.reshape(idx, (N // 16, 16)), axis=1) // 16
+    return group[:, None] * 8 + tl.arange(0, 8)[None, :]
+
+
+@triton.jit
+def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexpr):
     """Keep-mask of attention dropout for (batch*head ``bh``, query ``rows``, key
-    ``cols``): Philox keyed by ``seed`` with counter (row, col, bh, rng_offset), so every
-    (b, h, i, j) draws its own number whatever the tiling."""
-    zero = rows * 0 + cols * 0
-    c0 = rows + zero
-    c1 = cols + zero
-    c2 = zero + bh
-    c3 = zero + rng_offset
-    r, _, _, _ = tl.philox(seed, c0, c1, c2, c3)
-    u = tl.uint_to_uniform_float(r)
-    return u >= dropout_p
+    ``cols``), both 1-D in aligned runs of 16 (tiles of 16k rows and keys); shape
+    (rows, cols), or (cols, rows) if TRANS (the dK/dV kernel's orientation).
+
+    One Philox call, keyed by ``seed`` with counter (row pair, key pair, bh,
+    rng_offset), draws the four numbers of (i, j), (i, j + 8), (i + 8, j) and
+    (i + 8, j + 8) (pair index 8 * (i // 16) + i % 8). In the wgmma accumulator layout
+    one thread holds rows r and r + 8 and columns c and c + 8 whichever way round the
+    tile is, so the join / permute / reshape below moves no data between threads while
+    the Philox work is a quarter of one call per element. Every (b, h, i, j) draws its
+    own number whatever the tiling."""
+    R: tl.constexpr = rows.shape[0]
+    C: tl.constexpr = cols.shape[0]
+    rp = _pair16(rows)[:, :, None, None]  # (R // 16, 8, 1, 1)
+    cp = _pair16(cols)[None, None, :, :]  # (1, 1, C // 16, 8)
+    zero = rp * 0 + cp * 0
+    # a: (i, j), b: (i, j + 8), c: (i + 8, j), d: (i + 8, j + 8)
+    a, b, c, d = tl.philox(seed, rp + zero, cp + zero, zero + bh, zero + rng_offset)
+    # (R16, 8 rows, C16, 8 keys, key half, row half)
+    r = tl.join(tl.join(a, b), tl.join(c, d))
+    if TRANS:
+        r = tl.reshape(tl.permute(r, (2, 4, 3, 0, 5, 1)), (C, R))
+    else:
+        r = tl.reshape(tl.permute(r, (0, 5, 1, 2, 4, 3)), (R, C))
+    return tl.uint_to_uniform_float(r) >= dropout_p
 
 
 # ----------------------------------------------------------------------------------

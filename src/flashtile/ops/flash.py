@@ -568,7 +568,7 @@ def _fwd_tiles(
         m_new, alpha, p, l_i = online_softmax(m_i, l_i, s, True)
         if DROPOUT:
             p = tl.where(
-                dropout_keep(seed, rng_offset, pid_bh, offs_m[:, None], cols[None, :], dropout_p),
+                dropout_keep(seed, rng_offset, pid_bh, offs_m, cols, dropout_p, False),
                 p, 0.0,
             )
         v = _load_tile(v_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
@@ -821,7 +821,7 @@ def _bwd_dkdv_tiles(
         # -- dV += P_dropped^T dO --
         dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)
         if DROPOUT:
-            keep_d = dropout_keep(seed, rng_offset, bh, rows[None, :], offs_n[:, None], dropout_p)
+            keep_d = dropout_keep(seed, rng_offset, bh, rows, offs_n, dropout_p, True)
             scale_d = 1.0 / (1.0 - dropout_p)
             dv += tl.dot(
                 tl.where(keep_d, pT * scale_d, 0.0).to(do.dtype), do, input_precision=DOT_PREC
@@ -944,7 +944,7 @@ def _bwd_dq_tiles(
             p = tl.where(keep, p, 0.0)
         dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)
         if DROPOUT:
-            keep_d = dropout_keep(seed, rng_offset, bh, offs_m[:, None], cols[None, :], dropout_p)
+            keep_d = dropout_keep(seed, rng_offset, bh, offs_m, cols, dropout_p, False)
             dp = tl.where(keep_d, dp * (1.0 / (1.0 - dropout_p)), 0.0)
         ds = p * (dp - delta[:, None])
         if SOFTCAP:
@@ -978,6 +978,6 @@ def _dropout_mask_kernel(
     rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     bh = tl.program_id(2)
-    keep = dropout_keep(seed, rng_offset, bh, rows[:, None], cols[None, :], dropout_p)
+    keep = dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, False)
     ptrs = KEEP + bh.to(tl.int64) * seqlen_q * seqlen_k + rows[:, None] * seqlen_k + cols[None, :]
     tl.store(ptrs, keep.to(tl.int8), mask=(rows[:, None] < seqlen_q) & (cols[None, :] < seqlen_k))
