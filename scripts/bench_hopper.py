@@ -29,7 +29,7 @@ from flashtile.bench.flops import attn_flops, paper_shape, tflops
 from flashtile.ops import flash, hopper_fwd
 from flashtile.ops._common import next_pow2
 
-BACKENDS = ("gluon-C", "gluon-B", "gluon-A", "portable", "sdpa-cudnn")
+BACKENDS = ("gluon-C", "gluon-B", "gluon-A", "gluon-A*", "portable", "sdpa-cudnn")
 
 
 C_STAGES = None  # --c-stages: override stage C's ring depth (e.g. 2 at hd 128)
@@ -44,7 +44,11 @@ def gluon_configs(d, causal, s):
         cfg_c = dataclasses.replace(cfg_c, num_stages=C_STAGES)
     return {"gluon-C": cfg_c,
             "gluon-B": dataclasses.replace(cfg, warp_specialize=True),
-            "gluon-A": dataclasses.replace(cfg, warp_specialize=False)}
+            "gluon-A": dataclasses.replace(cfg, warp_specialize=False),
+            # stage A with the compiler's register choice / capped at 128 (two programs
+            # per SM), whichever the shipped config is not
+            "gluon-A*": dataclasses.replace(cfg, warp_specialize=False,
+                                            max_regs=None if cfg.max_regs else 128)}
 
 
 def closures(q, k, v, causal):
@@ -75,6 +79,7 @@ def main() -> int:
     ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--csv")
     ap.add_argument("--c-stages", type=int, help="stage C ring depth (default: its config)")
+    ap.add_argument("--causal", choices=("0", "1", "both"), default="both")
     args = ap.parse_args()
     global C_STAGES
     C_STAGES = args.c_stages
@@ -82,7 +87,7 @@ def main() -> int:
     print(f"{torch.cuda.get_device_name(dev)} torch {torch.__version__} triton "
           f"{triton.__version__}", flush=True)
     rows, status = [], 0
-    for causal in (False, True):
+    for causal in {"0": (False,), "1": (True,), "both": (False, True)}[args.causal]:
         for hd in args.head_dims:
             for seqlen in args.seqlens:
                 shape = paper_shape(seqlen, hd, causal)

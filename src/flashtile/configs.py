@@ -139,6 +139,10 @@ class HopperFwdConfig:
     # own block_m / 2 query rows, ping-pong between them, PV overlapping the next
     # softmax; needs warp_specialize=True (its producer) and block_m == 128, num_warps 8
     pingpong: bool = False
+    # stage A only (B and C size their partitions with setmaxnreg): registers per thread
+    # cap (ptxas maxnreg), None for the compiler's choice; 128 lets two 8-warp programs
+    # share an SM (64K registers)
+    max_regs: int | None = None
 
     def __post_init__(self):
         if self.pingpong and not (self.warp_specialize and self.block_m == 128
@@ -176,7 +180,10 @@ def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdCo
     the same tiles with ``warp_specialize=True``). Resources from compiling for sm_90 on
     the CPU (tests/test_hopper.py: no spills, fits 227 KB)."""
     if head_dim <= 64:
-        return HopperFwdConfig(128, 128, 8, 3)  # ring of 3, 112 KB smem
+        # ring of 3, 112 KB smem: two programs per SM when registers allow. Non-causal
+        # compiles to 127 registers; causal to 187 (the masked tiles' index compares), so
+        # it is capped at 128 (52 bytes of spills, 2 stores + 2 loads per unmasked step)
+        return HopperFwdConfig(128, 128, 8, 3, max_regs=128 if causal else None)
     if head_dim <= 128:
         return HopperFwdConfig(128, 128, 8, 2)  # ring of 2, 160 KB smem
     # hd 256: 128x64, ring of 2 (192 KB smem); the O accumulator is 128 fp32 registers

@@ -95,7 +95,14 @@ def issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, t, b, hk, pred,
     """TMA-load key/value tile ``t`` of (batch b, KV head hk) into ring slot
     t % NUM_STAGES, each behind its own barrier (skipped if not pred): the K/V ring of
     the forward kernels and of the backward's dQ kernel."""
-    s = t % NUM_STAGES
+    issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, t % NUM_STAGES, t, b, hk,
+                  pred, BLOCK_N)
+
+
+@gluon.jit
+def issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, t, b, hk, pred,
+                  BLOCK_N: gl.constexpr):
+    """``issue_kv`` into ring slot ``s``, for loops that visit tiles out of order."""
     mbarrier.expect(k_bars.index(s), k_desc.block_type.nbytes, pred=pred)
     tma.async_copy_global_to_shared(k_desc, [b, t * BLOCK_N, hk, 0], k_bars.index(s),
                                     k_smem.index(s), pred=pred)

@@ -53,7 +53,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from .. import configs
 from ._common import device_capability, device_ctx, is_interpreting
 from ._gluon_common import GL_DTYPES as _GL_DTYPES
-from ._gluon_common import alloc_ring_pair, issue_kv
+from ._gluon_common import alloc_ring_pair, issue_kv, issue_kv_slot
 from ._gluon_common import kv_tile_range as _tile_range
 from ._gluon_common import mma_layout as _mma_layout
 from ._gluon_common import scores_masked as _scores_masked
@@ -146,7 +146,7 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
             _desc(out, block_m), lse, seqlen_q, seqlen_k, nheads, nheads // nheads_kv,
             float(scale) * 1.4426950408889634, HEAD_DIM=head_dim, BLOCK_M=block_m,
             BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
-            num_warps=num_warps, **extra,
+            num_warps=num_warps, **extra, **_options(cfg),
         )
     return out, lse
 
@@ -168,8 +168,10 @@ def _default_config(head_dim, causal, seqlen_q, forced):
         return None
     if schedule == "C":
         return configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
-    return dataclasses.replace(configs.hopper_fwd_config(head_dim, causal, seqlen_q),
-                               warp_specialize=schedule == "B")
+    cfg = configs.hopper_fwd_config(head_dim, causal, seqlen_q)
+    if schedule == "B":
+        return dataclasses.replace(cfg, warp_specialize=True)
+    return cfg
 
 
 def _mma_regs(load_regs: int) -> int:
@@ -191,6 +193,14 @@ def _kernel_args(cfg):
     if cfg.warp_specialize:
         return _fwd_ws_kernel, cfg.block_m, cfg.num_warps, dict(LOAD_REGS=cfg.load_regs)
     return _fwd_kernel, cfg.block_m, cfg.num_warps, {}
+
+
+def _options(cfg) -> dict:
+    """Compile options of a config beyond num_warps: ``maxnreg`` when a stage A config is
+    capped (B and C ignore the cap)."""
+    if cfg.max_regs is None or cfg.schedule != "A":
+        return {}
+    return dict(maxnreg=cfg.max_regs)
 
 
 # ==================================================================================
@@ -240,17 +250,18 @@ def _epilogue(acc, m_i, l_i, q_smem, o_desc, LSE, pid_bh, b, h, start_m, seqlen_
 
 
 @gluon.jit
-def _fwd_tile_a(t, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-                n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM: gl.constexpr,
+def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
+                n_tiles, start_m, seqlen_k, diag, qk_scale, HEAD_DIM: gl.constexpr,
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                 MASKED: gl.constexpr, CAUSAL: gl.constexpr):
-    """Consume key tile t: S = Q K^T (wgmma, smem x smem), softmax in registers,
-    O += P V (wgmma, P from registers), then refill the slot with tile t + NUM_STAGES."""
+    """Step i: consume key tile t = n_tiles - 1 - i (last tile first) from ring slot
+    i % NUM_STAGES: S = Q K^T (wgmma, smem x smem), softmax in registers, O += P V
+    (wgmma, P from registers), then refill the slot with the tile of step i + NUM_STAGES."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = acc.type.layout
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    s = t % NUM_STAGES
-    phase = (t // NUM_STAGES) & 1
+    s = i % NUM_STAGES
+    phase = (i // NUM_STAGES) & 1
     k_buf = k_smem.index(s).reshape([BLOCK_N, HEAD_DIM])
     v_buf = v_smem.index(s).reshape([BLOCK_N, HEAD_DIM])
     # -- scores --
@@ -259,7 +270,8 @@ def _fwd_tile_a(t, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     qk = warpgroup_mma(q2, k_buf.permute((1, 0)), qk, use_acc=False, is_async=True)
     qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
     if MASKED:
-        qk = _scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL)
+        rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+        qk = _scores_masked(qk, n_tiles - 1 - i, rows, seqlen_k, diag, BLOCK_N, CAUSAL)
     # -- rescale, accumulate --
     p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED)
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
@@ -269,9 +281,9 @@ def _fwd_tile_a(t, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     # -- refill: every warpgroup must be done with slot s before TMA overwrites it --
     gl.thread_barrier()
-    nxt = t + NUM_STAGES
-    issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, nxt, b, hk, nxt < n_tiles,
-              BLOCK_N, NUM_STAGES)
+    nxt = i + NUM_STAGES
+    issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, n_tiles - 1 - nxt, b, hk,
+                  nxt < n_tiles, BLOCK_N)
     return acc, m_i, l_i
 
 
@@ -307,36 +319,39 @@ def _fwd_kernel(
     fence_async_shared()  # barrier inits visible to the async proxy (TMA)
     gl.thread_barrier()
 
-    # -- prologue: Q, and the first NUM_STAGES key/value tiles in flight --
+    # -- prologue: Q, and the key/value tiles of the first NUM_STAGES steps in flight --
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bar, q_smem)
     for i in gl.static_range(NUM_STAGES):
-        issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, b, hk, i < n_tiles,
-                  BLOCK_N, NUM_STAGES)
+        issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, n_tiles - 1 - i, b,
+                      hk, i < n_tiles, BLOCK_N)
 
-    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
     l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
     mbarrier.wait(q_bar, 0)
     q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
 
-    # -- off-band tiles (no mask), then the on-band / ragged tail (masked) --
-    for t in range(0, n_full):
+    # -- key tiles last to first, as FA2 does: the on-band / ragged tiles (masked) first,
+    #    then the off-band ones (no mask). The mask's registers are dead by the long
+    #    unmasked loop: at hd 64 causal the kernel fits 128 registers per thread, so two
+    #    programs share an SM (185 with the masked tiles last, whose index vectors stay
+    #    live across the unmasked loop) --
+    n_masked = n_tiles - n_full
+    for i in range(0, n_masked):
         acc, m_i, l_i = _fwd_tile_a(
-            t, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-            n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
-            False, CAUSAL,
+            i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
+            n_tiles, start_m, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+            NUM_STAGES, True, CAUSAL,
         )
-    for t in range(n_full, n_tiles):
+    for i in range(n_masked, n_tiles):
         acc, m_i, l_i = _fwd_tile_a(
-            t, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-            n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
-            True, CAUSAL,
+            i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
+            n_tiles, start_m, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+            NUM_STAGES, False, CAUSAL,
         )
     _epilogue(acc, m_i, l_i, q_smem, o_desc, LSE, pid_bh, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM)
-
 
 
 # ==================================================================================
@@ -761,4 +776,4 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None)
     src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs,
                          attrs={(4,): [["tt.divisibility", 16]]})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=num_warps))
+                          options=dict(num_warps=num_warps, **_options(cfg)))
