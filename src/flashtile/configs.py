@@ -202,9 +202,12 @@ def hopper_fwd_schedule(head_dim: int, causal: bool, seqlen_q: int) -> str:
             # 512: portable 316 vs A 223 (A's 128-row tiles leave 4 tiles per head);
             # 1k: A 424 vs 361; 4k: A 456, portable 409, B 397, C 381 (cuDNN 451)
             return "portable" if seqlen_q < 1024 else "A"
-        # causal: portable ahead of B up to 8k (213/279/324/354/372 vs 156/227/292/341/
-        # 371 at 512..8k); at 16k C 411 vs B 399, portable 386, A 356 (cuDNN 439)
-        return "portable" if seqlen_q < 16384 else "C"
+        # causal: stage A capped at 128 registers (two programs per SM; 2026-11-30,
+        # fbfae63, `gpu_check.sh fwd64`): 300/368/399/424/437 TFLOPS at 1k/2k/4k/8k/16k
+        # against portable 283/325/359/381/391, C 217/297/354/389/413, A uncapped
+        # 216/269/307/331/352 (cuDNN 325/379/407/428/441). 512 not measured with the
+        # cap: portable there (213 vs B 156 at 836b108)
+        return "portable" if seqlen_q < 1024 else "A"
     if head_dim <= 128:
         if seqlen_q < 1024:
             # 512: non-causal portable 295 vs A 266; causal A 226 vs portable 183
