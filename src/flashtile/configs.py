@@ -262,8 +262,13 @@ class HopperBwdConfig:
 #   hd 128 causal      240/316/359 vs 115/142/146 (303/496/514): Gluon
 #   and with the swept portable tiles (cb2c6ab, `tune`, 4k): hd 64 causal 282 (Gluon 270
 #   above), 1k 217 (Gluon 200); hd 128 361 / 284 (Gluon 383 / 316): portable at hd 64.
+#   and with one-warpgroup programs at hd 64 (hopper_bwd_config below; 2026-11-30, bdcf4c2,
+#   `gpu_check.sh bwd64sweep`), Gluon vs portable at 1k/4k/16k: non-causal 310/347/349 vs
+#   293/337/341, causal 258/323/337 vs 212/278/304 (cuDNN 359/427/449, 249/371/433):
+#   Gluon at hd 64 too from 1k keys (below 1k not measured: the portable tiles there were
+#   swept at 256, the MiniGPT shape).
 def hopper_bwd_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
-    return head_dim > 64
+    return head_dim > 64 or seqlen_k >= 1024
 
 
 def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig:
@@ -287,9 +292,14 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int) -> HopperBwdCo
     at hd 128 swept (bc5bcfc, below); at hd 64 not swept (the default there is the
     portable backward)."""
     if head_dim <= 64:
-        # dK/dV 64x128 ring 3: 184 regs, 80 KB (128-row Q/dO tiles: 255 regs + 188 B
-        # spills); dQ 128x128: 210 regs, 96 KB
-        return HopperBwdConfig(64, 128, 8, 3, 128, 128, 8, 2)
+        # one warpgroup per program, so two or three programs share an SM and one's
+        # softmax overlaps another's GEMMs (as the forward's capped stage A): dK/dV 64 keys
+        # x 64-row Q/dO tiles, ring 2: 182/191 regs (non-causal/causal), 48 KB; dQ 64 x 64,
+        # ring 3: 122 regs, 64 KB. `gpu_check.sh bwd64sweep` (bdcf4c2), backward TFLOPS at
+        # 1k/4k/16k: non-causal 310/347/349, causal 258/323/337 against the two-warpgroup
+        # tiles (dK/dV 128 keys x 64 rows ring 3, dQ 128 x 128) 250/288/301, 201/273/304.
+        # Ring 3 for dK/dV, or a 64 x 128 dQ tile, measured within 3% of these
+        return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 3)
     # dQ tile 128x128 (238 regs, 192 KB): `gpu_check.sh bwdsweep` (bc5bcfc) at 4k/16k,
     # backward TFLOPS 398.8/393.8 non-causal, 326.1/366.7 causal vs 395.5/389.6 and
     # 319.4/363.1 with 128x64 (+1-2% at all four; ring 3, or 32-row Q/dO tiles at

@@ -1,9 +1,10 @@
 """The Hopper (sm_90) backward: Gluon dK/dV and dQ kernels with TMA, mbarrier-guarded
 shared-memory rings and asynchronous wgmma. The default on sm_90 where
 configs.hopper_bwd_preferred measured it faster than the portable backward of
-ops/flash.py (hd 128), which stays the path for the rest and for everything this one
-does not cover. FLASHTILE_HOPPER_BWD=1 forces it wherever it can run, =0 switches it
-off. A fused variant (one kernel, dQ through ordered fp32 atomics; _bwd_fused_kernel,
+ops/flash.py (hd 64 and 128 since 2026-11-30), which stays the path for everything this
+one does not cover (dropout, windows, softcap, other head dims), and for hd 64 below 1k
+keys. FLASHTILE_HOPPER_BWD=1 forces it wherever it can run, =0 switches it off. A fused
+variant (one kernel, dQ through ordered fp32 atomics; _bwd_fused_kernel,
 FLASHTILE_HOPPER_BWD_FUSED=1) is opt-in: measured slower than the two kernels at every
 DESIGN.md shape (benchmarks/results.md, session 4).
 
@@ -22,8 +23,8 @@ dS = P * (dP - delta); dV = P^T dO, dK = scale * dS^T Q, dQ = scale * dS K.
 Notation: B batch, H query heads, Hkv key/value heads (H = group * Hkv), M = seqlen_q,
 N = seqlen_k, D head dim (64 or 128). Causal keeps key j for row i when
 j <= i + N - M (bottom-right). Each warp owns 16 rows of its accumulators, so a program's
-resident tile has 16 * num_warps rows (two warpgroups of 64 at 8 warps), each warpgroup
-issuing its own wgmma.
+resident tile has 16 * num_warps rows (one warpgroup of 64 at 4 warps, two at 8), each
+warpgroup issuing its own wgmma.
     dK/dV grid (cdiv(N, BLOCK_N), B * Hkv). The program keeps K, V (BLOCK_N x D) in shared
         memory and loops over the group's query heads in order (GQA sums without atomics:
         deterministic), and per head over the query tiles that see its keys: the causal
@@ -39,18 +40,19 @@ Rows past a sequence end: TMA zero-fills them on load and clips them on store, p
 past N in the dK/dV kernel need no mask (their rows of dK/dV are never stored).
 
 Resources of the shipped configs (configs.hopper_bwd_config), sm_90 cross-compile with
-Triton 3.6's ptxas -v, 2026-11-29, bf16 and fp16 alike (`scripts/compile_sm90.py
---hopper-bwd`); 8 warps (256 threads) everywhere, so one program per SM:
-    config                dK/dV tile  ring  regs  spill  smem     dQ tile   ring  regs  smem
-    hd 64                 128k x 64q   3    180    0    80 KB     128q x 128k  2   193   96 KB
-    hd 64 causal          128k x 64q   3    184    0    80 KB     128q x 128k  2   210   96 KB
-    hd 128                128k x 64q   2    244    0   128 KB     128q x 128k  2   238  192 KB
-    hd 128 causal         128k x 32q   2    221    0    96 KB     128q x 128k  2   238  192 KB
-(no spills in the dQ kernels either; the hd 64 rows are what the opt-in path compiles:
-the default at hd 64 is the portable backward). Tried and rejected on resources: dK/dV
-at hd 128 causal with 64-row Q/dO tiles, 255 regs + 36 B spills (the masked band step);
-at hd 64 with 128-row tiles, 255 regs + 188-392 B spills. The 128x128 dQ tile at hd 128
-won the bc5bcfc sweep by 1-2% over 128x64 (167 regs, 128 KB).
+Triton 3.6's ptxas -v, bf16 and fp16 alike (`scripts/compile_sm90.py --hopper-bwd`):
+    config         warps  dK/dV tile  ring  regs  spill  smem    dQ tile   ring  regs  smem
+    hd 64            4    64k x 64q    2    182    0    48 KB    64q x 64k   3   122   64 KB
+    hd 64 causal     4    64k x 64q    2    191    0    48 KB    64q x 64k   3   122   64 KB
+    hd 128           8   128k x 64q    2    244    0   128 KB   128q x 128k  2   238  192 KB
+    hd 128 causal    8   128k x 32q    2    221    0    96 KB   128q x 128k  2   238  192 KB
+(no spills in the dQ kernels either). At hd 64 a program is one warpgroup, so two (dK/dV)
+or three (dQ) share an SM and overlap each other's softmax and GEMMs: +13-29% over the
+two-warpgroup tiles (128 keys per dK/dV program, 180-184 regs; 128 x 128 dQ, 193-210),
+one program per SM (bdcf4c2, benchmarks/results.md). Tried and rejected on resources:
+dK/dV at hd 128 causal with 64-row Q/dO tiles, 255 regs + 36 B spills (the masked band
+step); at hd 64 with 128-row tiles, 255 regs + 188-420 B spills. The 128x128 dQ tile at
+hd 128 won the bc5bcfc sweep by 1-2% over 128x64 (167 regs, 128 KB).
 """
 
 from __future__ import annotations
