@@ -42,13 +42,15 @@ def gluon_configs(d, causal, s):
     cfg_c = configs.hopper_fwd_config_c(d, causal, s)
     if C_STAGES:
         cfg_c = dataclasses.replace(cfg_c, num_stages=C_STAGES)
-    return {"gluon-C": cfg_c,
-            "gluon-B": dataclasses.replace(cfg, warp_specialize=True),
-            "gluon-A": dataclasses.replace(cfg, warp_specialize=False),
-            # stage A with the compiler's register choice / capped at 128 (two programs
-            # per SM), whichever the shipped config is not
-            "gluon-A*": dataclasses.replace(cfg, warp_specialize=False,
-                                            max_regs=None if cfg.max_regs else 128)}
+    out = {"gluon-C": cfg_c,
+           "gluon-B": dataclasses.replace(cfg, warp_specialize=True),
+           "gluon-A": dataclasses.replace(cfg, warp_specialize=False)}
+    if "gluon-A*" in BACKENDS:
+        # stage A with the compiler's register choice / capped at 128 (two programs per
+        # SM), whichever the shipped config is not
+        out["gluon-A*"] = dataclasses.replace(cfg, warp_specialize=False,
+                                              max_regs=None if cfg.max_regs else 128)
+    return {name: c for name, c in out.items() if name in BACKENDS}
 
 
 def closures(q, k, v, causal):
@@ -80,9 +82,13 @@ def main() -> int:
     ap.add_argument("--csv")
     ap.add_argument("--c-stages", type=int, help="stage C ring depth (default: its config)")
     ap.add_argument("--causal", choices=("0", "1", "both"), default="both")
+    ap.add_argument("--only", nargs="+", choices=BACKENDS,
+                    help="these columns only (sdpa-cudnn is always timed: the reference)")
     args = ap.parse_args()
-    global C_STAGES
+    global C_STAGES, BACKENDS
     C_STAGES = args.c_stages
+    if args.only:
+        BACKENDS = tuple(b for b in BACKENDS if b in args.only or b == "sdpa-cudnn")
     dev = torch.device("cuda")
     print(f"{torch.cuda.get_device_name(dev)} torch {torch.__version__} triton "
           f"{triton.__version__}", flush=True)
