@@ -76,6 +76,7 @@ def closures(q, k, v, causal):
 
 
 def main() -> int:
+    global C_STAGES, BACKENDS
     ap = argparse.ArgumentParser()
     ap.add_argument("--seqlens", type=int, nargs="+", default=[1024, 4096, 16384])
     ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
@@ -85,7 +86,6 @@ def main() -> int:
     ap.add_argument("--only", nargs="+", choices=BACKENDS,
                     help="these columns only (sdpa-cudnn is always timed: the reference)")
     args = ap.parse_args()
-    global C_STAGES, BACKENDS
     C_STAGES = args.c_stages
     if args.only:
         BACKENDS = tuple(b for b in BACKENDS if b in args.only or b == "sdpa-cudnn")
