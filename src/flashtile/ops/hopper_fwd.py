@@ -192,7 +192,7 @@ def _kernel_args(cfg):
                      PINGPONG=pingpong))
     if cfg.warp_specialize:
         return _fwd_ws_kernel, cfg.block_m, cfg.num_warps, dict(LOAD_REGS=cfg.load_regs)
-    return _fwd_kernel, cfg.block_m, cfg.num_warps, {}
+    return _fwd_kernel, cfg.block_m, cfg.num_warps, dict(MASKED_FIRST=cfg.max_regs is not None)
 
 
 def _options(cfg) -> dict:
@@ -251,12 +251,12 @@ def _epilogue(acc, m_i, l_i, q_smem, o_desc, LSE, pid_bh, b, h, start_m, seqlen_
 
 @gluon.jit
 def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-                n_tiles, start_m, seqlen_k, diag, qk_scale, HEAD_DIM: gl.constexpr,
+                n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM: gl.constexpr,
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-                MASKED: gl.constexpr, CAUSAL: gl.constexpr):
-    """Step i: consume key tile t = n_tiles - 1 - i (last tile first) from ring slot
-    i % NUM_STAGES: S = Q K^T (wgmma, smem x smem), softmax in registers, O += P V
-    (wgmma, P from registers), then refill the slot with the tile of step i + NUM_STAGES."""
+                MASKED: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr):
+    """Step i: consume key tile t = _step_tile(i) from ring slot i % NUM_STAGES: S = Q K^T
+    (wgmma, smem x smem), softmax in registers, O += P V (wgmma, P from registers), then
+    refill the slot with the tile of step i + NUM_STAGES."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = acc.type.layout
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -270,8 +270,8 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     qk = warpgroup_mma(q2, k_buf.permute((1, 0)), qk, use_acc=False, is_async=True)
     qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
     if MASKED:
-        rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
-        qk = _scores_masked(qk, n_tiles - 1 - i, rows, seqlen_k, diag, BLOCK_N, CAUSAL)
+        qk = _scores_masked(qk, _step_tile(i, n_tiles, MASKED_FIRST), rows, seqlen_k, diag,
+                            BLOCK_N, CAUSAL)
     # -- rescale, accumulate --
     p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED)
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
@@ -282,9 +282,17 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     # -- refill: every warpgroup must be done with slot s before TMA overwrites it --
     gl.thread_barrier()
     nxt = i + NUM_STAGES
-    issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, n_tiles - 1 - nxt, b, hk,
-                  nxt < n_tiles, BLOCK_N)
+    issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s,
+                  _step_tile(nxt, n_tiles, MASKED_FIRST), b, hk, nxt < n_tiles, BLOCK_N)
     return acc, m_i, l_i
+
+
+@gluon.jit
+def _step_tile(i, n_tiles, MASKED_FIRST: gl.constexpr):
+    """The key tile of step i: last to first when MASKED_FIRST, else in order."""
+    if MASKED_FIRST:
+        return n_tiles - 1 - i
+    return i
 
 
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
@@ -293,7 +301,7 @@ def _fwd_kernel(
     LSE,  # (B, H, M) fp32
     seqlen_q, seqlen_k, nheads, group, qk_scale,  # qk_scale = softmax_scale * log2(e)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -323,32 +331,34 @@ def _fwd_kernel(
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bar, q_smem)
     for i in gl.static_range(NUM_STAGES):
-        issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, n_tiles - 1 - i, b,
-                      hk, i < n_tiles, BLOCK_N)
+        issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i,
+                      _step_tile(i, n_tiles, MASKED_FIRST), b, hk, i < n_tiles, BLOCK_N)
 
+    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
     l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
     mbarrier.wait(q_bar, 0)
     q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
 
-    # -- key tiles last to first, as FA2 does: the on-band / ragged tiles (masked) first,
-    #    then the off-band ones (no mask). The mask's registers are dead by the long
-    #    unmasked loop: at hd 64 causal the kernel fits 128 registers per thread, so two
-    #    programs share an SM (185 with the masked tiles last, whose index vectors stay
-    #    live across the unmasked loop) --
-    n_masked = n_tiles - n_full
-    for i in range(0, n_masked):
+    # -- MASKED_FIRST (a register-capped config): key tiles last to first, as FA2 does,
+    #    the on-band / ragged tiles (masked) first, then the off-band ones. The mask's
+    #    registers are then dead in the long unmasked loop, so the hd 64 causal kernel
+    #    fits 128 registers per thread (two programs per SM) with its few spills outside
+    #    that loop's hot path. Otherwise tiles in order, unmasked first: the order measured
+    #    4-8% faster at hd 256 non-causal (3b020cc, `gpu_check.sh a1k`) --
+    n_first = n_tiles - n_full if MASKED_FIRST else n_full
+    for i in range(0, n_first):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-            n_tiles, start_m, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-            NUM_STAGES, True, CAUSAL,
+            n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+            NUM_STAGES, MASKED_FIRST, CAUSAL, MASKED_FIRST,
         )
-    for i in range(n_masked, n_tiles):
+    for i in range(n_first, n_tiles):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-            n_tiles, start_m, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-            NUM_STAGES, False, CAUSAL,
+            n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+            NUM_STAGES, not MASKED_FIRST, CAUSAL, MASKED_FIRST,
         )
     _epilogue(acc, m_i, l_i, q_smem, o_desc, LSE, pid_bh, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM)
