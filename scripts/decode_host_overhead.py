@@ -62,6 +62,16 @@ def cases(kvcache, batch=1, ctx=8192, nheads=32, nheads_kv=4, head_dim=128):
         q, k_cache, v_cache, k, v, cache_seqlens=lens, num_splits=32)
     yield "public, causal + append, num_splits=32", lambda: f(
         q, k_cache, v_cache, k, v, cache_seqlens=lens, causal=True, num_splits=32)
+    # HF's DynamicCache: (B, Hkv, S, D) tensors growing by a token per call, passed as
+    # (B, S, Hkv, D) views without cache_seqlens (strides change with S every call)
+    flat = torch.zeros(batch * nheads_kv * (ctx + 4096) * head_dim, dtype=dt)
+    step = iter(range(10**9))
+
+    def growing():  # a fresh contiguous (B, Hkv, S, D) each call, as torch.cat makes
+        s = ctx + next(step) % 4096
+        kv = flat[:batch * nheads_kv * s * head_dim].view(batch, nheads_kv, s, head_dim)
+        return f(q, kv.transpose(1, 2), kv.transpose(1, 2))
+    yield "public, HF-style cache growing per call", growing
     yield "launcher only, num_splits=32", lambda: kvcache.kvcache_forward(
         q, k_cache, v_cache, None, None, lens, None, num_splits=32)
     yield "launcher only, num_splits=1", lambda: kvcache.kvcache_forward(
@@ -98,6 +108,28 @@ def check_fast_launch(kvcache) -> int:
                     raise AssertionError(f"q offset {q.data_ptr() % 16}, cache strides "
                                          f"{kc.stride()}, {ns} splits: a different kernel")
                 cases += 1
+    # a cache growing by a token per call (strides and capacity change, the
+    # specialisation classes mostly not): every launch after the first finds its kernel
+    # through the class key, and it must be the one Triton's run() picks
+    # (head dim 72: the head stride S * 72 is a multiple of 16 only at even S, so the
+    # classes alternate and a wrong class key would launch the other kernel)
+    for d in (128, 72):
+        flat = torch.zeros(4 * 700 * d, dtype=dt)
+        q = buf[:32 * d].view(1, 1, 32, d)
+        for s in range(500, 540):
+            kv = flat[:4 * s * d].view(1, 4, s, d).transpose(1, 2)  # strides change with s
+            for ns in (1, 4):
+                picked.clear()
+                kvcache.kvcache_forward(q, kv, kv, None, None, None, None, num_splits=ns)
+                got = {}
+                jf.run = lambda *a, got=got, **kw: got.setdefault("k", real_run(*a, **kw))
+                kvcache.FAST_LAUNCH = False
+                kvcache.kvcache_forward(q, kv, kv, None, None, None, None, num_splits=ns)
+                kvcache.FAST_LAUNCH, jf.run = True, real_run
+                if picked and picked[-1] is not got["k"]:
+                    raise AssertionError(f"growing cache, head dim {d}, length {s}, {ns} "
+                                         "splits: a different kernel")
+                cases += bool(picked)
     return cases
 
 

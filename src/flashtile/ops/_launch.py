@@ -5,12 +5,13 @@ tens of microseconds of host time per launch, which decode and small training st
 feel. ``cached_launch`` keeps the compiled kernel that run() picked under a key holding
 everything Triton specialises on, and launches it directly the next time:
 
-    the kernel, the device index, the launch options (num_warps, num_stages),
+    the kernel (by id), the device index, the launch options (num_warps, num_stages),
     each tensor argument's dtype and 16-byte alignment (the first ``n_ptr`` arguments),
     every other argument's raw value (which fixes Triton's ``== 1`` / ``% 16`` / i32 /
     i64 classes of ints), except the ``do_not_specialize`` parameters, which count by
     their Python type and i32 / i64 range only, as in Triton (lengths, seeds: they
-    change every call without a recompile).
+    change every call without a recompile); on a miss, a second key with every
+    specialised argument reduced to its class (``_int_class``).
 
 A family owns its cache dict and its on/off switch; ``run_compiled`` is the tail of
 Triton 3.6's run(). scripts/decode_host_overhead.py and scripts/host_overhead.py check
@@ -25,7 +26,11 @@ from triton.runtime.jit import JITFunction
 
 __all__ = ["cached_launch", "plain_launch", "run_compiled"]
 
-_UNSPECIALISED: dict = {}  # kernel -> positions of its do_not_specialize parameters
+# id(kernel) -> (kernel, positions of its do_not_specialize parameters, positions of its
+# other non-constexpr parameters). Keyed by id: a JITFunction hashes through a locked
+# property (a microsecond per lookup); the entry holds the kernel itself, so its id is
+# never reused while cached keys name it.
+_PARAMS: dict = {}
 MAX_CACHED = 4096
 
 
@@ -37,36 +42,64 @@ def plain_launch(fn, grid, args, num_warps, num_stages):
     return fn[grid](*args, num_warps=num_warps, num_stages=num_stages)
 
 
+def _int_class(x):
+    """What Triton 3.6 specialises a non-constexpr argument on: for an int, == 1 (made a
+    constant), divisible by 16, and its type (i32 / i64 / u64); a float is fp32 whatever
+    its value; anything else (bool, None) by value."""
+    if type(x) is int:
+        return (x == 1, x % 16 == 0, -2**31 <= x < 2**31, x < 2**63)
+    if type(x) is float:
+        return float
+    return x
+
+
 def cached_launch(cache: dict, fn, grid, device, n_ptr, args, num_warps, num_stages,
                   run=None) -> None:
     """Launch ``fn`` over ``grid`` with ``args`` (every parameter in signature order,
     constexprs included, the ``n_ptr`` tensors first) through ``cache`` (see the module
     docstring). ``run(kernel, grid, stream, args)`` launches a cached kernel (default
     ``run_compiled``; the CPU checks pass a spy). The interpreter's kernels are not
-    JITFunctions: they always take Triton's own path."""
-    unspecialised = _UNSPECIALISED.get(fn)
-    if unspecialised is None:
+    JITFunctions: they always take Triton's own path.
+
+    Two keys: the raw one (argument values; one tuple and one lookup when a call repeats
+    the last shapes), and on a miss the specialisation one (``_int_class`` of each
+    specialised argument), which finds the kernel when only values change that Triton
+    does not specialise on: strides and lengths of a KV cache growing by a token per
+    call, say. A kernel found that way is launched without a raw entry, so the cache
+    does not grow with every new length."""
+    fid = id(fn)
+    entry = _PARAMS.get(fid)
+    if entry is None:
         if not isinstance(fn, JITFunction):
             plain_launch(fn, grid, args, num_warps, num_stages)
             return
-        unspecialised = _UNSPECIALISED[fn] = tuple(
-            i for i, p in enumerate(fn.params) if p.do_not_specialize)
+        entry = _PARAMS[fid] = (
+            fn, tuple(i for i, p in enumerate(fn.params) if p.do_not_specialize),
+            tuple(i for i, p in enumerate(fn.params)
+                  if not p.do_not_specialize and not p.is_constexpr))
+    unspecialised = entry[1]
     values = list(args[n_ptr:])
     for i in unspecialised:
         if i >= n_ptr:
             x = args[i]
             values[i - n_ptr] = (type(x), type(x) is int and -2**31 <= x < 2**31,
                                  type(x) is int and -2**63 <= x < 2**63)
-    key = (fn, device.index, num_warps, num_stages, *values,
-           *[(t.dtype, t.data_ptr() & 15) for t in args[:n_ptr]])
+    ptrs = [(t.dtype, t.data_ptr() & 15) for t in args[:n_ptr]]
+    key = (fid, device.index, num_warps, num_stages, *values, *ptrs)
     kernel = cache.get(key)
     if kernel is None:
-        kernel = plain_launch(fn, grid, args, num_warps, num_stages)
-        if kernel is not None and not hasattr(kernel, "result"):  # not an async compile
-            if len(cache) > MAX_CACHED:
-                cache.clear()
-            cache[key] = kernel
-        return
+        for i in entry[2]:
+            if i >= n_ptr:
+                values[i - n_ptr] = _int_class(args[i])
+        class_key = ("class", fid, device.index, num_warps, num_stages, *values, *ptrs)
+        kernel = cache.get(class_key)
+        if kernel is None:
+            kernel = plain_launch(fn, grid, args, num_warps, num_stages)
+            if kernel is not None and not hasattr(kernel, "result"):  # not an async compile
+                if len(cache) > MAX_CACHED:
+                    cache.clear()
+                cache[key] = cache[class_key] = kernel
+            return
     (run or run_compiled)(kernel, grid, _driver.active.get_current_stream(device.index), args)
 
 

@@ -414,7 +414,13 @@ _PLANS: dict = {}
 def _plan(q, k_cache, page_table, seqlen_new, num_splits, config, has_seqlens, has_left,
           has_right, has_softcap) -> _Plan:
     paged = page_table is not None
-    key = (q.shape, k_cache.shape, page_table.shape[1] if paged else -1, q.dtype, q.device,
+    # a contiguous cache's length enters the plan only through its number of key tiles
+    # (num_splits_heuristic; decode_config's key tiles are multiples of 16 keys): keyed
+    # by 16-key groups, a cache grown by a token per call (HF's DynamicCache) misses
+    # once per 16 tokens. A caller's own config keeps the exact length.
+    kshape = k_cache.shape if paged or config is not None else (
+        k_cache.shape[0], -((k_cache.shape[1] + 15) // 16), *k_cache.shape[2:])
+    key = (q.shape, kshape, page_table.shape[1] if paged else -1, q.dtype, q.device,
            seqlen_new, num_splits, config, has_seqlens, has_left, has_right, has_softcap)
     plan = _PLANS.get(key)
     if plan is None:
