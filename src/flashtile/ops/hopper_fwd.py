@@ -26,6 +26,9 @@ Each consumer warp owns 16 query rows: BLOCK_M = 16 * num_warps, so 8 warps are 
 warpgroups of 64 rows that issue their own wgmma.
 Key tiles t = 0 .. n_tiles-1 (start t * BLOCK_N); tiles below n_full need no mask
 (off-band); the rest (causal diagonal band, the ragged last tile) are masked (on-band).
+Stage A visits them in order, or last to first (the masked ones first) in a
+register-capped config (HopperFwdConfig.max_regs: hd 64 causal at 128 registers, so two
+programs share an SM).
 TMA descriptors address q/k/v/out as the 4D tensors they are ((B, S, H, D), any
 16-byte-aligned strides); rows past the sequence end are zero-filled on load and
 clipped on store, per (batch, head), so no sequence length needs to be a tile multiple.
