@@ -33,6 +33,7 @@ BACKENDS = ("gluon-C", "gluon-B", "gluon-A", "gluon-A*", "portable", "sdpa-cudnn
 
 
 C_STAGES = None  # --c-stages: override stage C's ring depth (e.g. 2 at hd 128)
+A_FIELDS: dict = {}  # --a-config: override fields of the gluon-A column's config
 
 
 def gluon_configs(d, causal, s):
@@ -44,7 +45,7 @@ def gluon_configs(d, causal, s):
         cfg_c = dataclasses.replace(cfg_c, num_stages=C_STAGES)
     out = {"gluon-C": cfg_c,
            "gluon-B": dataclasses.replace(cfg, warp_specialize=True),
-           "gluon-A": dataclasses.replace(cfg, warp_specialize=False)}
+           "gluon-A": dataclasses.replace(cfg, warp_specialize=False, **A_FIELDS)}
     if "gluon-A*" in BACKENDS:
         # stage A with the compiler's register choice / capped at 128 (two programs per
         # SM), whichever the shipped config is not
@@ -83,10 +84,15 @@ def main() -> int:
     ap.add_argument("--csv")
     ap.add_argument("--c-stages", type=int, help="stage C ring depth (default: its config)")
     ap.add_argument("--causal", choices=("0", "1", "both"), default="both")
+    ap.add_argument("--a-config", help="override gluon-A config fields, e.g. "
+                    "block_m=64,num_warps=4,block_n=64,num_stages=3,max_regs=128")
     ap.add_argument("--only", nargs="+", choices=BACKENDS,
                     help="these columns only (sdpa-cudnn is always timed: the reference)")
     args = ap.parse_args()
     C_STAGES = args.c_stages
+    for item in filter(None, (args.a_config or "").split(",")):
+        name, value = item.split("=")
+        A_FIELDS[name] = None if value == "None" else int(value)
     if args.only:
         BACKENDS = tuple(b for b in BACKENDS if b in args.only or b == "sdpa-cudnn")
     dev = torch.device("cuda")

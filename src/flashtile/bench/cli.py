@@ -12,6 +12,7 @@ of flashtile's forward and backward under the Triton interpreter instead.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -103,6 +104,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         f"{' '.join(map(str, QUICK_SEQLENS))} and head dim "
         f"{' '.join(map(str, QUICK_HEAD_DIMS))} only",
     )
+    parser.add_argument(
+        "--settle-ms",
+        type=int,
+        default=0,
+        metavar="MS",
+        help="run each call back to back for MS ms before timing it (default 0; an A/B "
+        "for clock ramp-up after a compile)",
+    )
     for module in MODULE_SUITES.values():
         try:
             configure = getattr(import_module(module), "configure_parser", None)
@@ -152,6 +161,8 @@ def _run_gpu(args: argparse.Namespace, shapes: list) -> int:
     from .report import Env, format_table, write_csv
 
     timing = Timing.quick() if args.quick else Timing()
+    if getattr(args, "settle_ms", 0):
+        timing = dataclasses.replace(timing, settle_ms=args.settle_ms)
     env = Env.collect(args.commit)
     print(
         f"flashtile bench: {len(shapes)} shapes x {len(args.backends)} backends on {env.gpu}",

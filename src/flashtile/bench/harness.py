@@ -36,6 +36,10 @@ class Timing:
 
     warmup_ms: int = 25
     rep_ms: int = 100
+    # run the call back to back for this long before do_bench (0: not at all). An A/B
+    # knob for the low 1k rows of the full run (benchmarks/results.md, session 5): if
+    # the GPU clock has not ramped back from the idle of a compile, this lets it
+    settle_ms: int = 0
 
     @classmethod
     def quick(cls) -> Timing:
@@ -84,9 +88,15 @@ def time_first_call(fn: Callable[[], object], device: torch.device) -> float:
 
 
 def median_ms(fn: Callable[[], object], timing: Timing) -> float:
-    """Median milliseconds per call from ``triton.testing.do_bench`` (CUDA only)."""
+    """Median milliseconds per call from ``triton.testing.do_bench`` (CUDA only), after
+    ``timing.settle_ms`` of back-to-back calls when set."""
     from triton.testing import do_bench  # imported late: TRITON_INTERPRET is read at import
 
+    if timing.settle_ms > 0:
+        start = time.perf_counter()
+        while time.perf_counter() - start < timing.settle_ms / 1e3:
+            fn()
+            torch.cuda.synchronize()
     return float(do_bench(fn, warmup=timing.warmup_ms, rep=timing.rep_ms, return_mode="median"))
 
 
