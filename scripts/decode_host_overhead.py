@@ -80,34 +80,48 @@ def cases(kvcache, batch=1, ctx=8192, nheads=32, nheads_kv=4, head_dim=128):
 
 def check_fast_launch(kvcache) -> int:
     """ops/kvcache._launch must launch the kernel that Triton's own run() would pick:
-    aligned / misaligned q, two cache stride patterns, 1 and 4 splits. Returns the
-    number of cases checked; raises on a mismatch."""
+    aligned / misaligned q, two cache stride patterns, 1 and 4 splits, and caches growing
+    by a token per call. Returns the number of cases checked; raises on a mismatch."""
     picked = []
     kvcache.FAST_LAUNCH = True  # on by default (FLASHTILE_FAST_LAUNCH=0 turns it off)
     n_fwd = len(kvcache._kvcache_fwd_kernel.arg_names)
     kvcache._run_compiled = lambda kernel, grid, stream, args: (
         picked.append(kernel) if len(args) == n_fwd else None)
+    jf = kvcache._kvcache_fwd_kernel
+    real_run = jf.run
+
+    def check(what, q, kc, lens, ns, calls):
+        """``calls`` fast-path launches, then Triton's run() on the same arguments: the
+        last fast launch (if it was a cache hit) must be run()'s kernel. Returns 1 if
+        it was checked (a hit), else 0."""
+        picked.clear()
+        for _ in range(calls):
+            kvcache.kvcache_forward(q, kc, kc, None, None, lens, None, num_splits=ns)
+        got = {}
+        jf.run = lambda *a, **kw: got.setdefault("k", real_run(*a, **kw))
+        kvcache.FAST_LAUNCH = False
+        try:
+            kvcache.kvcache_forward(q, kc, kc, None, None, lens, None, num_splits=ns)
+        finally:
+            kvcache.FAST_LAUNCH, jf.run = True, real_run
+        if picked and picked[-1] is not got["k"]:
+            raise AssertionError(f"{what}, {ns} splits: a different kernel")
+        return int(bool(picked))
+
     dt = torch.bfloat16
     buf = torch.zeros(32 * 128 + 8, dtype=dt)
     lens = torch.full((1,), 100, dtype=torch.int32)
-    jf = kvcache._kvcache_fwd_kernel
-    real_run, cases = jf.run, 0
+    cases = 0
     for q in (buf[:4096].view(1, 1, 32, 128), buf[1:4097].view(1, 1, 32, 128)):
         for kc in (torch.zeros(1, 512, 4, 128, dtype=dt),
                    torch.zeros(1, 512, 4, 144, dtype=dt)[..., :128]):
             for ns in (1, 4):
-                picked.clear()
-                for _ in range(2):  # a miss (cached), then a hit
-                    kvcache.kvcache_forward(q, kc, kc, None, None, lens, None, num_splits=ns)
-                got = {}
-                jf.run = lambda *a, got=got, **kw: got.setdefault("k", real_run(*a, **kw))
-                kvcache.FAST_LAUNCH = False
-                kvcache.kvcache_forward(q, kc, kc, None, None, lens, None, num_splits=ns)
-                kvcache.FAST_LAUNCH, jf.run = True, real_run
-                if picked[-1] is not got["k"]:
-                    raise AssertionError(f"q offset {q.data_ptr() % 16}, cache strides "
-                                         f"{kc.stride()}, {ns} splits: a different kernel")
-                cases += 1
+                # a miss (cached), then a hit, which must happen here
+                hit = check(f"q offset {q.data_ptr() % 16}, cache strides {kc.stride()}",
+                            q, kc, lens, ns, calls=2)
+                if not hit:
+                    raise AssertionError("the second identical launch missed the cache")
+                cases += hit
     # a cache growing by a token per call (strides and capacity change, the
     # specialisation classes mostly not): every launch after the first finds its kernel
     # through the class key, and it must be the one Triton's run() picks
@@ -119,17 +133,8 @@ def check_fast_launch(kvcache) -> int:
         for s in range(500, 540):
             kv = flat[:4 * s * d].view(1, 4, s, d).transpose(1, 2)  # strides change with s
             for ns in (1, 4):
-                picked.clear()
-                kvcache.kvcache_forward(q, kv, kv, None, None, None, None, num_splits=ns)
-                got = {}
-                jf.run = lambda *a, got=got, **kw: got.setdefault("k", real_run(*a, **kw))
-                kvcache.FAST_LAUNCH = False
-                kvcache.kvcache_forward(q, kv, kv, None, None, None, None, num_splits=ns)
-                kvcache.FAST_LAUNCH, jf.run = True, real_run
-                if picked and picked[-1] is not got["k"]:
-                    raise AssertionError(f"growing cache, head dim {d}, length {s}, {ns} "
-                                         "splits: a different kernel")
-                cases += bool(picked)
+                cases += check(f"growing cache, head dim {d}, length {s}", q, kv, None, ns,
+                               calls=1)
     return cases
 
 

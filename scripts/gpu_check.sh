@@ -59,7 +59,7 @@ status=0
 overall=0
 for one in ${suite//,/ }; do
   if [ ! -f "scripts/suites/$one.sh" ]; then
-    echo "unknown suite '$one' (have: $(ls scripts/suites | sed 's/\.sh$//' | tr '\n' ' '))"; exit 2
+    echo "unknown suite '$one' (have: $(cd scripts/suites && ls -- *.sh | sed 's/\.sh$//' | tr '\n' ' '))"; exit 2
   fi
   status=0
   t0=$SECONDS

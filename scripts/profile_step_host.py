@@ -34,23 +34,13 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("profile_step_host: needs a GPU")
         return 2
-    from flashtile.models.minigpt import MiniGPT
-    from flashtile.models.train import make_optimizer, preset, train_step
+    from flashtile.models.train_bench import step_fn
 
     batch, ctx = map(int, args.shape.split("x"))
     summary = []
     for backend in args.backends.split(","):
-        mc, tc = preset("shakespeare-char", backend=backend, block_size=ctx, batch_size=batch)
-        tc = tc.resolved()
-        torch.manual_seed(0)
-        model = MiniGPT(mc).to(tc.device).train()
-        opt = make_optimizer(model, tc)
         n = 5 + args.steps + args.profile_steps
-        data = torch.randint(mc.vocab_size, (n, batch, ctx + 1), device=tc.device)
-
-        def step(i, model=model, opt=opt, data=data, tc=tc):
-            train_step(model, opt, data[i, :, :-1], data[i, :, 1:], tc.lr, tc)
-
+        step = step_fn(backend, batch, ctx, n)
         for i in range(5):
             step(i)
         torch.cuda.synchronize()

@@ -10,6 +10,7 @@ whole grid (test_hopper_vs_reference) on stage C.
 
 import dataclasses
 import math
+import os
 
 import pytest
 import torch
@@ -236,8 +237,6 @@ def _force_gluon(monkeypatch, head_dim, causal, seqlen_q):
     """Where the shipped table sends this shape to the portable kernel, run stage A
     instead (unless FLASHTILE_HOPPER_SCHEDULE already forces a stage): these tests are
     of the Gluon kernels, at shapes small enough to test many."""
-    import os
-
     if (not os.environ.get("FLASHTILE_HOPPER_SCHEDULE")
             and configs.hopper_fwd_schedule(head_dim, causal, seqlen_q) == "portable"):
         monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", "A")

@@ -4,15 +4,8 @@
 # CPU (2026-11-30, ptxas, regs / smem): dK/dV 64 keys x 32 rows ring 2 200 (causal 221) /
 # 64 KB, 64 x 64 ring 2 240 / 96 KB (causal 255 + 28 B spills); dQ 64 x 64 ring 2 164 /
 # 96 KB. Not yet run.
-for cfg in "" \
+source scripts/suites/lib/bwd_sweep.sh
+bwd_sweep 128 "1024 4096 16384" "gluon-bwd portable-bwd" "" \
   "block_m=32,block_n=64,num_warps=4,num_stages=2,dq_block_m=64,dq_block_n=64,dq_num_warps=4,dq_num_stages=2" \
   "block_m=64,block_n=64,num_warps=4,num_stages=2,dq_block_m=64,dq_block_n=64,dq_num_warps=4,dq_num_stages=2" \
-  "dq_block_m=64,dq_block_n=64,dq_num_warps=4,dq_num_stages=2"; do
-  tag=$(echo "${cfg:-shipped}" | md5sum | cut -c1-6)
-  python3 scripts/bench_hopper_bwd.py --head-dims 128 --seqlens 1024 4096 16384 \
-    --only gluon-bwd portable-bwd ${cfg:+--config "$cfg"} --csv "$out/bwd128_$tag.csv" \
-    >"$out/bwd128_$tag.log" 2>&1 || echo "config $tag failed (see log)"
-  echo "== ${cfg:-shipped} ($tag)"
-  grep -E "MISMATCH|FAILED" "$out/bwd128_$tag.log" | head -3
-  tail -n 7 "$out/bwd128_$tag.log" | cut -c1-80
-done
+  "dq_block_m=64,dq_block_n=64,dq_num_warps=4,dq_num_stages=2"

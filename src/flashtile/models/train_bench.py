@@ -20,27 +20,38 @@ import torch
 from .minigpt import MiniGPT
 from .train import make_optimizer, preset, train_step
 
-__all__ = ["bench_step", "run_bench"]
+__all__ = ["bench_step", "run_bench", "step_fn"]
 
 
-def bench_step(backend: str, batch: int, ctx: int, steps: int = 50, warmup: int = 5,
-               seed: int = 0) -> float:
-    """Mean seconds of one training step of the shakespeare-char model at (batch, ctx)."""
+def step_fn(backend: str, batch: int, ctx: int, n_batches: int, seed: int = 0):
+    """The shakespeare-char model and optimizer at (batch, ctx) on ``backend``, with
+    ``n_batches`` random batches drawn beforehand; returns ``step(i)``, one training step
+    on batch i (nothing else in it, so timings hold only the step)."""
     mc, tc = preset("shakespeare-char", backend=backend, block_size=ctx, batch_size=batch,
                     seed=seed)
     tc = tc.resolved()
     torch.manual_seed(seed)
     model = MiniGPT(mc).to(tc.device).train()
     opt = make_optimizer(model, tc)
-    n = warmup + steps
-    data = torch.randint(mc.vocab_size, (n, batch, ctx + 1), device=tc.device)
-    for i in range(warmup):
+    data = torch.randint(mc.vocab_size, (n_batches, batch, ctx + 1), device=tc.device)
+
+    def step(i: int) -> None:
         train_step(model, opt, data[i, :, :-1], data[i, :, 1:], tc.lr, tc)
+    return step
+
+
+def bench_step(backend: str, batch: int, ctx: int, steps: int = 50, warmup: int = 5,
+               seed: int = 0) -> float:
+    """Mean seconds of one training step of the shakespeare-char model at (batch, ctx)."""
+    n = warmup + steps
+    step = step_fn(backend, batch, ctx, n, seed)
+    for i in range(warmup):
+        step(i)
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for i in range(warmup, n):
-        train_step(model, opt, data[i, :, :-1], data[i, :, 1:], tc.lr, tc)
+        step(i)
     end.record()
     end.synchronize()
     return start.elapsed_time(end) / 1e3 / steps
@@ -51,17 +62,13 @@ def profile_step(backend: str, batch: int, ctx: int, steps: int = 3, top: int = 
     by total device time, so a slow backend shows which kernel (or host gap) costs."""
     from torch.profiler import ProfilerActivity, profile
 
-    mc, tc = preset("shakespeare-char", backend=backend, block_size=ctx, batch_size=batch)
-    tc = tc.resolved()
-    model = MiniGPT(mc).to(tc.device).train()
-    opt = make_optimizer(model, tc)
-    data = torch.randint(mc.vocab_size, (steps + 3, batch, ctx + 1), device=tc.device)
+    step = step_fn(backend, batch, ctx, steps + 3)
     for i in range(3):
-        train_step(model, opt, data[i, :, :-1], data[i, :, 1:], tc.lr, tc)
+        step(i)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for i in range(3, steps + 3):
-            train_step(model, opt, data[i, :, :-1], data[i, :, 1:], tc.lr, tc)
+            step(i)
         torch.cuda.synchronize()
     return prof.key_averages().table(sort_by="cuda_time_total", row_limit=top,
                                      max_name_column_width=60)
