@@ -8,9 +8,14 @@ Two verbs:
         ncu --clock-control none --profile-from-start off --csv --page raw \
             --section SpeedOfLight --section ComputeWorkloadAnalysis \
             --section MemoryWorkloadAnalysis python scripts/ncu_ladder.py run ...
-    python scripts/ncu_ladder.py summarize DIR
-        reads DIR/ncu_<rung>.csv (ncu's raw CSV) and prints one row per kernel: duration,
-        SM and DRAM throughput (% of peak), DRAM bytes, the busiest pipes (% of peak).
+    python scripts/ncu_ladder.py run --backward [--seqlen ... --head-dim ... --causal]
+        the same for flashtile's backward (flash_attn_func): forward and one warm-up
+        backward outside the range, then one backward (preprocess, dK/dV, dQ kernels)
+    python scripts/ncu_ladder.py summarize DIR [--files A.csv B.csv ...]
+        reads DIR/ncu_<rung>.csv (ncu's raw CSV; or the named files, labelled by their
+        stem) and prints one row per kernel: duration, SM and DRAM throughput (% of
+        peak), DRAM bytes, the busiest pipes (% of peak) and, where the WarpStateStats
+        section was collected, the top warp stall reasons (cycles per issued instruction).
 
 Shape: the DESIGN.md one (16k tokens, hidden 2048, bf16) at the given seqlen/head dim.
 scripts/suites/ncu.sh runs it for every rung. The counters answer whether a rung is
@@ -32,7 +37,11 @@ COLUMNS = (  # (label, metric-name regex); first match wins; ms and GB in those 
     ("SM %", r"^sm__throughput\.avg\.pct_of_peak_sustained_elapsed$"),
     ("DRAM %", r"^gpu__dram_throughput\.avg\.pct_of_peak_sustained_elapsed$"),
     ("DRAM GB", r"^dram__bytes\.sum$"),
+    ("regs", r"^launch__registers_per_thread$"),  # LaunchStats section only
+    ("occ %", r"^sm__warps_active\.avg\.pct_of_peak_sustained_active$"),  # Occupancy only
 )
+STALL = re.compile(r"^smsp__average_warp(s_issue_stalled|_latency_issue_stalled)_([a-z_]+?)"
+                   r"(_per_issue_active)?\.ratio$")
 PIPE = re.compile(r"^sm__(inst_executed_)?pipe_([a-z0-9_]+?)(_cycles_active)?\.avg\.pct_of_peak_"
                   r"sustained_active$")
 
@@ -46,14 +55,26 @@ def run(args) -> int:
 
     shape = paper_shape(args.seqlen, args.head_dim, args.causal)
     q, k, v, _ = make_inputs(shape, torch.device("cuda"))
-    fn = registry()[args.rung].fn
-    fn(q, k, v, causal=args.causal)  # compile + warm-up, outside the profiled range
+    if args.backward:
+        from flashtile import flash_attn_func
+
+        q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+        out = flash_attn_func(q, k, v, causal=args.causal)
+        dout = torch.randn_like(out)
+        out.backward(dout, retain_graph=True)  # compile + warm-up, outside the range
+        fn = lambda: out.backward(dout, retain_graph=True)  # noqa: E731
+        label = "backward"
+    else:
+        rung = registry()[args.rung].fn
+        fn = lambda: rung(q, k, v, causal=args.causal)  # noqa: E731
+        fn()  # compile + warm-up, outside the profiled range
+        label = args.rung
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStart()
-    fn(q, k, v, causal=args.causal)
+    fn()
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStop()
-    print(f"{args.rung} {shape.label()} causal={args.causal}", file=sys.stderr)
+    print(f"{label} {shape.label()} causal={args.causal}", file=sys.stderr)
     return 0
 
 
@@ -103,24 +124,37 @@ def parse(path: Path) -> list[dict]:
                 pipes[m.group(2)] = max(pipes.get(m.group(2), 0.0), float(r[i].replace(",", "")))
         top = sorted(pipes.items(), key=lambda kv: -kv[1])[:3]
         rec["pipes"] = ", ".join(f"{p} {v:.0f}%" for p, v in top)
+        stalls = {}
+        for i, name in enumerate(head):
+            m = STALL.match(name)
+            if m and m.group(3) and r[i] not in ("", "n/a"):
+                stalls[m.group(2)] = float(r[i].replace(",", ""))
+        top = sorted(stalls.items(), key=lambda kv: -kv[1])[:4]
+        rec["stalls"] = ", ".join(f"{p} {v:.2g}" for p, v in top) or "-"
         out.append(rec)
     return out
 
 
 def summarize(args) -> int:
-    from flashtile.ladder import rung_names
+    if args.files:
+        runs = [(Path(f).stem, Path(args.dir) / f) for f in args.files]
+    else:
+        from flashtile.ladder import rung_names
 
-    print("| rung | kernel | ms | SM % | DRAM % | DRAM GB | busiest pipes (% of peak, active) |")
-    print("|---|---|---|---|---|---|---|")
+        runs = [(rung, Path(args.dir) / f"ncu_{rung}.csv") for rung in rung_names()]
+    labels = [c for c, _ in COLUMNS]
+    print("| run | kernel | " + " | ".join(labels)
+          + " | busiest pipes (% of peak, active) | top stalls (cycles per issue) |")
+    print("|---" * (len(labels) + 4) + "|")
     found = 0
-    for rung in rung_names():
-        path = Path(args.dir) / f"ncu_{rung}.csv"
+    for label, path in runs:
         if not path.exists():
             continue
         for rec in parse(path):
             found += 1
             cells = [f"{rec[c]:.3g}" if c in rec else "-" for c, _ in COLUMNS]
-            print(f"| {rung} | {rec['kernel']} | " + " | ".join(cells) + f" | {rec['pipes']} |")
+            print(f"| {label} | {rec['kernel']} | " + " | ".join(cells)
+                  + f" | {rec['pipes']} | {rec['stalls']} |")
     return 0 if found else 1
 
 
@@ -128,12 +162,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="verb", required=True)
     r = sub.add_parser("run")
-    r.add_argument("--rung", required=True)
+    r.add_argument("--rung", default="production")
+    r.add_argument("--backward", action="store_true",
+                   help="profile flashtile's backward instead of a forward rung")
     r.add_argument("--seqlen", type=int, default=4096)
     r.add_argument("--head-dim", type=int, default=64)
     r.add_argument("--causal", action="store_true")
     s = sub.add_parser("summarize")
     s.add_argument("dir")
+    s.add_argument("--files", nargs="+", help="CSV names under DIR (default: ncu_<rung>.csv)")
     args = ap.parse_args(argv)
     return run(args) if args.verb == "run" else summarize(args)
 

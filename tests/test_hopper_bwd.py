@@ -24,6 +24,9 @@ VARIANTS = [f"{name} {kern}" for name, *_, cfg in compile_script().hopper_bwd_va
 # spills the ptxas of Triton 3.6 reports for the fused kernel at hd 128 (32-row Q/dO
 # tiles; configs.hopper_bwd_fused_config): bounded here so a change that grows them fails
 FUSED_SPILL_LIMIT = {"d128": 160, "d128-causal": 320}
+# and for the shipped dK/dV kernel at hd 128 causal (one-warpgroup 64 x 64 tiles at the
+# 255-register ceiling: 28 bytes in the masked band step), bounded the same way
+DKDV_SPILL_LIMIT = {"d128-causal": 32}
 
 
 # ----------------------------------------------------------------------------------
@@ -44,7 +47,9 @@ def test_compiles_for_sm90(name, compiled):
     H100/H200 shared memory (227 KB per block)."""
     rec = compiled.get(name)
     tag = name.split()[1]
-    assert_sm90_build(name, rec, FUSED_SPILL_LIMIT.get(tag, 0) if name.endswith(" fused") else 0)
+    limit = FUSED_SPILL_LIMIT if name.endswith(" fused") else (
+        DKDV_SPILL_LIMIT if name.endswith(" dkdv") and " alt " not in name else {})
+    assert_sm90_build(name, rec, limit.get(tag, 0))
 
 
 @pytest.mark.parametrize("head_dim", hopper_bwd.HOPPER_BWD_HEAD_DIMS)

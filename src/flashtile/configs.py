@@ -286,11 +286,10 @@ def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig:
 
 def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int) -> HopperBwdConfig:
     """Gluon backward tiles for fp16/bf16 on sm_90 (head dim 64 or 128). Resources from
-    compiling for sm_90 on the CPU (ptxas -v, 2026-11-29; tests/test_hopper_bwd.py: no
-    spills, fits 227 KB); first guesses after FA3's shapes (128 keys per dK/dV program
-    over two warpgroups, 64-row Q/dO tiles), measured as shipped (hopper_bwd_preferred);
-    at hd 128 swept (bc5bcfc, below); at hd 64 not swept (the default there is the
-    portable backward)."""
+    compiling for sm_90 on the CPU (ptxas -v; tests/test_hopper_bwd.py: no spills but
+    the ones listed there, fits 227 KB). First guesses were FA3's shapes (128 keys per
+    dK/dV program over two warpgroups); the sweeps below replaced them at both head dims
+    with one-warpgroup programs, two or more per SM."""
     if head_dim <= 64:
         # one warpgroup per program, so two or three programs share an SM and one's
         # softmax overlaps another's GEMMs (as the forward's capped stage A): dK/dV 64 keys
@@ -300,13 +299,11 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int) -> HopperBwdCo
         # tiles (dK/dV 128 keys x 64 rows ring 3, dQ 128 x 128) 250/288/301, 201/273/304.
         # Ring 3 for dK/dV, or a 64 x 128 dQ tile, measured within 3% of these
         return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 3)
-    # dQ tile 128x128 (238 regs, 192 KB): `gpu_check.sh bwdsweep` (bc5bcfc) at 4k/16k,
-    # backward TFLOPS 398.8/393.8 non-causal, 326.1/366.7 causal vs 395.5/389.6 and
-    # 319.4/363.1 with 128x64 (+1-2% at all four; ring 3, or 32-row Q/dO tiles at
-    # non-causal, measured no better)
-    if not causal:
-        # dK/dV 64x128: 244 regs, 128 KB
-        return HopperBwdConfig(64, 128, 8, 2, 128, 128, 8, 2)
-    # causal: the masked band step at 64-row Q/dO tiles needs 255 regs + 36 B of spills;
-    # 32-row tiles: 221 regs, 96 KB
-    return HopperBwdConfig(32, 128, 8, 2, 128, 128, 8, 2)
+    # hd 128: one warpgroup per program as at hd 64 (two programs per SM): dK/dV 64 keys x
+    # 64-row Q/dO tiles, ring 2: 240 regs (causal 255 + 28 B of spills in the masked band
+    # step), 96 KB; dQ 64 x 64, ring 2: 164 regs, 96 KB. `gpu_check.sh bwd128sweep`
+    # (e8aa9d8), backward TFLOPS at 1k/4k/16k: non-causal 398/419/438, causal 327/399/424,
+    # against the two-warpgroup tiles shipped before (dK/dV 128 keys x 64 rows, causal 32
+    # rows; dQ 128 x 128; swept in bc5bcfc's `bwdsweep`) 331/389/394, 243/324/366.
+    # 32-row Q/dO tiles measured 1-12% below these; the 64 x 64 dQ tile alone, +0-5%
+    return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 2)
