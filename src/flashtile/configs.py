@@ -244,6 +244,11 @@ class HopperBwdConfig:
     # fp32 buffer with atomics (5 GEMMs per tile pair instead of 7; block_m must be 64k,
     # the dq_* fields unused)
     fused: bool = False
+    # register caps (ptxas maxnreg) of the dK/dV (or fused) and the dQ kernel: a lower
+    # cap lets one more program share an SM (the 64K register file), at the price of
+    # spills; None: ptxas's choice
+    max_regs: int | None = None
+    dq_max_regs: int | None = None
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

@@ -199,7 +199,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group):
         tma_desc(outs[2], cfg.block_n), lse, delta, seqlen_q, seqlen_k, nheads, group,
         float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim, BLOCK_M=cfg.block_m,
         BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
-        num_warps=cfg.num_warps,
+        num_warps=cfg.num_warps, **_maxnreg(cfg.max_regs),
     )
     _bwd_dq_kernel[(triton.cdiv(seqlen_q, cfg.dq_block_m), batch * nheads)](
         tma_desc(q, cfg.dq_block_m), tma_desc(k, cfg.dq_block_n),
@@ -207,8 +207,13 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group):
         tma_desc(outs[0], cfg.dq_block_m), lse, delta, seqlen_q, seqlen_k, nheads, group,
         float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim, BLOCK_M=cfg.dq_block_m,
         BLOCK_N=cfg.dq_block_n, NUM_STAGES=cfg.dq_num_stages, CAUSAL=bool(causal),
-        num_warps=cfg.dq_num_warps,
+        num_warps=cfg.dq_num_warps, **_maxnreg(cfg.dq_max_regs),
     )
+
+
+def _maxnreg(cap: int | None) -> dict:
+    """Launch/compile option of a config's register cap (none when uncapped)."""
+    return {} if cap is None else dict(maxnreg=cap)
 
 
 def _launch_fused(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, deterministic):
@@ -226,7 +231,7 @@ def _launch_fused(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, de
         tma_desc(outs[2], cfg.block_n), lse, delta, dq_acc, sem, seqlen_q, seqlen_k, nheads,
         group, float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim, BLOCK_M=cfg.block_m,
         BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
-        DETERMINISTIC=bool(deterministic), num_warps=cfg.num_warps,
+        DETERMINISTIC=bool(deterministic), num_warps=cfg.num_warps, **_maxnreg(cfg.max_regs),
     )
     outs[0].copy_(dq_acc)
 
@@ -782,17 +787,17 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                    group="i32", qk_scale="fp32", sm_scale="fp32")
     jobs = {
         "dkdv": (_bwd_dkdv_kernel, cfg.block_m, cfg.block_n, cfg.num_stages, cfg.num_warps,
-                 ["q", "k", "v", "do", "dk", "dv"]),
+                 cfg.max_regs, ["q", "k", "v", "do", "dk", "dv"]),
         "dq": (_bwd_dq_kernel, cfg.dq_block_m, cfg.dq_block_n, cfg.dq_num_stages,
-               cfg.dq_num_warps, ["q", "k", "v", "do", "dq"]),
+               cfg.dq_num_warps, cfg.dq_max_regs, ["q", "k", "v", "do", "dq"]),
     }
     if cfg.fused:
         jobs = {"fused": (_bwd_fused_kernel, cfg.block_m, cfg.block_n, cfg.num_stages,
-                          cfg.num_warps, ["q", "k", "v", "do", "dk", "dv"])}
+                          cfg.num_warps, cfg.max_regs, ["q", "k", "v", "do", "dk", "dv"])}
         scalars = dict(LSE="*fp32", DELTA="*fp32", DQ_ACC="*fp32", SEM="*i32", **{
             n: t for n, t in scalars.items() if n not in ("LSE", "DELTA")})
     out = {}
-    for name, (kernel, bm, bn, stages, warps, descs) in jobs.items():
+    for name, (kernel, bm, bn, stages, warps, cap, descs) in jobs.items():
         rows = dict(q=bm, do=bm, dq=bm, k=bn, v=bn, dk=bn, dv=bn)
         sig = {f"{d}_desc": desc_signature(dtype, rows[d], head_dim) for d in descs}
         sig.update(scalars)
@@ -807,5 +812,5 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                              attrs={(len(descs) + i,): [["tt.divisibility", 16]]
                                     for i in range(n_ptrs)})
         out[name] = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                                   options=dict(num_warps=warps))
+                                   options=dict(num_warps=warps, **_maxnreg(cap)))
     return out
