@@ -249,6 +249,9 @@ class HopperBwdConfig:
     # spills; None: ptxas's choice
     max_regs: int | None = None
     dq_max_regs: int | None = None
+    # dK/dV kernel: load the next query tile's lse and delta one step ahead (registers:
+    # 2 x block_m / 8 per thread) instead of under the step's own S^T GEMM
+    prefetch_stats: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

@@ -199,7 +199,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group):
         tma_desc(outs[2], cfg.block_n), lse, delta, seqlen_q, seqlen_k, nheads, group,
         float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim, BLOCK_M=cfg.block_m,
         BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
-        num_warps=cfg.num_warps, **_maxnreg(cfg.max_regs),
+        PREFETCH=cfg.prefetch_stats, num_warps=cfg.num_warps, **_maxnreg(cfg.max_regs),
     )
     _bwd_dq_kernel[(triton.cdiv(seqlen_q, cfg.dq_block_m), batch * nheads)](
         tma_desc(q, cfg.dq_block_m), tma_desc(k, cfg.dq_block_n),
@@ -408,12 +408,27 @@ def _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, sm_sca
 
 
 @gluon.jit
-def _dkdv_step(it, j, dk, dv, k2, v2, q_smem, do_smem, q_bars, do_bars, q_desc, do_desc,
-               LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk, group, seqlen_q, diag,
+def _iter_stats(LSE, DELTA, it, m_lo, n_m, n_iter, bh0, seqlen_q, layout: gl.constexpr,
+                BLOCK_M: gl.constexpr):
+    """lse2 and delta of ring iteration ``it`` (clamped to the last one; head bh0 +
+    it // n_m, query tile m_lo + it % n_m), in ``layout`` (the query axis of S^T)."""
+    it = gl.minimum(it, n_iter - 1)
+    rows = (m_lo + it % n_m) * BLOCK_M + gl.arange(0, BLOCK_M, layout=layout)
+    bh = bh0 + it // n_m
+    return _row_lse2(LSE, bh, rows, seqlen_q), _row_delta(DELTA, bh, rows, seqlen_q)
+
+
+@gluon.jit
+def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars, do_bars, q_desc,
+               do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk, group, seqlen_q, diag,
                qk_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-               BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr):
+               BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr,
+               PREFETCH: gl.constexpr):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
-    dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES."""
+    dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
+    PREFETCH: ``lse2_in``, ``delta_in`` are this iteration's row statistics, and the next
+    iteration's are loaded here (returned), a whole step ahead of their use; otherwise
+    they are loaded here under the S^T GEMM (and the arguments are unused scalars)."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
                                                  k_width=2)
@@ -427,9 +442,17 @@ def _dkdv_step(it, j, dk, dv, k2, v2, q_smem, do_smem, q_bars, do_bars, q_desc, 
     s_t = warpgroup_mma(k2, q_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
     mbarrier.wait(do_bars.index(s), phase)
     dp_t = warpgroup_mma(v2, do_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
-    # -- row statistics of the query tile (global loads under the GEMMs) --
+    # -- row statistics of the query tile (global loads under the GEMMs), or of the next
+    #    one (PREFETCH: this one's came with the arguments) --
     rows = (m_lo + j) * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
-    lse2 = _row_lse2(LSE, bh, rows, seqlen_q)
+    if PREFETCH:
+        lse2 = lse2_in
+        delta = delta_in
+        lse2_next, delta_next = _iter_stats(LSE, DELTA, it + 1, m_lo, n_m, n_iter,
+                                            bh - it // n_m, seqlen_q,
+                                            gl.SliceLayout(0, s_layout), BLOCK_M)
+    else:
+        lse2 = _row_lse2(LSE, bh, rows, seqlen_q)
     # -- P^T, then dV += P^T dO (P^T from registers) --
     s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
     p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
@@ -438,7 +461,8 @@ def _dkdv_step(it, j, dk, dv, k2, v2, q_smem, do_smem, q_bars, do_bars, q_desc, 
     p_op = gl.convert_layout(p_t.to(q_buf.dtype), a_layout)
     dv = warpgroup_mma(p_op, do_buf, dv, is_async=True)
     # -- dS^T = P^T (dP^T - delta), then dK += dS^T Q (delta loaded once lse2 is dead) --
-    delta = _row_delta(DELTA, bh, rows, seqlen_q)
+    if not PREFETCH:
+        delta = _row_delta(DELTA, bh, rows, seqlen_q)
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
     ds_op = gl.convert_layout((p_t * (dp_t - delta[None, :])).to(q_buf.dtype), a_layout)
     dk = warpgroup_mma(ds_op, q_buf, dk, is_async=True)
@@ -448,7 +472,9 @@ def _dkdv_step(it, j, dk, dv, k2, v2, q_smem, do_smem, q_bars, do_bars, q_desc, 
     nxt = it + NUM_STAGES
     _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, nxt, n_m, m_lo, b, hk,
                group, nxt < n_iter, BLOCK_M, NUM_STAGES, False)
-    return dk, dv
+    if PREFETCH:
+        return dk, dv, lse2_next, delta_next
+    return dk, dv, lse2_in, delta_in
 
 
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
@@ -459,7 +485,7 @@ def _bwd_dkdv_kernel(
     seqlen_q, seqlen_k, nheads, group,
     qk_scale, sm_scale,  # qk_scale = sm_scale * log2(e)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PREFETCH: gl.constexpr,
 ):
     gl.static_assert(BLOCK_N == 16 * gl.num_warps(), "each warp owns 16 key rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_M <= 256, "wgmma n is at most 256")
@@ -471,18 +497,28 @@ def _bwd_dkdv_kernel(
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
     #    (masked), then the query tiles that see every key of this tile --
+    bh0 = b * nheads + hk * group
+    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
+    if PREFETCH:  # the first iteration's row statistics; each step loads the next's
+        lse2, delta = _iter_stats(LSE, DELTA, 0, m_lo, n_m, n_iter, bh0, seqlen_q,
+                                  gl.SliceLayout(0, s_layout), BLOCK_M)
+    else:
+        lse2 = 0.0
+        delta = 0.0
     for g in range(0, group):
-        bh = b * nheads + hk * group + g
+        bh = bh0 + g
         for j in range(0, n_band):
-            dk, dv = _dkdv_step(g * n_m + j, j, dk, dv, k2, v2, q_smem, do_smem, q_bars,
-                                do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m,
-                                n_iter, b, hk, group, seqlen_q, diag, qk_scale, HEAD_DIM,
-                                BLOCK_M, BLOCK_N, NUM_STAGES, True)
+            dk, dv, lse2, delta = _dkdv_step(
+                g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
+                do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
+                group, seqlen_q, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
+                True, PREFETCH)
         for j in range(n_band, n_m):
-            dk, dv = _dkdv_step(g * n_m + j, j, dk, dv, k2, v2, q_smem, do_smem, q_bars,
-                                do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m,
-                                n_iter, b, hk, group, seqlen_q, diag, qk_scale, HEAD_DIM,
-                                BLOCK_M, BLOCK_N, NUM_STAGES, False)
+            dk, dv, lse2, delta = _dkdv_step(
+                g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
+                do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
+                group, seqlen_q, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
+                False, PREFETCH)
 
     # -- epilogue: dK (scaled) and dV through the K and V buffers --
     _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, sm_scale, BLOCK_N,
@@ -805,6 +841,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                           CAUSAL=bool(causal))
         if name == "fused":
             constexprs["DETERMINISTIC"] = bool(deterministic)
+        if name == "dkdv":
+            constexprs["PREFETCH"] = bool(cfg.prefetch_stats)
         sig.update({n: "constexpr" for n in constexprs})
         # LSE, DELTA (and DQ_ACC, SEM): torch allocations, 16-byte aligned
         n_ptrs = 4 if name == "fused" else 2
