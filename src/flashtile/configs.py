@@ -305,13 +305,23 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int) -> HopperBwdCo
         # ring 3: 122 regs, 64 KB. `gpu_check.sh bwd64sweep` (bdcf4c2), backward TFLOPS at
         # 1k/4k/16k: non-causal 310/347/349, causal 258/323/337 against the two-warpgroup
         # tiles (dK/dV 128 keys x 64 rows ring 3, dQ 128 x 128) 250/288/301, 201/273/304.
-        # Ring 3 for dK/dV, or a 64 x 128 dQ tile, measured within 3% of these
-        return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 3)
+        # Ring 3 for dK/dV, or a 64 x 128 dQ tile, measured within 3% of these.
+        # The dK/dV kernel capped at 168 registers (20 / 52 B of spills): three programs
+        # per SM instead of two. `ncubwd` (488f557) had the uncapped kernel at 46% tensor
+        # pipe against the dQ kernel's 70%, stalled on latency with 8 warps per SM.
+        # `bwdcap` (604b370), backward TFLOPS at 1k/4k/16k: non-causal 358.5/359.1/369.3,
+        # causal 266.8/329.7/363.5 against 312.5/342.6/352.3, 253.8/330.4/336.7 uncapped;
+        # lse / delta loaded a step ahead (prefetch_stats), or a dQ ring of 2 (four dQ
+        # programs per SM), measured within -7% .. +3% of uncapped
+        return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 3, max_regs=168)
     # hd 128: one warpgroup per program as at hd 64 (two programs per SM): dK/dV 64 keys x
     # 64-row Q/dO tiles, ring 2: 240 regs (causal 255 + 28 B of spills in the masked band
     # step), 96 KB; dQ 64 x 64, ring 2: 164 regs, 96 KB. `gpu_check.sh bwd128sweep`
     # (e8aa9d8), backward TFLOPS at 1k/4k/16k: non-causal 398/419/438, causal 327/399/424,
     # against the two-warpgroup tiles shipped before (dK/dV 128 keys x 64 rows, causal 32
     # rows; dQ 128 x 128; swept in bc5bcfc's `bwdsweep`) 331/389/394, 243/324/366.
-    # 32-row Q/dO tiles measured 1-12% below these; the 64 x 64 dQ tile alone, +0-5%
-    return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 2)
+    # 32-row Q/dO tiles measured 1-12% below these; the 64 x 64 dQ tile alone, +0-5%.
+    # Non-causal, lse / delta loaded a step ahead (251 regs, no spills): `bwdcap` (604b370)
+    # 423.0/443.0/449.9 against 402.7/430.9/440.5 (+2-5%); causal it spills 60 B and
+    # measured 4-9% slower. 32-key dQ tiles (three dQ programs per SM): 6-10% slower
+    return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 2, prefetch_stats=not causal)
