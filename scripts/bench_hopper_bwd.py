@@ -15,7 +15,9 @@ forward, forward+backward 3.5x (flashtile.bench.flops). Timed, per shape:
                    cuDNN's forward alone (derived, not timed on its own)
 Before timing, the Gluon gradients are compared with the portable ones (max |diff| /
 max |portable| per gradient printed; above 2e-2 is flagged MISMATCH and makes the exit
-status 1). ``--config`` overrides fields of configs.hopper_bwd_config for A/B runs.
+status 1). ``--config`` overrides fields of configs.hopper_bwd_config for A/B runs
+(configs.parse_overrides: ints, "none"); ``--batch --nheads --nheads-kv`` replace the
+DESIGN.md shape (GQA when nheads-kv < nheads).
 Short table last.
 """
 
@@ -41,14 +43,6 @@ TIMED = ("gluon-bwd", "fused-det", "fused-nd", "portable-bwd", "ft-fwd+gluon", "
          "ft-fwd+port", "cudnn-fwd", "cudnn-fwd+bwd")
 MODE = {"gluon-bwd": "bwd", "fused-det": "bwd", "fused-nd": "bwd", "portable-bwd": "bwd",
         "cudnn-fwd": "fwd", "cudnn-bwd": "bwd"}
-
-
-def parse_overrides(text: str | None) -> dict:
-    """'block_m=32,num_stages=3' -> {'block_m': 32, 'num_stages': 3}."""
-    if not text:
-        return {}
-    pairs = (item.split("=") for item in text.split(","))
-    return {key.strip(): int(val) for key, val in pairs}
 
 
 def closures(q, k, v, dout, causal, overrides):
@@ -85,7 +79,12 @@ def closures(q, k, v, dout, causal, overrides):
 
         return fn
 
-    cudnn = get_backend("sdpa-cudnn")(q, k, v, causal, dout=dout)
+    try:
+        cudnn = get_backend("sdpa-cudnn")(q, k, v, causal, dout=dout)
+        ref = {"cudnn-fwd": cudnn.fwd, "cudnn-fwd+bwd": cudnn.fwd_bwd}
+    except Exception as exc:  # e.g. a GQA shape this torch's cuDNN path refuses
+        print(f"sdpa-cudnn unavailable here: {type(exc).__name__}: {exc}", flush=True)
+        ref = {}
     return cfg, {
         "gluon-bwd": gluon_bwd,
         "fused-det": fused(True),
@@ -94,8 +93,7 @@ def closures(q, k, v, dout, causal, overrides):
         "ft-fwd+gluon": fwd_then(gluon_bwd),
         "ft-fwd+fused": fwd_then(fused(True)),
         "ft-fwd+port": fwd_then(portable_bwd),
-        "cudnn-fwd": cudnn.fwd,
-        "cudnn-fwd+bwd": cudnn.fwd_bwd,
+        **ref,
     }
 
 
@@ -125,12 +123,18 @@ def compare(fns, timed=TIMED) -> tuple[str, bool]:
     return "rel|x - portable|: " + "; ".join(msgs), ok
 
 
-def bench_shape(seqlen, hd, causal, overrides, dev, timed=TIMED) -> tuple[dict, int]:
+def bench_shape(seqlen, hd, causal, overrides, dev, timed=TIMED, batch=None, nheads=None,
+                nheads_kv=None) -> tuple[dict, int]:
     shape = paper_shape(seqlen, hd, causal)
+    shape = dataclasses.replace(shape, batch=batch or shape.batch,
+                                nheads=nheads or shape.nheads)
+    hkv = nheads_kv or shape.nheads
     gen = torch.Generator(device=dev).manual_seed(seqlen + hd)
-    q, k, v, dout = (torch.randn(shape.batch, seqlen, shape.nheads, hd, device=dev,
-                                 dtype=torch.bfloat16, generator=gen) for _ in range(4))
-    row = dict(label=shape.label(), causal=causal)
+    q, k, v, dout = (torch.randn(shape.batch, seqlen, shape.nheads if i in (0, 3) else hkv,
+                                 hd, device=dev, dtype=torch.bfloat16, generator=gen)
+                     for i in range(4))
+    label = shape.label() + (f" KV{hkv}" if hkv != shape.nheads else "")
+    row = dict(label=label, causal=causal)
     status = 0
     t0 = time.perf_counter()
     cfg, fns = closures(q, k, v, dout, causal, overrides)
@@ -139,7 +143,7 @@ def bench_shape(seqlen, hd, causal, overrides, dev, timed=TIMED) -> tuple[dict, 
           f"{time.perf_counter() - t0:.1f}s{'' if ok else '  MISMATCH'}", flush=True)
     status |= not ok
     for name in TIMED:
-        if name not in timed:
+        if name not in timed or name not in fns:
             row[name + "_ms"] = float("nan")
             continue
         try:
@@ -165,18 +169,22 @@ def main() -> int:
     ap.add_argument("--config", help="override hopper_bwd_config fields: block_m=32,...")
     ap.add_argument("--only", nargs="+", choices=TIMED, default=list(TIMED),
                     help="time these only (cudnn-fwd and cudnn-fwd+bwd are always timed)")
+    ap.add_argument("--batch", type=int, help="batch (default: 16k tokens / seqlen)")
+    ap.add_argument("--nheads", type=int, help="query heads (default: 2048 / head dim)")
+    ap.add_argument("--nheads-kv", type=int, help="key/value heads (GQA; default: nheads)")
     ap.add_argument("--csv")
     args = ap.parse_args()
     timed = set(args.only) | {"cudnn-fwd", "cudnn-fwd+bwd", "portable-bwd"}
     dev = torch.device("cuda")
     print(f"{torch.cuda.get_device_name(dev)} torch {torch.__version__} triton "
           f"{triton.__version__}", flush=True)
-    overrides = parse_overrides(args.config)
+    overrides = configs.parse_overrides(args.config)
     rows, status = [], 0
     for causal in map(bool, args.causal):
         for hd in args.head_dims:
             for seqlen in args.seqlens:
-                row, st = bench_shape(seqlen, hd, causal, overrides, dev, timed)
+                row, st = bench_shape(seqlen, hd, causal, overrides, dev, timed, args.batch,
+                                      args.nheads, args.nheads_kv)
                 rows.append(row)
                 status |= st
                 torch.cuda.empty_cache()

@@ -84,6 +84,20 @@ def _qkv(head_dim=64, dtype=torch.bfloat16, seqlen=33, hkv=2, device="cpu"):
     return q, k, torch.randn_like(k)
 
 
+def test_config_overrides_env(monkeypatch):
+    """FLASHTILE_HOPPER_BWD_OVERRIDES replaces fields of the shipped config (ints,
+    "none"); unset, the shipped config; a malformed override raises."""
+    monkeypatch.delenv(hopper_bwd.OVERRIDES_ENV_VAR, raising=False)
+    shipped = hopper_bwd.default_config(64, False, 4096)
+    assert shipped == configs.hopper_bwd_config(64, False, 4096)
+    monkeypatch.setenv(hopper_bwd.OVERRIDES_ENV_VAR, "max_regs=none, num_stages=3")
+    got = hopper_bwd.default_config(64, False, 4096)
+    assert got.max_regs is None and got.num_stages == 3 and got.block_n == shipped.block_n
+    assert configs.parse_overrides("") == {}
+    with pytest.raises(ValueError):
+        configs.parse_overrides("max_regs")
+
+
 @pytest.mark.parametrize("value,mode", [(None, "auto"), ("0", "off"), ("", "off"),
                                         ("1", "on")])
 def test_mode_env(monkeypatch, value, mode):

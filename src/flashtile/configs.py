@@ -275,6 +275,21 @@ class HopperBwdConfig:
 #   293/337/341, causal 258/323/337 vs 212/278/304 (cuDNN 359/427/449, 249/371/433):
 #   Gluon at hd 64 too from 1k keys (below 1k not measured: the portable tiles there were
 #   swept at 256, the MiniGPT shape).
+def parse_overrides(text: str | None) -> dict:
+    """Config-field overrides for A/B runs: 'block_m=32,max_regs=none' ->
+    {'block_m': 32, 'max_regs': None} (ints; "none" for None)."""
+    out = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        key, sep, val = item.partition("=")
+        if not sep:
+            raise ValueError(f"override {item!r} is not FIELD=VALUE")
+        val = val.strip()
+        out[key.strip()] = None if val.lower() == "none" else int(val)
+    return out
+
+
 def hopper_bwd_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
     return head_dim > 64 or seqlen_k >= 1024
 

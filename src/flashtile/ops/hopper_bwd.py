@@ -57,6 +57,7 @@ hd 128 won the bc5bcfc sweep by 1-2% over 128x64 (167 regs, 128 KB).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -237,20 +238,24 @@ def _launch_fused(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, de
 
 
 FUSED_ENV_VAR = "FLASHTILE_HOPPER_BWD_FUSED"
+OVERRIDES_ENV_VAR = "FLASHTILE_HOPPER_BWD_OVERRIDES"
 
 
 def default_config(head_dim: int, causal: bool, seqlen_k: int) -> configs.HopperBwdConfig:
     """The shipped tiles (configs.hopper_bwd_config: the two-kernel backward);
     FLASHTILE_HOPPER_BWD_FUSED=1 picks the fused kernel's (configs.hopper_bwd_fused_config).
-    Memoised per environment value, as hopper_fwd.default_config."""
-    return _default_config(head_dim, causal, seqlen_k, os.environ.get(FUSED_ENV_VAR) == "1")
+    FLASHTILE_HOPPER_BWD_OVERRIDES="max_regs=none,..." replaces fields of either, for A/B
+    runs of whole models (configs.parse_overrides). Memoised per environment value, as
+    hopper_fwd.default_config."""
+    return _default_config(head_dim, causal, seqlen_k, os.environ.get(FUSED_ENV_VAR) == "1",
+                           os.environ.get(OVERRIDES_ENV_VAR, ""))
 
 
 @functools.lru_cache(maxsize=1024)
-def _default_config(head_dim, causal, seqlen_k, fused):
-    if fused:
-        return configs.hopper_bwd_fused_config(head_dim, causal)
-    return configs.hopper_bwd_config(head_dim, causal, seqlen_k)
+def _default_config(head_dim, causal, seqlen_k, fused, overrides):
+    cfg = (configs.hopper_bwd_fused_config(head_dim, causal) if fused
+           else configs.hopper_bwd_config(head_dim, causal, seqlen_k))
+    return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
 
 
 def _tma_ok(x: torch.Tensor) -> bool:
