@@ -48,7 +48,8 @@ MODE = {"gluon-bwd": "bwd", "fused-det": "bwd", "fused-nd": "bwd", "portable-bwd
 def closures(q, k, v, dout, causal, overrides):
     """name -> zero-argument call (gradient allocation included, as in a real call)."""
     b, s, h, d = q.shape
-    cfg = dataclasses.replace(configs.hopper_bwd_config(d, causal, s), **overrides)
+    cfg = dataclasses.replace(configs.hopper_bwd_config(d, causal, s, h // k.shape[2]),
+                              **overrides)
     pcfg = configs.bwd_config(next_pow2(d), causal, q.dtype, q.device, s)
     out, lse = flash.attention_forward(q, k, v, causal=causal)
 

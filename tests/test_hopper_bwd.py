@@ -84,6 +84,29 @@ def _qkv(head_dim=64, dtype=torch.bfloat16, seqlen=33, hkv=2, device="cpu"):
     return q, k, torch.randn_like(k)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_gqa_uncapped(monkeypatch, causal):
+    """The hd 64 dK/dV register cap applies without GQA only (measured slower with it),
+    both in the config table and in the config a call resolves to."""
+    monkeypatch.delenv(hopper_bwd.OVERRIDES_ENV_VAR, raising=False)
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
+    assert configs.hopper_bwd_config(64, causal, 8192, group=1).max_regs == 168
+    assert configs.hopper_bwd_config(64, causal, 8192, group=4).max_regs is None
+    assert hopper_bwd.default_config(64, causal, 8192, 4).max_regs is None
+    assert hopper_bwd.default_config(64, causal, 8192).max_regs == 168
+    # the launcher resolves the group from the shapes (kernels stubbed; the preprocess
+    # kernel runs under the interpreter)
+    seen = []
+    monkeypatch.setattr(hopper_bwd, "_launch_split", lambda *a: seen.append(a[7]))
+    for hkv in (4, 1):
+        q, k, v = _qkv(64, seqlen=16, hkv=hkv)
+        out, lse = torch.randn_like(q), torch.zeros(2, 4, 16)
+        hopper_bwd.hopper_attention_backward(torch.randn_like(q), q, k, v, out, lse, None,
+                                             causal, torch.empty_like(q), torch.empty_like(k),
+                                             torch.empty_like(v))
+    assert [c.max_regs for c in seen] == [168, None], seen
+
+
 def test_config_overrides_env(monkeypatch):
     """FLASHTILE_HOPPER_BWD_OVERRIDES replaces fields of the shipped config (ints,
     "none"); unset, the shipped config; a malformed override raises."""

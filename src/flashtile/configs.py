@@ -307,7 +307,8 @@ def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig:
     return HopperBwdConfig(32, 128, 8, 2, 0, 0, 8, 0, fused=True)
 
 
-def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int) -> HopperBwdConfig:
+def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
+                      group: int = 1) -> HopperBwdConfig:
     """Gluon backward tiles for fp16/bf16 on sm_90 (head dim 64 or 128). Resources from
     compiling for sm_90 on the CPU (ptxas -v; tests/test_hopper_bwd.py: no spills but
     the ones listed there, fits 227 KB). First guesses were FA3's shapes (128 keys per
@@ -327,8 +328,13 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int) -> HopperBwdCo
         # `bwdcap` (604b370), backward TFLOPS at 1k/4k/16k: non-causal 358.5/359.1/369.3,
         # causal 266.8/329.7/363.5 against 312.5/342.6/352.3, 253.8/330.4/336.7 uncapped;
         # lse / delta loaded a step ahead (prefetch_stats), or a dQ ring of 2 (four dQ
-        # programs per SM), measured within -7% .. +3% of uncapped
-        return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 3, max_regs=168)
+        # programs per SM), measured within -7% .. +3% of uncapped.
+        # GQA (group = query heads per K/V head > 1): uncapped. `hfcap` (5d10687), backward
+        # TFLOPS at the HF Llama's attention shape (B1 H32 D64 causal): KV8 (group 4) capped
+        # 252.7 / 313.8 at 8k / 32k against 311.8 / 354.8 uncapped; KV32 (MHA) 365.0 capped
+        # against 327.4. The HF training step: 0.91x / 0.89x sdpa capped, 0.95x / 0.93x not
+        return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 3,
+                               max_regs=168 if group == 1 else None)
     # hd 128: one warpgroup per program as at hd 64 (two programs per SM): dK/dV 64 keys x
     # 64-row Q/dO tiles, ring 2: 240 regs (causal 255 + 28 B of spills in the masked band
     # step), 96 KB; dQ 64 x 64, ring 2: 164 regs, 96 KB. `gpu_check.sh bwd128sweep`

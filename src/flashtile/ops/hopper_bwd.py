@@ -164,7 +164,7 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
 
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
-    cfg = config or default_config(head_dim, causal, seqlen_k)
+    cfg = config or default_config(head_dim, causal, seqlen_k, nheads // nheads_kv)
     if not _tma_ok(dout):  # e.g. an expanded (stride 0) gradient from a .sum()
         dout = dout.contiguous()
     lse = lse.contiguous()  # the kernels index it as (B * H, M)
@@ -241,20 +241,22 @@ FUSED_ENV_VAR = "FLASHTILE_HOPPER_BWD_FUSED"
 OVERRIDES_ENV_VAR = "FLASHTILE_HOPPER_BWD_OVERRIDES"
 
 
-def default_config(head_dim: int, causal: bool, seqlen_k: int) -> configs.HopperBwdConfig:
+def default_config(head_dim: int, causal: bool, seqlen_k: int,
+                   group: int = 1) -> configs.HopperBwdConfig:
     """The shipped tiles (configs.hopper_bwd_config: the two-kernel backward);
     FLASHTILE_HOPPER_BWD_FUSED=1 picks the fused kernel's (configs.hopper_bwd_fused_config).
     FLASHTILE_HOPPER_BWD_OVERRIDES="max_regs=none,..." replaces fields of either, for A/B
     runs of whole models (configs.parse_overrides). Memoised per environment value, as
     hopper_fwd.default_config."""
-    return _default_config(head_dim, causal, seqlen_k, os.environ.get(FUSED_ENV_VAR) == "1",
+    return _default_config(head_dim, causal, seqlen_k, group,
+                           os.environ.get(FUSED_ENV_VAR) == "1",
                            os.environ.get(OVERRIDES_ENV_VAR, ""))
 
 
 @functools.lru_cache(maxsize=1024)
-def _default_config(head_dim, causal, seqlen_k, fused, overrides):
+def _default_config(head_dim, causal, seqlen_k, group, fused, overrides):
     cfg = (configs.hopper_bwd_fused_config(head_dim, causal) if fused
-           else configs.hopper_bwd_config(head_dim, causal, seqlen_k))
+           else configs.hopper_bwd_config(head_dim, causal, seqlen_k, group))
     return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
 
 
