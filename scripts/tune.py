@@ -51,12 +51,16 @@ _DKDV = {
     # with dropout (ptxas, sm_90, causal): 64x128 w8 spills 892 B, 64x64 w8 480 B,
     # 32x128 w8 216 B, 32x64 w4 376 B
     128: [(64, 64, 8, 2), (32, 128, 8, 2), (64, 128, 8, 2), (32, 64, 4, 2)],
-    256: [(32, 64, 8, 1), (64, 64, 8, 1), (32, 32, 4, 1)],
+    # hd 256 (ptxas, sm_90, causal, 2026-11-30): 32x64 w8 s1 (shipped first guess) 616 B
+    # of spills, s2 380 B; 64x64 w8 s1 1008 B; 64x32 w4 s2 340 B but no wgmma
+    256: [(32, 64, 8, 1), (32, 64, 8, 2), (64, 64, 8, 1), (64, 32, 4, 2)],
 }
 _DQ = {
     64: [(64, 64, 4), (128, 32, 4), (128, 64, 8)],
     128: [(64, 64, 8), (128, 32, 8), (128, 64, 8)],
-    256: [(32, 64, 8), (64, 32, 8), (64, 64, 8)],
+    # hd 256 dQ: 32x64 w8 (first guess) runs mma.sync, not wgmma (32 rows over 2
+    # warpgroups); 64x32 w8 and 128x32 w8 239 regs, no spills, wgmma; 64x64 w8 84 B
+    256: [(32, 64, 8), (64, 32, 8), (128, 32, 8)],
 }
 BWD = {d: [(*a, *b) for a in _DKDV[d] for b in _DQ[d]] for d in _DKDV}
 
