@@ -399,3 +399,17 @@ def test_fragmentation_accounting():
     assert all(r["used"] == 334 for r in rows)
     lens = decode.request_lengths(64, 4096)
     assert len(lens) == 64 and 16 <= min(lens) and max(lens) <= 4096
+
+
+def test_host_table_ratio():
+    """The batch-1 host table: cuDNN's CUDA-graph time over flashtile's is the kernel
+    against kernel ratio (> 1: flashtile faster); missing numbers print as '-'."""
+    from flashtile.bench import decode
+
+    row = dict(g=8, d=128, b=1, ctx=8192, mib=16.0, host_fast=40.0, host_op=90.0,
+               eager_ms=0.05, op_ms=0.09, graph_ms=0.02, cudnn_eager_ms=0.018,
+               cudnn_graph_ms=0.015)
+    text = decode._format_host([row, dict(row, cudnn_graph_ms=None, graph_ms=None)])
+    lines = text.splitlines()
+    assert "0.75x" in lines[2] and "15.0" in lines[2] and "20.0" in lines[2], text
+    assert lines[3].rstrip().endswith("-"), text

@@ -195,10 +195,26 @@ def _bandwidth_rows(args, device, timing, records) -> list[dict]:
     return rows
 
 
+def _sdpa_call(q, k_cache, v_cache, member: str):
+    """Zero-argument SDPA decode call on a contiguous cache with one backend pinned
+    (``member`` of SDPBackend), GQA through ``enable_gqa``."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    qt, kt, vt = q.transpose(1, 2), k_cache.transpose(1, 2), v_cache.transpose(1, 2)
+    gqa = q.shape[2] != k_cache.shape[2]
+    backend = getattr(SDPBackend, member)
+
+    def sdpa():
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=gqa)
+
+    return sdpa
+
+
 def _decode_backends(q, k_cache, v_cache, args, d, b, ctx):
     """(name, zero-argument closure) pairs on one contiguous cache."""
     import torch
-    import torch.nn.functional as F
 
     from ..ops.kvcache import flash_attn_with_kvcache
 
@@ -206,17 +222,9 @@ def _decode_backends(q, k_cache, v_cache, args, d, b, ctx):
     yield "flashtile", lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens)
     qt, kt, vt = q.transpose(1, 2), k_cache.transpose(1, 2), v_cache.transpose(1, 2)
     gqa = q.shape[2] != k_cache.shape[2]
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     for label, member in (("cudnn", "CUDNN_ATTENTION"), ("flash", "FLASH_ATTENTION"),
                           ("efficient", "EFFICIENT_ATTENTION")):
-        backend = getattr(SDPBackend, member)
-
-        def sdpa(backend=backend):
-            with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=gqa)
-
-        yield f"sdpa-{label}", sdpa
+        yield f"sdpa-{label}", _sdpa_call(q, k_cache, v_cache, member)
     if _flex_wanted(args, d, b, ctx):
         try:
             from torch.nn.attention.flex_attention import flex_attention
@@ -369,13 +377,24 @@ def _host_rows(device, timing, records) -> list[dict]:
         except Exception as exc:  # report the rest of the table
             print(f"decode: graph capture failed: {exc}", file=sys.stderr)
             row["graph_ms"] = None
+        # SDPA's cuDNN backend on the same cache, eager and replayed from a CUDA graph:
+        # kernel against kernel, host against host
+        cudnn = _sdpa_call(q, k_cache, v_cache, "CUDNN_ATTENTION")
+        row["cudnn_eager_ms"] = _time_or_none(cudnn, timing)
+        try:
+            row["cudnn_graph_ms"] = graph_ms(cudnn, timing) if row["cudnn_eager_ms"] else None
+        except Exception as exc:
+            print(f"decode: cuDNN graph capture failed: {exc}", file=sys.stderr)
+            row["cudnn_graph_ms"] = None
         shape = Shape(1, ctx, NHEADS, d, False)
         for metric in ("host_fast", "host_op"):
             records.append(Record(f"decode_g{g}", "flashtile", shape, f"{metric}_us", row[metric]))
-        for metric in ("eager_ms", "op_ms", "graph_ms"):
+        for metric in ("eager_ms", "op_ms", "graph_ms", "cudnn_eager_ms", "cudnn_graph_ms"):
             if row[metric]:
-                records.append(Record(f"decode_g{g}", "flashtile", shape,
-                                      metric.replace("_ms", "_kv_read_gbs"),
+                backend = "sdpa-cudnn" if metric.startswith("cudnn") else "flashtile"
+                records.append(Record(f"decode_g{g}", backend, shape,
+                                      metric.replace("cudnn_", "").replace(
+                                          "_ms", "_kv_read_gbs"),
                                       nbytes / row[metric] / 1e6))
         rows.append(row)
         del k_cache, v_cache
@@ -461,19 +480,25 @@ def _format_host(rows) -> str:
     from .report import _align
 
     table = [["batch 1 decode", "KV MiB", "host us fast", "host us op", "eager GB/s",
-              "op GB/s", "graph GB/s", "eager us", "graph us"]]
+              "op GB/s", "graph GB/s", "eager us", "graph us", "cuDNN eager us",
+              "cuDNN graph us", "graph vs cuDNN graph"]]
+
+    def us(ms):
+        return f"{1e3 * ms:.1f}" if ms else "-"
+
     for r in rows:
         def gbs(ms, r=r):
             return f"{r['mib'] * 2**20 / ms / 1e6:.0f}" if ms else "-"
 
+        ft, cu = r["graph_ms"], r.get("cudnn_graph_ms")
         table.append([_label(r), f"{r['mib']:.0f}", f"{r['host_fast']:.1f}",
                       f"{r['host_op']:.1f}", gbs(r["eager_ms"]), gbs(r["op_ms"]),
-                      gbs(r["graph_ms"]),
-                      f"{1e3 * r['eager_ms']:.1f}" if r["eager_ms"] else "-",
-                      f"{1e3 * r['graph_ms']:.1f}" if r["graph_ms"] else "-"])
+                      gbs(ft), us(r["eager_ms"]), us(ft), us(r.get("cudnn_eager_ms")),
+                      us(cu), f"{cu / ft:.2f}x" if ft and cu else "-"])
     return (_align(table, left=1) + "\nhost us: wall time per call of the Python path "
             "(no sync); fast = eager fast path, op = through torch.library (what compile "
-            "sees); graph = the same call replayed from a CUDA graph (kernels only)")
+            "sees); graph = the same call replayed from a CUDA graph (kernels only); "
+            "cuDNN = SDPA's cuDNN backend on the same cache")
 
 
 def _format_sweep(rows) -> str:
