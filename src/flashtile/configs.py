@@ -252,10 +252,16 @@ class HopperBwdConfig:
     # dK/dV kernel: load the next query tile's lse and delta one step ahead (registers:
     # 2 x block_m / 8 per thread) instead of under the step's own S^T GEMM
     prefetch_stats: bool = False
+    # dK/dV kernel: split dK / dV's columns over d_split launches (each recomputes S^T
+    # and dP^T with the whole head dim and accumulates head_dim / d_split columns): at
+    # hd 256 one warpgroup cannot hold a whole 64-key dK and dV (256 fp32 per thread)
+    d_split: int = 1
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""
         dkdv = (2 * self.block_n + 2 * self.num_stages * self.block_m) * head_dim
+        if self.d_split > 1:  # a staging tile for the dK / dV column block's TMA store
+            dkdv += self.block_n * head_dim // self.d_split
         dq = (2 * self.dq_block_m + 2 * self.dq_num_stages * self.dq_block_n) * head_dim
         return dkdv * elem_bytes, dq * elem_bytes
 
@@ -290,7 +296,11 @@ def parse_overrides(text: str | None) -> dict:
     return out
 
 
+#   hd 256: the Gluon backward (dK / dV column blocks, d_split = 2) is built and compiled
+#   for sm_90 (2026-11-30) but has not run on a GPU: portable until measured.
 def hopper_bwd_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
+    if head_dim > 128:
+        return False
     return head_dim > 64 or seqlen_k >= 1024
 
 
@@ -309,7 +319,7 @@ def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig:
 
 def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
                       group: int = 1) -> HopperBwdConfig:
-    """Gluon backward tiles for fp16/bf16 on sm_90 (head dim 64 or 128). Resources from
+    """Gluon backward tiles for fp16/bf16 on sm_90 (head dim 64, 128 or 256). Resources from
     compiling for sm_90 on the CPU (ptxas -v; tests/test_hopper_bwd.py: no spills but
     the ones listed there, fits 227 KB). First guesses were FA3's shapes (128 keys per
     dK/dV program over two warpgroups); the sweeps below replaced them at both head dims
@@ -341,6 +351,14 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
     # (e8aa9d8), backward TFLOPS at 1k/4k/16k: non-causal 398/419/438, causal 327/399/424,
     # against the two-warpgroup tiles shipped before (dK/dV 128 keys x 64 rows, causal 32
     # rows; dQ 128 x 128; swept in bc5bcfc's `bwdsweep`) 331/389/394, 243/324/366.
+    if head_dim > 128:
+        # hd 256 (not yet run on a GPU; opt-in, FLASHTILE_HOPPER_BWD=1): a 64-key dK and
+        # dV need 256 fp32 registers per thread on one warpgroup, so two launches each
+        # accumulate 128 of the columns (d_split = 2; both recompute S^T and dP^T over
+        # all 256: 1.5x the dK/dV kernel's GEMM FLOPs) on 32-row Q/dO tiles: 214 / 226
+        # regs (non-causal / causal), no spills, 128 KB; 64-row tiles 255 regs, 4 / 64 B
+        # of spills, 192 KB. dQ 64 x 32, ring 2: 238 / 240 regs, 128 KB (ptxas, sm_90)
+        return HopperBwdConfig(32, 64, 4, 2, 64, 32, 4, 2, d_split=2)
     # 32-row Q/dO tiles measured 1-12% below these; the 64 x 64 dQ tile alone, +0-5%.
     # Non-causal, lse / delta loaded a step ahead (251 regs, no spills): `bwdcap` (604b370)
     # 423.0/443.0/449.9 against 402.7/430.9/440.5 (+2-5%); causal it spills 60 B and

@@ -32,16 +32,16 @@ def tma_addressable(x: torch.Tensor) -> bool:
     )
 
 
-def tma_desc(x: torch.Tensor, block_rows: int) -> TensorDescriptor:
-    """4D TMA descriptor over (B, S, H, D) with box (1, block_rows, 1, D)."""
-    block = [1, block_rows, 1, x.shape[-1]]
+def tma_desc(x: torch.Tensor, block_rows: int, block_cols: int | None = None) -> TensorDescriptor:
+    """4D TMA descriptor over (B, S, H, D) with box (1, block_rows, 1, block_cols or D)."""
+    block = [1, block_rows, 1, block_cols or x.shape[-1]]
     layout = gl.NVMMASharedLayout.get_default_for(block, GL_DTYPES[x.dtype])
     return TensorDescriptor(x, list(x.shape), list(x.stride()), block, layout)
 
 
 def desc_signature(dtype: torch.dtype, rows: int, head_dim: int) -> str:
-    """The signature string of a ``tma_desc(x, rows)`` argument, for cross-compiling
-    with ``GluonASTSource`` (no GPU, no tensor)."""
+    """The signature string of a ``tma_desc(x, rows)`` argument (box width ``head_dim``),
+    for cross-compiling with ``GluonASTSource`` (no GPU, no tensor)."""
     block = [1, rows, 1, head_dim]
     layout = gl.NVMMASharedLayout.get_default_for(block, GL_DTYPES[dtype])
     return f"tensordesc<{_TY_NAMES[dtype]}[{','.join(map(str, block))}],{layout!r}>"

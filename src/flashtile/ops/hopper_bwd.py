@@ -93,7 +93,7 @@ __all__ = [
     "hopper_attention_backward", "HOPPER_BWD_HEAD_DIMS", "ENV_VAR",
 ]
 
-HOPPER_BWD_HEAD_DIMS = (64, 128)
+HOPPER_BWD_HEAD_DIMS = (64, 128, 256)
 ENV_VAR = "FLASHTILE_HOPPER_BWD"
 _LOG2E = 1.4426950408889634
 
@@ -140,7 +140,8 @@ def hopper_bwd_problem_ok(
     q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None
 ):
     """Device-independent half: what the Gluon forward covers (fp16/bf16, full or causal,
-    no window/softcap/dropout, TMA-addressable q/k/v, non-empty) at head dim 64 or 128.
+    no window/softcap/dropout, TMA-addressable q/k/v, non-empty) at head dim 64, 128 or
+    256 (256: opt-in only, configs.hopper_bwd_preferred).
     dout and the gradient buffers need no alignment: the launcher copies if they do."""
     if q.shape[-1] not in HOPPER_BWD_HEAD_DIMS:
         return False
@@ -194,14 +195,17 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group):
     """The dK/dV kernel, then the dQ kernel (7 GEMMs per tile pair, no atomics)."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
-    _bwd_dkdv_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
-        tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
-        tma_desc(dout, cfg.block_m), tma_desc(outs[1], cfg.block_n),
-        tma_desc(outs[2], cfg.block_n), lse, delta, seqlen_q, seqlen_k, nheads, group,
-        float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim, BLOCK_M=cfg.block_m,
-        BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
-        PREFETCH=cfg.prefetch_stats, num_warps=cfg.num_warps, **_maxnreg(cfg.max_regs),
-    )
+    cols = head_dim // cfg.d_split  # dK / dV columns per launch (all but at hd 256)
+    for half in range(cfg.d_split):
+        _bwd_dkdv_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
+            tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
+            tma_desc(dout, cfg.block_m), tma_desc(outs[1], cfg.block_n, cols),
+            tma_desc(outs[2], cfg.block_n, cols), lse, delta, seqlen_q, seqlen_k, nheads,
+            group, float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim,
+            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages,
+            CAUSAL=bool(causal), PREFETCH=cfg.prefetch_stats, D_SPLIT=cfg.d_split,
+            HALF=half, num_warps=cfg.num_warps, **_maxnreg(cfg.max_regs),
+        )
     _bwd_dq_kernel[(triton.cdiv(seqlen_q, cfg.dq_block_m), batch * nheads)](
         tma_desc(q, cfg.dq_block_m), tma_desc(k, cfg.dq_block_n),
         tma_desc(v, cfg.dq_block_n), tma_desc(dout, cfg.dq_block_m),
@@ -255,7 +259,8 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int,
 
 @functools.lru_cache(maxsize=1024)
 def _default_config(head_dim, causal, seqlen_k, group, fused, overrides):
-    cfg = (configs.hopper_bwd_fused_config(head_dim, causal) if fused
+    # the fused kernel's tiles exist up to hd 128 (at 256 its dK, dV and dQ cannot fit)
+    cfg = (configs.hopper_bwd_fused_config(head_dim, causal) if fused and head_dim <= 128
            else configs.hopper_bwd_config(head_dim, causal, seqlen_k, group))
     return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
 
@@ -361,13 +366,14 @@ def _resident_and_ring(res_a_desc, res_b_desc, ring_a_desc, ring_b_desc,
 @gluon.jit
 def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group,
                     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, REVERSE: gl.constexpr):
+                    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, REVERSE: gl.constexpr,
+                    ACC_DIM: gl.constexpr):
     """What both key-tile kernels (dK/dV, fused) start with: this program's (batch, KV
     head, key tile), the query tiles it visits (``_q_tile_range``), shared memory for
     the resident K, V and the Q/dO ring with their barriers, the TMA loads of K, V and
-    the first NUM_STAGES Q/dO tiles in flight, zeroed dK / dV accumulators, and K, V
-    waited for. Key tiles in launch order (pid 0 is the key tile): the fused kernel's
-    ordered adds rely on it."""
+    the first NUM_STAGES Q/dO tiles in flight, zeroed dK / dV accumulators (ACC_DIM
+    columns: HEAD_DIM, or a column block of it), and K, V waited for. Key tiles in
+    launch order (pid 0 is the key tile): the fused kernel's ordered adds rely on it."""
     pid_n = gl.program_id(0)
     pid_bhk = gl.program_id(1)
     nheads_kv = nheads // group
@@ -392,10 +398,10 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
 
     # -- the key indices, zeroed dK / dV accumulators, and K, V once they have landed --
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
-    d_layout: gl.constexpr = mma_layout(gl.num_warps(), HEAD_DIM)
+    d_layout: gl.constexpr = mma_layout(gl.num_warps(), ACC_DIM)
     keys = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
-    dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, d_layout)
-    dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, d_layout)
+    dk = gl.zeros([BLOCK_N, ACC_DIM], gl.float32, d_layout)
+    dv = gl.zeros([BLOCK_N, ACC_DIM], gl.float32, d_layout)
     mbarrier.wait(kv_bar, 0)
     k2 = k_smem.reshape([BLOCK_N, HEAD_DIM])
     v2 = v_smem.reshape([BLOCK_N, HEAD_DIM])
@@ -430,12 +436,14 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk, group, seqlen_q, diag,
                qk_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr,
-               PREFETCH: gl.constexpr):
+               PREFETCH: gl.constexpr, D_SPLIT: gl.constexpr, HALF: gl.constexpr):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     PREFETCH: ``lse2_in``, ``delta_in`` are this iteration's row statistics, and the next
     iteration's are loaded here (returned), a whole step ahead of their use; otherwise
-    they are loaded here under the S^T GEMM (and the arguments are unused scalars)."""
+    they are loaded here under the S^T GEMM (and the arguments are unused scalars).
+    D_SPLIT > 1: dK, dV hold columns [HALF * HEAD_DIM / D_SPLIT, ...) only; S^T and dP^T
+    still use the whole head dim."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
                                                  k_width=2)
@@ -466,13 +474,20 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     if MASKED:  # causal diagonal band only
         p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
     p_op = gl.convert_layout(p_t.to(q_buf.dtype), a_layout)
-    dv = warpgroup_mma(p_op, do_buf, dv, is_async=True)
+    if D_SPLIT > 1:  # this launch's column block of dO and Q (B operands of dV, dK)
+        ACC_DIM: gl.constexpr = HEAD_DIM // D_SPLIT
+        do_b = do_buf.slice(HALF * ACC_DIM, ACC_DIM, dim=1)
+        q_b = q_buf.slice(HALF * ACC_DIM, ACC_DIM, dim=1)
+    else:
+        do_b = do_buf
+        q_b = q_buf
+    dv = warpgroup_mma(p_op, do_b, dv, is_async=True)
     # -- dS^T = P^T (dP^T - delta), then dK += dS^T Q (delta loaded once lse2 is dead) --
     if not PREFETCH:
         delta = _row_delta(DELTA, bh, rows, seqlen_q)
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
     ds_op = gl.convert_layout((p_t * (dp_t - delta[None, :])).to(q_buf.dtype), a_layout)
-    dk = warpgroup_mma(ds_op, q_buf, dk, is_async=True)
+    dk = warpgroup_mma(ds_op, q_b, dk, is_async=True)
     dv, dk, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, p_op, ds_op))
     # -- refill: every warpgroup must be done with slot s before TMA overwrites it --
     gl.thread_barrier()
@@ -493,14 +508,18 @@ def _bwd_dkdv_kernel(
     qk_scale, sm_scale,  # qk_scale = sm_scale * log2(e)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PREFETCH: gl.constexpr,
+    D_SPLIT: gl.constexpr = 1, HALF: gl.constexpr = 0,
 ):
     gl.static_assert(BLOCK_N == 16 * gl.num_warps(), "each warp owns 16 key rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_M <= 256, "wgmma n is at most 256")
+    gl.static_assert(HEAD_DIM % (64 * D_SPLIT) == 0 and HALF < D_SPLIT,
+                     "column blocks of whole 64-column swizzle atoms")
+    ACC_DIM: gl.constexpr = HEAD_DIM // D_SPLIT
     # causal: low key tiles (the most query tiles) start first
     (pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter, k_smem, v_smem, q_smem,
      do_smem, q_bars, do_bars, keys, dk, dv, k2, v2) = _key_tile_setup(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
-        BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False)
+        BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM)
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
     #    (masked), then the query tiles that see every key of this tile --
@@ -519,17 +538,29 @@ def _bwd_dkdv_kernel(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 group, seqlen_q, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
-                True, PREFETCH)
+                True, PREFETCH, D_SPLIT, HALF)
         for j in range(n_band, n_m):
             dk, dv, lse2, delta = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 group, seqlen_q, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
-                False, PREFETCH)
+                False, PREFETCH, D_SPLIT, HALF)
 
-    # -- epilogue: dK (scaled) and dV through the K and V buffers --
-    _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, sm_scale, BLOCK_N,
-                HEAD_DIM)
+    # -- epilogue: dK (scaled) and dV through the K and V buffers, or (a column block)
+    #    through a staging tile of the dK / dV descriptors' box --
+    if D_SPLIT > 1:
+        stage = gl.allocate_shared_memory(dk_desc.dtype, dk_desc.block_type.shape,
+                                          dk_desc.layout)
+        col = HALF * ACC_DIM
+        gl.thread_barrier()
+        _store_tile(dk * sm_scale, stage, dk_desc, [b, start_n, hk, col], BLOCK_N, ACC_DIM)
+        tma.store_wait(pendings=0)
+        gl.thread_barrier()  # the staging tile is free again
+        _store_tile(dv, stage, dv_desc, [b, start_n, hk, col], BLOCK_N, ACC_DIM)
+        tma.store_wait(pendings=0)
+    else:
+        _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, sm_scale,
+                    BLOCK_N, HEAD_DIM)
 
 
 # ==================================================================================
@@ -681,7 +712,7 @@ def _bwd_fused_kernel(
     (pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter, k_smem, v_smem, q_smem,
      do_smem, q_bars, do_bars, keys, dk, dv, k2, v2) = _key_tile_setup(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
-        BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, True)
+        BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, True, HEAD_DIM)
     pt_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M],
                                         _ds_smem_layout(BLOCK_N, BLOCK_M, dtype))
     ds_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M],
@@ -842,7 +873,9 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
     out = {}
     for name, (kernel, bm, bn, stages, warps, cap, descs) in jobs.items():
         rows = dict(q=bm, do=bm, dq=bm, k=bn, v=bn, dk=bn, dv=bn)
-        sig = {f"{d}_desc": desc_signature(dtype, rows[d], head_dim) for d in descs}
+        width = dict(dk=head_dim // cfg.d_split, dv=head_dim // cfg.d_split)
+        sig = {f"{d}_desc": desc_signature(dtype, rows[d], width.get(d, head_dim))
+               for d in descs}
         sig.update(scalars)
         constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=stages,
                           CAUSAL=bool(causal))
@@ -850,6 +883,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs["DETERMINISTIC"] = bool(deterministic)
         if name == "dkdv":
             constexprs["PREFETCH"] = bool(cfg.prefetch_stats)
+            constexprs.update(D_SPLIT=cfg.d_split, HALF=cfg.d_split - 1)  # the last block
         sig.update({n: "constexpr" for n in constexprs})
         # LSE, DELTA (and DQ_ACC, SEM): torch allocations, 16-byte aligned
         n_ptrs = 4 if name == "fused" else 2
