@@ -80,6 +80,11 @@ SPLIT_WAVES = 1
 MIN_SPLIT_BYTES = 64 * 1024
 # eager calls skip the torch.library dispatch (see _eager_ok); False forces the op
 EAGER_FAST_PATH = True
+# Split-KV: the last split program of each query tile to finish merges the partials
+# itself (a per-tile arrival counter), instead of a separate combine launch. Opt-in
+# (FLASHTILE_DECODE_FUSED_COMBINE=1) until measured on a GPU: the CPU interpreter runs
+# programs one by one, so it checks the arithmetic but not the memory ordering.
+FUSED_COMBINE = os.environ.get("FLASHTILE_DECODE_FUSED_COMBINE", "0") not in ("", "0")
 # launches skip Triton's per-call argument binding once a kernel is cached (_launch).
 # H200 (836b108): the KV-cache GPU tests pass with it (65); eager batch-1 decode, GQA
 # 8:1 hd 128, 8k: 25.7 us per call with it vs 45.5 us without (CUDA-graph replay 25.1).
@@ -406,6 +411,7 @@ class _Plan:
     append_meta: tuple
     ws_numel: int  # fp32 split workspace: S*B*H*M*D partial outputs, then S*B*H*M lse
     o_part_strides: tuple[int, int, int]  # (b, m, h) strides of the partials
+    fused_combine: bool  # the split kernel merges (FUSED_COMBINE and more than 1 split)
 
 
 _PLANS: dict = {}
@@ -421,7 +427,8 @@ def _plan(q, k_cache, page_table, seqlen_new, num_splits, config, has_seqlens, h
     kshape = k_cache.shape if paged or config is not None else (
         k_cache.shape[0], -((k_cache.shape[1] + 15) // 16), *k_cache.shape[2:])
     key = (q.shape, kshape, page_table.shape[1] if paged else -1, q.dtype, q.device,
-           seqlen_new, num_splits, config, has_seqlens, has_left, has_right, has_softcap)
+           seqlen_new, num_splits, config, has_seqlens, has_left, has_right, has_softcap,
+           FUSED_COMBINE)
     plan = _PLANS.get(key)
     if plan is None:
         if len(_PLANS) > 1024:
@@ -453,9 +460,10 @@ def _make_plan(q, k_cache, page_table, seqlen_new, num_splits, config, has_seqle
         num_splits = num_splits_heuristic(work, capacity, cfg.block_n, n_sm, tile_bytes)
     num_splits = max(1, min(num_splits, MAX_SPLITS))
     split = num_splits > 1
+    fused = split and FUSED_COMBINE
     fwd_meta = (head_dim, block_d, cfg.block_m, cfg.block_n, group_p2, paged,
                 max(page_size, 1), has_seqlens, has_left, has_right, has_softcap, split, upcast,
-                "ieee" if q.dtype == torch.float32 else "tf32")
+                "ieee" if q.dtype == torch.float32 else "tf32", fused)
     rows = batch * nheads * seqlen_q
     return _Plan(
         cfg=cfg, num_splits=num_splits, grid=(num_splits, m_tiles, batch * nheads_kv),
@@ -467,6 +475,7 @@ def _make_plan(q, k_cache, page_table, seqlen_new, num_splits, config, has_seqle
         append_meta=(head_dim, block_d, 16 if interp else 64, paged, max(page_size, 1)),
         ws_numel=num_splits * rows * (head_dim + 1) if split else 0,
         o_part_strides=(nheads * seqlen_q * head_dim, head_dim, seqlen_q * head_dim),
+        fused_combine=fused,
     )
 
 
@@ -521,19 +530,39 @@ def kvcache_forward(
         else:
             o_dst, lse_dst = out, lse
             o_strides = out.stride()[:3]
+        # the fused combine's arrival counters (zero between calls), else dummies
+        counters = (_counters(device, plan.grid[1] * plan.grid[2]) if plan.fused_combine
+                    else lse)
         cfg = plan.cfg
-        _launch(_kvcache_fwd_kernel, plan.grid, device, 7, (
-            q, k_cache, v_cache, o_dst, lse_dst, seqlens, pt, *q.stride()[:3],
-            *k_cache.stride()[:3], *v_cache.stride()[:3], *o_strides, pt_stride, batch,
+        _launch(_kvcache_fwd_kernel, plan.grid, device, 10, (
+            q, k_cache, v_cache, o_dst, lse_dst, seqlens, pt, out, lse, counters,
+            *q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], *o_strides,
+            *out.stride()[:3], pt_stride, batch,
             seqlen_q, seqlen_new, capacity, nheads, nheads // nheads_kv,
             float(softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)),
             float(softcap) if softcap > 0 else 1.0, int(left or 0), int(right or 0),
             plan.num_splits, *plan.fwd_meta), cfg.num_warps, cfg.num_stages)
-        if plan.num_splits > 1:
+        if plan.num_splits > 1 and not plan.fused_combine:
             _launch(_combine_kernel, plan.combine_grid, device, 3, (
                 ws, out, lse, *out.stride()[:3], batch * nheads * seqlen_q, seqlen_q, nheads,
                 plan.num_splits, *plan.combine_meta), 4, 3)
     return out, lse
+
+
+_COUNTERS: dict = {}
+
+
+def _counters(device: torch.device, n: int) -> torch.Tensor:
+    """Zeroed int32 arrival counters of the fused combine, one per query tile, kept per
+    (device, stream): each call's last program resets its tile's counter, so a buffer
+    is zeroed once (and CUDA graphs replay with it). Calls in flight at once on two
+    streams get two buffers; two at once on one stream cannot happen."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (device, stream)
+    buf = _COUNTERS.get(key)
+    if buf is None or buf.numel() < n:
+        buf = _COUNTERS[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+    return buf
 
 
 _KERNELS: dict = {}
@@ -606,13 +635,17 @@ def _kvcache_fwd_kernel(
     O,  # (B, M, H, D) in q's dtype, or with SPLIT the fp32 partials (S, B, H, M, D)
     LSE,  # (B, H, M) fp32, or with SPLIT (S, B, H, M)
     SEQLENS, PAGE_TABLE,  # (B,) int32; (B, max_pages) int32
+    O_FINAL, LSE_FINAL,  # FUSED_COMBINE: the merged (B, M, H, D) output and (B, H, M) lse
+    COUNTERS,  # FUSED_COMBINE: int32 per query tile (grid axes 1, 2), zero between calls
     stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn,
-    stride_vh, stride_ob, stride_om, stride_oh, stride_ptb, batch, seqlen_q, seqlen_new,
+    stride_vh, stride_ob, stride_om, stride_oh, stride_fb, stride_fm, stride_fh, stride_ptb,
+    batch, seqlen_q, seqlen_new,
     capacity, nheads, group, sm_scale, softcap, window_left, window_right, num_splits,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     GROUP_P2: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr,
     HAS_SEQLENS: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     SOFTCAP: tl.constexpr, SPLIT: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
+    FUSED_COMBINE: tl.constexpr,
 ):
     ROWS: tl.constexpr = BLOCK_M // GROUP_P2
     tl.static_assert(ROWS * GROUP_P2 == BLOCK_M)
@@ -676,10 +709,53 @@ def _kvcache_fwd_kernel(
         tl.store(O + part * HEAD_DIM + o_rows[:, None] + offs_d[None, :], acc, mask=io_mask)
         lse_base = LSE + tl.cast(num_splits, tl.int64) * rows_per_split * HEAD_DIM
         tl.store(lse_base + part + lse_rows, lse, mask=row_ok)
+        if FUSED_COMBINE:
+            # arrive; the last split of this query tile merges all of them (the barrier
+            # orders every thread's stores before the gpu-scope release of the add)
+            tl.debug_barrier()
+            cnt = COUNTERS + pid_bh * tl.num_programs(1) + tl.program_id(1)
+            if tl.atomic_add(cnt, 1, sem="acq_rel", scope="gpu") == num_splits - 1:
+                tl.store(cnt, 0)  # every split has arrived: ready for the next call
+                f_rows = (b.to(tl.int64) * stride_fb + offs_i.to(tl.int64) * stride_fm
+                          + offs_h.to(tl.int64) * stride_fh)
+                _merge_splits(O, lse_base, O_FINAL, LSE_FINAL, o_rows, lse_rows, f_rows,
+                              rows_per_split, num_splits, offs_d, row_ok, io_mask, HEAD_DIM,
+                              BLOCK_M, BLOCK_D, UPCAST)
     else:
         tl.store(O + o_rows[:, None] + offs_d[None, :], cast_out(acc, O.dtype.element_ty, UPCAST),
                  mask=io_mask)
         tl.store(LSE + lse_rows, lse, mask=row_ok)
+
+
+@triton.jit
+def _merge_splits(O_PART, LSE_PART, O, LSE, o_rows, lse_rows, f_rows, rows_per_split,
+                  num_splits, offs_d, row_ok, io_mask, HEAD_DIM: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr):
+    """The fused combine of one packed query tile, the arithmetic of _combine_kernel: the
+    splits' max lse first, then sum_s exp(lse_s - max) * o_s and the weights' sum (two
+    passes over the small lse, none of an online merge's rescaling error). Partials are
+    read through L2 (other SMs wrote them); rows no split saw a key of give 0 and -inf."""
+    m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    for sp in range(0, num_splits):
+        m = tl.maximum(m, tl.load(LSE_PART + tl.cast(sp, tl.int64) * rows_per_split + lse_rows,
+                                  mask=row_ok, other=float("-inf"), cache_modifier=".cg"))
+    m_use = tl.where(m == float("-inf"), 0.0, m)
+    total = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    for sp in range(0, num_splits):
+        part = tl.cast(sp, tl.int64) * rows_per_split
+        w = tl.exp(tl.load(LSE_PART + part + lse_rows, mask=row_ok, other=float("-inf"),
+                           cache_modifier=".cg") - m_use)  # empty splits weigh 0
+        o_s = tl.load(O_PART + part * HEAD_DIM + o_rows[:, None] + offs_d[None, :],
+                      mask=io_mask, other=0.0, cache_modifier=".cg")
+        acc += w[:, None] * o_s
+        total += w
+    empty = total == 0.0
+    acc = acc / tl.where(empty, 1.0, total)[:, None]
+    lse = tl.where(empty, float("-inf"), m_use + tl.log(tl.where(empty, 1.0, total)))
+    tl.store(O + f_rows[:, None] + offs_d[None, :], cast_out(acc, O.dtype.element_ty, UPCAST),
+             mask=io_mask)
+    tl.store(LSE + lse_rows, lse, mask=row_ok)
 
 
 @triton.jit
