@@ -2,8 +2,8 @@
 shared-memory rings and asynchronous wgmma. The default on sm_90 where
 configs.hopper_bwd_preferred measured it faster than the portable backward of
 ops/flash.py (hd 64 and 128 since 2026-11-30), which stays the path for everything this
-one does not cover (dropout, windows, softcap, other head dims), and for hd 64 below 1k
-keys. FLASHTILE_HOPPER_BWD=1 forces it wherever it can run, =0 switches it off. A fused
+one does not cover (dropout, windows, softcap, other head dims), for hd 64 below 1k keys
+and, until measured, hd 256. FLASHTILE_HOPPER_BWD=1 forces it wherever it can run, =0 switches it off. A fused
 variant (one kernel, dQ through ordered fp32 atomics; _bwd_fused_kernel,
 FLASHTILE_HOPPER_BWD_FUSED=1) is opt-in: measured slower than the two kernels at every
 DESIGN.md shape (benchmarks/results.md, session 4).
@@ -21,7 +21,7 @@ kernel, scores in log2 units: P = exp2(qk * scale * log2(e) - lse * log2(e));
 dS = P * (dP - delta); dV = P^T dO, dK = scale * dS^T Q, dQ = scale * dS K.
 
 Notation: B batch, H query heads, Hkv key/value heads (H = group * Hkv), M = seqlen_q,
-N = seqlen_k, D head dim (64 or 128). Causal keeps key j for row i when
+N = seqlen_k, D head dim (64, 128 or 256). Causal keeps key j for row i when
 j <= i + N - M (bottom-right). Each warp owns 16 rows of its accumulators, so a program's
 resident tile has 16 * num_warps rows (one warpgroup of 64 at 4 warps, two at 8), each
 warpgroup issuing its own wgmma.
@@ -42,17 +42,22 @@ past N in the dK/dV kernel need no mask (their rows of dK/dV are never stored).
 Resources of the shipped configs (configs.hopper_bwd_config), sm_90 cross-compile with
 Triton 3.6's ptxas -v, bf16 and fp16 alike (`scripts/compile_sm90.py --hopper-bwd`):
     config         warps  dK/dV tile  ring  regs  spill  smem    dQ tile   ring  regs  smem
-    hd 64            4    64k x 64q    2    182    0    48 KB    64q x 64k   3   122   64 KB
-    hd 64 causal     4    64k x 64q    2    191    0    48 KB    64q x 64k   3   122   64 KB
-    hd 128           8   128k x 64q    2    244    0   128 KB   128q x 128k  2   238  192 KB
-    hd 128 causal    8   128k x 32q    2    221    0    96 KB   128q x 128k  2   238  192 KB
-(no spills in the dQ kernels either). At hd 64 a program is one warpgroup, so two (dK/dV)
-or three (dQ) share an SM and overlap each other's softmax and GEMMs: +13-29% over the
-two-warpgroup tiles (128 keys per dK/dV program, 180-184 regs; 128 x 128 dQ, 193-210),
-one program per SM (bdcf4c2, benchmarks/results.md). Tried and rejected on resources:
-dK/dV at hd 128 causal with 64-row Q/dO tiles, 255 regs + 36 B spills (the masked band
-step); at hd 64 with 128-row tiles, 255 regs + 188-420 B spills. The 128x128 dQ tile at
-hd 128 won the bc5bcfc sweep by 1-2% over 128x64 (167 regs, 128 KB).
+    hd 64            4    64k x 64q    2    168   20 B  48 KB    64q x 64k   3   122   64 KB
+    hd 64 causal     4    64k x 64q    2    168   52 B  48 KB    64q x 64k   3   122   64 KB
+    hd 128           4    64k x 64q    2    251    0    96 KB    64q x 64k   2   164   96 KB
+    hd 128 causal    4    64k x 64q    2    255   28 B  96 KB    64q x 64k   2   164   96 KB
+    hd 256 (x2)      4    64k x 32q    2    214    0   128 KB    64q x 32k   2   238  128 KB
+    hd 256 causal    4    64k x 32q    2    226    0   128 KB    64q x 32k   2   240  128 KB
+Every program is one warpgroup, so two or three share an SM and overlap each other's
+softmax and GEMMs (+13-29% at hd 64, bdcf4c2; +8-35% at hd 128, e8aa9d8; against
+two-warpgroup tiles, one program per SM). At hd 64 the dK/dV kernel is capped at 168
+registers (HopperBwdConfig.max_regs -> ptxas maxnreg): three programs per SM, +5-15%
+(604b370), without GQA only (with it, 12-19% slower: 5d10687); uncapped it takes 182 /
+191. At hd 128 non-causal the dK/dV kernel loads the next step's lse / delta a step
+ahead (prefetch_stats, +2-5%). At hd 256 (opt-in, not yet run on a GPU) a 64-key dK and
+dV do not fit one warpgroup's registers: the dK/dV kernel runs twice (d_split = 2), each
+launch accumulating 128 columns with S^T and dP^T recomputed over all 256 (B operands
+sliced from the Q/dO ring, the column block stored through a staging tile).
 """
 
 from __future__ import annotations
