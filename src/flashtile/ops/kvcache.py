@@ -28,7 +28,11 @@ Notation for all kernels in this file:
     key tiles this query tile needs (causal/window pruning first, then the split), and
     writes a normalised fp32 partial output and its lse; the combine kernel (grid
     (M, B * H)) merges the splits through their lse. With S = 1 the attention kernel
-    writes out and lse directly and no combine runs.
+    writes out and lse directly and no combine runs. With FUSED_COMBINE (opt-in,
+    FLASHTILE_DECODE_FUSED_COMBINE=1; not yet run on a GPU) there is no combine launch:
+    each split bumps its query tile's arrival counter (acq_rel, after a barrier), and
+    the split that arrives last merges all partials of the tile (_merge_splits, the
+    combine kernel's arithmetic) and resets the counter.
     Paged caches: K_CACHE (num_pages, PAGE_SIZE, Hkv, D) addressed through PAGE_TABLE
     (B, max_pages). With PAGE_SIZE >= BLOCK_N a key tile lies inside one page: one
     page-table load per tile and the same scalar-base addressing as a contiguous cache;
