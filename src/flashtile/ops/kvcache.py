@@ -560,7 +560,9 @@ def _counters(device: torch.device, n: int) -> torch.Tensor:
     """Zeroed int32 arrival counters of the fused combine, one per query tile, kept per
     (device, stream): each call's last program resets its tile's counter, so a buffer
     is zeroed once (and CUDA graphs replay with it). Calls in flight at once on two
-    streams get two buffers; two at once on one stream cannot happen."""
+    streams get two buffers; two at once on one stream cannot happen. Buffers live as
+    long as the process (never dropped: a captured graph keeps using its pointer), 4 KB
+    or more each."""
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
     key = (device, stream)
     buf = _COUNTERS.get(key)
