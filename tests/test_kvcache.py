@@ -115,10 +115,10 @@ def test_split_counts(num_splits, fused, device, monkeypatch):
 def test_fused_combine(case, device, monkeypatch):
     """The fused combine on the split cases of the main grid (paged, windows, softcap,
     several query rows per tile, fp32): against the references, on the same inputs, no
-    worse than the combine kernel (whose fp32 error can exceed the DESIGN.md bound by
-    a little on some inputs: split-KV rounds each split's output once more than the
-    one-pass reference); then twice in a row: the arrival counters are back to zero
-    after each call and the second call agrees bitwise with the first."""
+    worse than the combine kernel (in fp32 both sit at the DESIGN.md bound on some
+    inputs: split-KV rounds each split's output once more than the one-pass reference);
+    then twice in a row: the arrival counters are back to zero after each call and the
+    second call agrees bitwise with the first."""
     page_size, seqlen_q, seqlen_new, nheads, nheads_kv, head_dim, dtype, num_splits, mask = case
     real_empty = torch.empty
 

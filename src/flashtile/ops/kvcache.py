@@ -26,8 +26,9 @@ Notation for all kernels in this file:
     ROWS = BLOCK_M // GROUP_P2 query positions per tile.
     Attention grid: (S, cdiv(M, ROWS), B * Hkv). Split s takes an equal share of the
     key tiles this query tile needs (causal/window pruning first, then the split), and
-    writes a normalised fp32 partial output and its lse; the combine kernel (grid
-    (M, B * H)) merges the splits through their lse. With S = 1 the attention kernel
+    writes a normalised fp32 partial output with its running max m and normaliser l
+    (the split's lse is (m + log2 l) ln 2); the combine kernel (grid (M, B * H)) merges
+    the splits with weights exp2(m_s - max m) l_s. With S = 1 the attention kernel
     writes out and lse directly and no combine runs. With FUSED_COMBINE (opt-in,
     FLASHTILE_DECODE_FUSED_COMBINE=1; not yet run on a GPU) there is no combine launch:
     each split bumps its query tile's arrival counter (acq_rel, after a barrier), and
@@ -52,6 +53,7 @@ import triton.language as tl
 
 from ._checks import check_device, check_scalars, check_tensor, check_window
 from ._common import (
+    LN2,
     cast_out,
     device_ctx,
     fwd_scores,
@@ -413,7 +415,7 @@ class _Plan:
     fwd_meta: tuple  # constexprs of _kvcache_fwd_kernel, in signature order
     combine_meta: tuple
     append_meta: tuple
-    ws_numel: int  # fp32 split workspace: S*B*H*M*D partial outputs, then S*B*H*M lse
+    ws_numel: int  # fp32 split workspace: S*B*H*M*D partial outputs, S*B*H*M m, S*B*H*M l
     o_part_strides: tuple[int, int, int]  # (b, m, h) strides of the partials
     fused_combine: bool  # the split kernel merges (FUSED_COMBINE and more than 1 split)
 
@@ -477,7 +479,7 @@ def _make_plan(q, k_cache, page_table, seqlen_new, num_splits, config, has_seqle
         combine_meta=(head_dim, block_d, next_pow2(num_splits), min(next_pow2(num_splits), 16),
                       upcast),
         append_meta=(head_dim, block_d, 16 if interp else 64, paged, max(page_size, 1)),
-        ws_numel=num_splits * rows * (head_dim + 1) if split else 0,
+        ws_numel=num_splits * rows * (head_dim + 2) if split else 0,
         o_part_strides=(nheads * seqlen_q * head_dim, head_dim, seqlen_q * head_dim),
         fused_combine=fused,
     )
@@ -709,12 +711,17 @@ def _kvcache_fwd_kernel(
     lse_rows = (b.to(tl.int64) * nheads + offs_h) * seqlen_q + offs_i
     if SPLIT:
         # one fp32 workspace (O and LSE both point at it): partial outputs of split s at
-        # s * (B * H * M * D), then all S * B * H * M partial lse
+        # s * (B * H * M * D), then all S * B * H * M running maxima m (log2 units), then
+        # as many normalisers l. (m, l) rather than lse = (m + log2 l) ln 2: a merge
+        # weight exp2(m_s - m) * l_s carries no log/exp round trip, whose error grows
+        # with |lse| (in fp32 it broke the DESIGN.md bound on some inputs)
         rows_per_split = tl.cast(batch, tl.int64) * nheads * seqlen_q
         part = split.to(tl.int64) * rows_per_split
         tl.store(O + part * HEAD_DIM + o_rows[:, None] + offs_d[None, :], acc, mask=io_mask)
         lse_base = LSE + tl.cast(num_splits, tl.int64) * rows_per_split * HEAD_DIM
-        tl.store(lse_base + part + lse_rows, lse, mask=row_ok)
+        tl.store(lse_base + part + lse_rows, m_i, mask=row_ok)
+        tl.store(lse_base + tl.cast(num_splits, tl.int64) * rows_per_split + part + lse_rows,
+                 l_i, mask=row_ok)
         if FUSED_COMBINE:
             # arrive; the last split of this query tile merges all of them (the barrier
             # orders every thread's stores before the gpu-scope release of the add)
@@ -734,31 +741,34 @@ def _kvcache_fwd_kernel(
 
 
 @triton.jit
-def _merge_splits(O_PART, LSE_PART, O, LSE, o_rows, lse_rows, f_rows, rows_per_split,
+def _merge_splits(O_PART, M_PART, O, LSE, o_rows, lse_rows, f_rows, rows_per_split,
                   num_splits, offs_d, row_ok, io_mask, HEAD_DIM: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr):
-    """The fused combine of one packed query tile, the arithmetic of _combine_kernel: the
-    splits' max lse first, then sum_s exp(lse_s - max) * o_s and the weights' sum (two
-    passes over the small lse, none of an online merge's rescaling error). Partials are
-    read through L2 (other SMs wrote them); rows no split saw a key of give 0 and -inf."""
+    """The fused combine of one packed query tile, the arithmetic of _combine_kernel:
+    the splits' largest running max m first, then weights w_s = exp2(m_s - m) * l_s,
+    out = sum_s w_s o_s / sum_s w_s, lse = (m + log2 sum_s w_s) ln 2. Partials are read
+    through L2 (other SMs wrote them); rows no split saw a key of give 0 and -inf."""
+    L_PART = M_PART + tl.cast(num_splits, tl.int64) * rows_per_split
     m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     for sp in range(0, num_splits):
-        m = tl.maximum(m, tl.load(LSE_PART + tl.cast(sp, tl.int64) * rows_per_split + lse_rows,
+        m = tl.maximum(m, tl.load(M_PART + tl.cast(sp, tl.int64) * rows_per_split + lse_rows,
                                   mask=row_ok, other=float("-inf"), cache_modifier=".cg"))
     m_use = tl.where(m == float("-inf"), 0.0, m)
     total = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     for sp in range(0, num_splits):
         part = tl.cast(sp, tl.int64) * rows_per_split
-        w = tl.exp(tl.load(LSE_PART + part + lse_rows, mask=row_ok, other=float("-inf"),
-                           cache_modifier=".cg") - m_use)  # empty splits weigh 0
+        m_s = tl.load(M_PART + part + lse_rows, mask=row_ok, other=float("-inf"),
+                      cache_modifier=".cg")
+        l_s = tl.load(L_PART + part + lse_rows, mask=row_ok, other=0.0, cache_modifier=".cg")
+        w = tl.exp2(m_s - m_use) * l_s  # empty splits (m = -inf, l = 0) weigh 0
         o_s = tl.load(O_PART + part * HEAD_DIM + o_rows[:, None] + offs_d[None, :],
                       mask=io_mask, other=0.0, cache_modifier=".cg")
         acc += w[:, None] * o_s
         total += w
     empty = total == 0.0
     acc = acc / tl.where(empty, 1.0, total)[:, None]
-    lse = tl.where(empty, float("-inf"), m_use + tl.log(tl.where(empty, 1.0, total)))
+    lse = tl.where(empty, float("-inf"), (m_use + tl.log2(tl.where(empty, 1.0, total))) * LN2)
     tl.store(O + f_rows[:, None] + offs_d[None, :], cast_out(acc, O.dtype.element_ty, UPCAST),
              mask=io_mask)
     tl.store(LSE + lse_rows, lse, mask=row_ok)
@@ -816,29 +826,34 @@ def _cache_tiles(
 
 @triton.jit(do_not_specialize=["rows_per_split", "seqlen_q", "num_splits"])
 def _combine_kernel(
-    O_PART,  # fp32 workspace: (S, B, H, M, D) partial outputs, then (S, B, H, M) lse
+    O_PART,  # fp32 workspace: (S, B, H, M, D) partial outputs, then (S, B, H, M) running
+    #          maxima m (log2 units), then (S, B, H, M) normalisers l
     O, LSE,  # (B, M, H, D) in q's dtype; (B, H, M) fp32
     stride_ob, stride_om, stride_oh, rows_per_split, seqlen_q, nheads, num_splits,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, SPLITS_P2: tl.constexpr,
     CHUNK: tl.constexpr, UPCAST: tl.constexpr,
 ):
-    """Merge the splits of one query row: out = sum_s exp(lse_s - lse) * o_s with
-    lse = logsumexp_s(lse_s); rows where every split saw no key give 0 and -inf.
-    Grid (M, B * H). The partials are read CHUNK splits per step (a [CHUNK, D] tile):
-    a loop of one split per step is a chain of S dependent ~1 us load latencies."""
+    """Merge the splits of one query row: with m = max_s m_s and w_s = exp2(m_s - m) l_s,
+    out = sum_s w_s o_s / sum_s w_s and lse = (m + log2 sum_s w_s) ln 2; rows where every
+    split saw no key give 0 and -inf. Grid (M, B * H). The partials are read CHUNK
+    splits per step (a [CHUNK, D] tile): a loop of one split per step is a chain of S
+    dependent ~1 us load latencies."""
     i = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // nheads
     h = pid_bh % nheads
     row = pid_bh.to(tl.int64) * seqlen_q + i  # (b, h, i) in the (B, H, M) order
     stride_s = tl.cast(rows_per_split, tl.int64)
-    LSE_PART = O_PART + tl.cast(num_splits, tl.int64) * stride_s * HEAD_DIM
+    M_PART = O_PART + tl.cast(num_splits, tl.int64) * stride_s * HEAD_DIM
+    L_PART = M_PART + tl.cast(num_splits, tl.int64) * stride_s
     offs_s = tl.arange(0, SPLITS_P2)
-    lse_s = tl.load(LSE_PART + offs_s.to(tl.int64) * stride_s + row,
-                    mask=offs_s < num_splits, other=float("-inf"))
-    m = tl.max(lse_s, 0)
+    s_all = offs_s < num_splits
+    m_s = tl.load(M_PART + offs_s.to(tl.int64) * stride_s + row, mask=s_all,
+                  other=float("-inf"))
+    l_s = tl.load(L_PART + offs_s.to(tl.int64) * stride_s + row, mask=s_all, other=0.0)
+    m = tl.max(m_s, 0)
     m_use = tl.where(m == float("-inf"), 0.0, m)
-    total = tl.sum(tl.exp(lse_s - m_use), 0)  # empty splits weigh 0
+    total = tl.sum(tl.exp2(m_s - m_use) * l_s, 0)  # empty splits (m = -inf, l = 0) weigh 0
     offs_d = tl.arange(0, BLOCK_D)
     d_ok = offs_d < HEAD_DIM
     offs_c = tl.arange(0, CHUNK)
@@ -846,13 +861,14 @@ def _combine_kernel(
     for s0 in range(0, num_splits, CHUNK):
         s_ok = s0 + offs_c < num_splits
         part = (s0 + offs_c).to(tl.int64) * stride_s + row
-        w = tl.exp(tl.load(LSE_PART + part, mask=s_ok, other=float("-inf")) - m_use)
+        w = tl.exp2(tl.load(M_PART + part, mask=s_ok, other=float("-inf")) - m_use) * tl.load(
+            L_PART + part, mask=s_ok, other=0.0)
         o_s = tl.load(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :],
                       mask=s_ok[:, None] & d_ok[None, :], other=0.0)
         acc += tl.sum(w[:, None] * o_s, 0)
     empty = total == 0.0
     acc = acc / tl.where(empty, 1.0, total)
-    lse = tl.where(empty, float("-inf"), m_use + tl.log(tl.where(empty, 1.0, total)))
+    lse = tl.where(empty, float("-inf"), (m_use + tl.log2(tl.where(empty, 1.0, total))) * LN2)
     tl.store(O + b.to(tl.int64) * stride_ob + i.to(tl.int64) * stride_om
              + h.to(tl.int64) * stride_oh + offs_d, cast_out(acc, O.dtype.element_ty, UPCAST),
              mask=d_ok)
