@@ -254,6 +254,53 @@ def test_run_benchmark_plumbing(monkeypatch, tmp_path, device):
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_run_benchmark_rounds(monkeypatch, device):
+    """rounds=3: every backend timed three times, backend by backend in turn (A B A B A
+    B), the median kept as <mode>_ms (TFLOPS and ratios from it), the spread recorded;
+    a backend that failed in the first pass is not timed again."""
+    calls = []
+    times = {"flashtile": iter([3.0, 1.0, 2.0, 5.0, 4.0, 6.0]),
+             "sdpa-cudnn": iter([2.0, 2.0, 2.0, 2.0, 2.0, 2.0])}
+
+    def fake_median(fn, timing):
+        calls.append(fn.owner)
+        return next(times[fn.owner])
+
+    def tagged(name, factory):
+        def make(q, k, v, causal, *, dout=None):
+            c = factory(q, k, v, causal, dout=dout)
+            return Closures(fwd=_owned(c.fwd, name), fwd_bwd=_owned(c.fwd_bwd, name))
+        return make
+
+    monkeypatch.setattr(harness, "median_ms", fake_median)
+    monkeypatch.setattr(harness, "matmul_ceiling", lambda device, timing: 100.0)
+    monkeypatch.setitem(BACKENDS, "sdpa-cudnn", tagged("sdpa-cudnn", _reference_factory))
+    monkeypatch.setitem(BACKENDS, "flashtile", tagged("flashtile", BACKENDS["flashtile"]))
+    monkeypatch.setitem(BACKENDS, "test-broken", _broken_factory)
+    result = harness.run_benchmark([TINY], ["flashtile", "sdpa-cudnn", "test-broken"],
+                                   device=device, progress=False, rounds=3)
+    # first pass fwd, fwd_bwd per backend, then two rounds of both backends in turn
+    assert calls == ["flashtile"] * 2 + ["sdpa-cudnn"] * 2 + (
+        ["flashtile"] * 2 + ["sdpa-cudnn"] * 2) * 2, calls
+    got = {(r.backend, r.metric): r.value for r in result.records}
+    # flashtile fwd: 3, 2, 4 -> 3; fwd_bwd: 1, 5, 6 -> 5
+    assert got[("flashtile", "fwd_ms")] == 3.0 and got[("flashtile", "fwd_bwd_ms")] == 5.0
+    assert got[("flashtile", "fwd_ms_spread")] == pytest.approx(4.0 / 2.0 - 1)
+    assert got[("flashtile", "fwd_vs_sdpa_cudnn")] == pytest.approx(2.0 / 3.0)
+    assert got[("flashtile", "fwd_bwd_tflops")] == pytest.approx(
+        tflops(attn_flops(TINY, "fwd_bwd"), 5.0))
+    assert ("test-broken", "fwd_ms_spread") not in got
+    assert sum(1 for r in result.records if r.metric == "fwd_ms") == 2
+
+
+def _owned(fn, name):
+    def call():
+        return fn()
+
+    call.owner = name
+    return call
+
+
 @pytest.mark.skipif(HAS_CUDA, reason="the CPU path of `flashtile bench`")
 def test_cli_run_without_gpu(capsys):
     assert cli.run(_parse()) == 0

@@ -112,6 +112,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         help="run each call back to back for MS ms before timing it (default 0; an A/B "
         "for clock ramp-up after a compile)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="time every backend of a shape N times, in turn, and report the median "
+        "(and the spread, max / min - 1, in the CSV); default 1",
+    )
     for module in MODULE_SUITES.values():
         try:
             configure = getattr(import_module(module), "configure_parser", None)
@@ -169,7 +177,10 @@ def _run_gpu(args: argparse.Namespace, shapes: list) -> int:
         file=sys.stderr,
     )
     start = time.perf_counter()
-    result = run_benchmark(shapes, args.backends, timing=timing, do_bwd=not args.no_bwd)
+    if getattr(args, "rounds", 1) < 1:
+        raise SystemExit("flashtile bench: --rounds must be >= 1")
+    result = run_benchmark(shapes, args.backends, timing=timing, do_bwd=not args.no_bwd,
+                           rounds=getattr(args, "rounds", 1))
     print(f"flashtile bench: done in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     if args.csv:
         write_csv(args.csv, result.records, env)

@@ -14,6 +14,8 @@ the CSV and the human table.
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -134,14 +136,18 @@ def make_inputs(shape: Shape, device: torch.device, seed: int = 0):
 
 
 def measure_backend(
-    backend: str, shape: Shape, inputs, timing: Timing, modes: Sequence[str] = MODES
+    backend: str, shape: Shape, inputs, timing: Timing, modes: Sequence[str] = MODES,
+    keep: list | None = None,
 ) -> list[Record]:
-    """All metrics of ``backend`` on ``shape``; raises ``BackendUnavailable`` or errors."""
+    """All metrics of ``backend`` on ``shape``; raises ``BackendUnavailable`` or errors.
+    ``keep``: a list the backend's closures are appended to (for more timing rounds)."""
     q, k, v, dout = inputs
     device = q.device
     rec = lambda metric, value: Record(ATTN_KERNEL, backend, shape, metric, float(value))
     start = time.perf_counter()
     closures = get_backend(backend)(q, k, v, shape.causal, dout=dout)
+    if keep is not None:
+        keep.append(closures)
     records = [rec("setup_s", time.perf_counter() - start)]
     for mode in modes:
         fn = getattr(closures, mode)
@@ -154,10 +160,11 @@ def measure_backend(
     return records
 
 
-def _try_measure(backend, shape, inputs, timing, modes) -> tuple[list[Record], str | None]:
+def _try_measure(backend, shape, inputs, timing, modes,
+                 keep=None) -> tuple[list[Record], str | None]:
     """``measure_backend``, turning a failure into a note so the run goes on."""
     try:
-        return measure_backend(backend, shape, inputs, timing, modes), None
+        return measure_backend(backend, shape, inputs, timing, modes, keep), None
     except BackendUnavailable as exc:
         return [], f"unavailable: {exc}"
     except Exception as exc:  # one backend failing (OOM, no kernel) must not end the run
@@ -205,29 +212,69 @@ def run_benchmark(
     device: torch.device | str = "cuda",
     progress: bool = True,
     seed: int = 0,
+    rounds: int = 1,
 ) -> BenchResult:
-    """Measure the matmul ceiling, then every backend on every shape (same inputs)."""
+    """Measure the matmul ceiling, then every backend on every shape (same inputs).
+
+    ``rounds`` > 1: after the first pass over a shape's backends (setup, first call,
+    timing, peak memory), ``rounds - 1`` more passes time each backend again, backend
+    by backend in turn, so drift during a shape's measurements falls on every backend
+    alike; ``<mode>_ms`` is then the median over the rounds (TFLOPS and ratios follow
+    from it) and ``<mode>_ms_spread`` records max / min - 1 of the rounds."""
     device = torch.device(device)
     modes = MODES if do_bwd else ("fwd",)
     result = BenchResult(backends=list(backends))
     result.matmul_tflops = matmul_ceiling(device, timing)
     result.records.append(Record(MATMUL_KERNEL, "torch", None, "tflops", result.matmul_tflops))
-    bar = _progress(len(shapes) * len(backends), progress)
+    bar = _progress(len(shapes) * len(backends) * rounds, progress)
     try:
         for shape in shapes:
             inputs = make_inputs(shape, device, seed)
+            kept, per_backend = {}, []
             for backend in backends:
                 bar.set_description(f"{shape.label()} {'causal ' if shape.causal else ''}{backend}")
-                records, note = _try_measure(backend, shape, inputs, timing, modes)
-                result.records.extend(records)
+                keep = [] if rounds > 1 else None
+                records, note = _try_measure(backend, shape, inputs, timing, modes, keep)
+                per_backend.append(records)
                 if note is not None:
                     result.notes[(shape, backend)] = note
+                elif keep:
+                    kept[backend] = (keep[0], records)
                 bar.update()
-            del inputs
+            _more_rounds(kept, shape, modes, timing, rounds, bar)  # edits the records
+            for records in per_backend:
+                result.records.extend(records)
+            del inputs, kept
     finally:
         bar.close()
     result.records.extend(derived_records(result.records, result.matmul_tflops))
     return result
+
+
+def _more_rounds(kept, shape, modes, timing, rounds, bar) -> None:
+    """Rounds 2..``rounds`` of one shape (``run_benchmark``): every kept backend's modes
+    timed again in turn; its ``<mode>_ms`` and ``<mode>_tflops`` records are replaced in
+    place by the median over all rounds, and a ``<mode>_ms_spread`` record is added."""
+    if rounds <= 1 or not kept:
+        return
+    times = {(b, m): [] for b in kept for m in modes}
+    for _ in range(rounds - 1):
+        for backend, (closures, _records) in kept.items():
+            for mode in modes:
+                times[(backend, mode)].append(median_ms(getattr(closures, mode), timing))
+            bar.update()
+    for backend, (_closures, records) in kept.items():
+        for mode in modes:
+            first = next(r for r in records if r.metric == f"{mode}_ms")
+            ms_all = [first.value, *times[(backend, mode)]]
+            ms = statistics.median(ms_all)
+            for i, r in enumerate(records):
+                if r.metric == f"{mode}_ms":
+                    records[i] = dataclasses.replace(r, value=ms)
+                elif r.metric == f"{mode}_tflops":
+                    records[i] = dataclasses.replace(r, value=tflops(attn_flops(shape, mode), ms))
+            records.append(Record(ATTN_KERNEL, backend, shape, f"{mode}_ms_spread",
+                                  max(ms_all) / min(ms_all) - 1.0))
 
 
 def derived_records(records: Iterable[Record], matmul_tflops: float | None) -> list[Record]:
