@@ -102,7 +102,9 @@ def hopper_variants():
 
     import torch
 
-    for hd in (64, 128, 256):
+    from flashtile.ops.hopper_bwd import HOPPER_BWD_HEAD_DIMS
+
+    for hd in HOPPER_BWD_HEAD_DIMS:
         for causal in (False, True):
             cfg = configs.hopper_fwd_config(hd, causal, 4096)
             for dt in (torch.bfloat16, torch.float16):
@@ -164,7 +166,9 @@ def hopper_bwd_variants():
 
     import torch
 
-    for hd in (64, 128, 256):
+    from flashtile.ops.hopper_bwd import HOPPER_BWD_HEAD_DIMS
+
+    for hd in HOPPER_BWD_HEAD_DIMS:
         for causal in (False, True):
             cfg = configs.hopper_bwd_config(hd, causal, 4096)
             tag = f"hopper-bwd d{hd}{'-causal' if causal else ''}"
@@ -177,7 +181,7 @@ def hopper_bwd_variants():
                 free = dataclasses.replace(cfg, max_regs=None)
                 yield f"{tag} bfloat16 uncapped", hd, causal, torch.bfloat16, free
             fused = configs.hopper_bwd_fused_config(hd, causal)
-            if fused != cfg and hd <= 128:  # the fused kernel's tiles (not shipped)
+            if fused not in (None, cfg):  # the fused kernel's tiles (not shipped)
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused
 
 

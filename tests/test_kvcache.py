@@ -72,6 +72,11 @@ def run_kvcache(batch, seqlen_q, seqlen_new, capacity, nheads, nheads_kv, head_d
     return [check_close("out", out, o64, olp), check_close("lse", lse, l64, llp)]
 
 
+def _counters_zero() -> bool:
+    """Every fused-combine arrival counter is back to zero (ready for the next call)."""
+    return all(int(buf.abs().sum()) == 0 for buf in kvcache._COUNTERS.values())
+
+
 def _assert_ok(checks):
     bad = [str(c) for c in checks if not c.ok]
     assert not bad, "; ".join(bad)
@@ -135,7 +140,7 @@ def test_fused_combine(case, device, monkeypatch):
                                     dtype, device, page_size, num_splits, **mask)
     for got, base in zip(checks[True], checks[False]):
         assert got.err <= base.err * 1.01 + 1e-12 and (got.ok or not base.ok), (got, base)
-    assert all(int(buf.abs().sum()) == 0 for buf in kvcache._COUNTERS.values())
+    assert _counters_zero()
     torch.manual_seed(0)
     q = torch.randn(2, seqlen_q, nheads, head_dim).to(device, dtype)
     kc = torch.randn(2, 40, nheads_kv, head_dim).to(device, dtype)
@@ -145,7 +150,7 @@ def test_fused_combine(case, device, monkeypatch):
     b = flashtile.flash_attn_with_kvcache(q, kc, kc, cache_seqlens=lens, num_splits=3,
                                           return_lse=True, **mask)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
-    assert all(int(buf.abs().sum()) == 0 for buf in kvcache._COUNTERS.values())
+    assert _counters_zero()
     monkeypatch.setattr(kvcache, "FUSED_COMBINE", False)
     c = flashtile.flash_attn_with_kvcache(q, kc, kc, cache_seqlens=lens, num_splits=3,
                                           return_lse=True, **mask)
@@ -432,7 +437,7 @@ def test_fused_combine_gpu(heads, ctx, device, monkeypatch):
     for _ in range(50):
         assert torch.equal(call(), first)
     torch.cuda.synchronize()
-    assert all(int(buf.abs().sum()) == 0 for buf in kvcache._COUNTERS.values())
+    assert _counters_zero()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = call()
@@ -440,7 +445,7 @@ def test_fused_combine_gpu(heads, ctx, device, monkeypatch):
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, first)
-    assert all(int(buf.abs().sum()) == 0 for buf in kvcache._COUNTERS.values())
+    assert _counters_zero()
 
 
 @pytest.mark.gpu

@@ -260,10 +260,25 @@ class HopperBwdConfig:
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""
         dkdv = (2 * self.block_n + 2 * self.num_stages * self.block_m) * head_dim
-        if self.d_split > 1:  # a staging tile for the dK / dV column block's TMA store
-            dkdv += self.block_n * head_dim // self.d_split
+        if self.d_split > 1:  # staging tiles for the dK / dV column block's TMA stores
+            dkdv += 2 * self.block_n * head_dim // self.d_split
         dq = (2 * self.dq_block_m + 2 * self.dq_num_stages * self.dq_block_n) * head_dim
         return dkdv * elem_bytes, dq * elem_bytes
+
+
+def parse_overrides(text: str | None) -> dict:
+    """Config-field overrides for A/B runs: 'block_m=32,max_regs=none' ->
+    {'block_m': 32, 'max_regs': None} (ints; "none" for None)."""
+    out = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        key, sep, val = item.partition("=")
+        if not sep:
+            raise ValueError(f"override {item!r} is not FIELD=VALUE")
+        val = val.strip()
+        out[key.strip()] = None if val.lower() == "none" else int(val)
+    return out
 
 
 # Whether the Gluon backward (ops/hopper_bwd.py) beats the portable one, per (head dim,
@@ -281,21 +296,6 @@ class HopperBwdConfig:
 #   293/337/341, causal 258/323/337 vs 212/278/304 (cuDNN 359/427/449, 249/371/433):
 #   Gluon at hd 64 too from 1k keys (below 1k not measured: the portable tiles there were
 #   swept at 256, the MiniGPT shape).
-def parse_overrides(text: str | None) -> dict:
-    """Config-field overrides for A/B runs: 'block_m=32,max_regs=none' ->
-    {'block_m': 32, 'max_regs': None} (ints; "none" for None)."""
-    out = {}
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        key, sep, val = item.partition("=")
-        if not sep:
-            raise ValueError(f"override {item!r} is not FIELD=VALUE")
-        val = val.strip()
-        out[key.strip()] = None if val.lower() == "none" else int(val)
-    return out
-
-
 #   hd 256: the Gluon backward (dK / dV column blocks, d_split = 2) is built and compiled
 #   for sm_90 (2026-11-30) but has not run on a GPU: portable until measured.
 def hopper_bwd_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
@@ -304,14 +304,17 @@ def hopper_bwd_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
     return head_dim > 64 or seqlen_k >= 1024
 
 
-def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig:
+def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig | None:
     """The fused Gluon backward (one kernel, dQ through fp32 atomics; ops/hopper_bwd.py):
     128 keys per program over two warpgroups. Resources from compiling for sm_90 on the
     CPU (ptxas -v, 2026-11-29, deterministic / not): hd 64 with 64-row Q/dO tiles 236 /
     223 regs, no spills (causal, ring of 3: 254 regs); hd 128 needs 32-row tiles (dQ^T =
     K^T dS^T) and still spills 132 / 36 bytes (causal 260 / 104). Measured (f8abc94,
     `gpu_check.sh fusedbwd`): 0.53-0.68x the two-kernel backward ordered, 0.75-0.90x
-    racing, at every DESIGN.md shape; opt-in only (FLASHTILE_HOPPER_BWD_FUSED=1)."""
+    racing, at every DESIGN.md shape; opt-in only (FLASHTILE_HOPPER_BWD_FUSED=1). None
+    above hd 128: a program's dK, dV and dQ cannot fit there."""
+    if head_dim > 128:
+        return None
     if head_dim <= 64:
         return HopperBwdConfig(64, 128, 8, 3 if causal else 2, 0, 0, 8, 0, fused=True)
     return HopperBwdConfig(32, 128, 8, 2, 0, 0, 8, 0, fused=True)
@@ -345,12 +348,6 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
         # against 327.4. The HF training step: 0.91x / 0.89x sdpa capped, 0.95x / 0.93x not
         return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 3,
                                max_regs=168 if group == 1 else None)
-    # hd 128: one warpgroup per program as at hd 64 (two programs per SM): dK/dV 64 keys x
-    # 64-row Q/dO tiles, ring 2: 240 regs (causal 255 + 28 B of spills in the masked band
-    # step), 96 KB; dQ 64 x 64, ring 2: 164 regs, 96 KB. `gpu_check.sh bwd128sweep`
-    # (e8aa9d8), backward TFLOPS at 1k/4k/16k: non-causal 398/419/438, causal 327/399/424,
-    # against the two-warpgroup tiles shipped before (dK/dV 128 keys x 64 rows, causal 32
-    # rows; dQ 128 x 128; swept in bc5bcfc's `bwdsweep`) 331/389/394, 243/324/366.
     if head_dim > 128:
         # hd 256 (not yet run on a GPU; opt-in, FLASHTILE_HOPPER_BWD=1): a 64-key dK and
         # dV need 256 fp32 registers per thread on one warpgroup, so two launches each
@@ -359,6 +356,12 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
         # regs (non-causal / causal), no spills, 128 KB; 64-row tiles 255 regs, 4 / 64 B
         # of spills, 192 KB. dQ 64 x 32, ring 2: 238 / 240 regs, 128 KB (ptxas, sm_90)
         return HopperBwdConfig(32, 64, 4, 2, 64, 32, 4, 2, d_split=2)
+    # hd 128: one warpgroup per program as at hd 64 (two programs per SM): dK/dV 64 keys x
+    # 64-row Q/dO tiles, ring 2: 240 regs (causal 255 + 28 B of spills in the masked band
+    # step), 96 KB; dQ 64 x 64, ring 2: 164 regs, 96 KB. `gpu_check.sh bwd128sweep`
+    # (e8aa9d8), backward TFLOPS at 1k/4k/16k: non-causal 398/419/438, causal 327/399/424,
+    # against the two-warpgroup tiles shipped before (dK/dV 128 keys x 64 rows, causal 32
+    # rows; dQ 128 x 128; swept in bc5bcfc's `bwdsweep`) 331/389/394, 243/324/366.
     # 32-row Q/dO tiles measured 1-12% below these; the 64 x 64 dQ tile alone, +0-5%.
     # Non-causal, lse / delta loaded a step ahead (251 regs, no spills): `bwdcap` (604b370)
     # 423.0/443.0/449.9 against 402.7/430.9/440.5 (+2-5%); causal it spills 60 B and

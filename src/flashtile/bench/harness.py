@@ -14,7 +14,6 @@ the CSV and the human table.
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 import sys
 import time
@@ -135,43 +134,47 @@ def make_inputs(shape: Shape, device: torch.device, seed: int = 0):
 # ----------------------------------------------------------------------------------
 
 
-def measure_backend(
-    backend: str, shape: Shape, inputs, timing: Timing, modes: Sequence[str] = MODES,
-    keep: list | None = None,
-) -> list[Record]:
-    """All metrics of ``backend`` on ``shape``; raises ``BackendUnavailable`` or errors.
-    ``keep``: a list the backend's closures are appended to (for more timing rounds)."""
+def prepare_backend(
+    backend: str, shape: Shape, inputs, modes: Sequence[str] = MODES
+) -> tuple[object, list[Record]]:
+    """``backend``'s closures on ``shape`` and its untimed records: setup time, first
+    call (compile) time and peak memory per mode. Raises ``BackendUnavailable`` or
+    errors."""
     q, k, v, dout = inputs
     device = q.device
     rec = lambda metric, value: Record(ATTN_KERNEL, backend, shape, metric, float(value))
     start = time.perf_counter()
     closures = get_backend(backend)(q, k, v, shape.causal, dout=dout)
-    if keep is not None:
-        keep.append(closures)
     records = [rec("setup_s", time.perf_counter() - start)]
     for mode in modes:
         fn = getattr(closures, mode)
         records.append(rec(f"{mode}_first_call_s", time_first_call(fn, device)))
-        ms = median_ms(fn, timing)
-        records.append(rec(f"{mode}_ms", ms))
-        records.append(rec(f"{mode}_tflops", tflops(attn_flops(shape, mode), ms)))
         if device.type == "cuda":
             records.append(rec(f"{mode}_peak_mem_mib", peak_memory_mib(fn, device)))
-    return records
+    return closures, records
 
 
-def _try_measure(backend, shape, inputs, timing, modes,
-                 keep=None) -> tuple[list[Record], str | None]:
-    """``measure_backend``, turning a failure into a note so the run goes on."""
-    try:
-        return measure_backend(backend, shape, inputs, timing, modes, keep), None
-    except BackendUnavailable as exc:
-        return [], f"unavailable: {exc}"
-    except Exception as exc:  # one backend failing (OOM, no kernel) must not end the run
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        first_line = (str(exc).strip().splitlines() or [""])[0][:200]
-        return [], f"failed: {type(exc).__name__}: {first_line}"
+def timing_records(backend: str, shape: Shape, mode: str, times: Sequence[float]) -> list[Record]:
+    """``<mode>_ms`` (the median of ``times``, one per round) and ``<mode>_tflops``, and
+    with several rounds ``<mode>_ms_spread`` (max / min - 1)."""
+    ms = statistics.median(times)
+    out = [Record(ATTN_KERNEL, backend, shape, f"{mode}_ms", ms),
+           Record(ATTN_KERNEL, backend, shape, f"{mode}_tflops",
+                  tflops(attn_flops(shape, mode), ms))]
+    if len(times) > 1:
+        out.append(Record(ATTN_KERNEL, backend, shape, f"{mode}_ms_spread",
+                          max(times) / min(times) - 1.0))
+    return out
+
+
+def _failure_note(exc: Exception) -> str:
+    """A backend's failure as a table note (one backend failing must not end the run)."""
+    if isinstance(exc, BackendUnavailable):
+        return f"unavailable: {exc}"
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    first_line = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"failed: {type(exc).__name__}: {first_line}"
 
 
 # ----------------------------------------------------------------------------------
@@ -216,11 +219,10 @@ def run_benchmark(
 ) -> BenchResult:
     """Measure the matmul ceiling, then every backend on every shape (same inputs).
 
-    ``rounds`` > 1: after the first pass over a shape's backends (setup, first call,
-    timing, peak memory), ``rounds - 1`` more passes time each backend again, backend
-    by backend in turn, so drift during a shape's measurements falls on every backend
-    alike; ``<mode>_ms`` is then the median over the rounds (TFLOPS and ratios follow
-    from it) and ``<mode>_ms_spread`` records max / min - 1 of the rounds."""
+    Per shape: every backend is set up (first call, peak memory), then timed ``rounds``
+    times, backend by backend in turn, so drift during a shape's measurements falls on
+    every backend alike; ``<mode>_ms`` is the median over the rounds (TFLOPS and ratios
+    follow from it) and, with rounds > 1, ``<mode>_ms_spread`` is max / min - 1."""
     device = torch.device(device)
     modes = MODES if do_bwd else ("fwd",)
     result = BenchResult(backends=list(backends))
@@ -230,51 +232,33 @@ def run_benchmark(
     try:
         for shape in shapes:
             inputs = make_inputs(shape, device, seed)
-            kept, per_backend = {}, []
+            ready = {}  # backend -> (closures, untimed records, times per mode)
             for backend in backends:
                 bar.set_description(f"{shape.label()} {'causal ' if shape.causal else ''}{backend}")
-                keep = [] if rounds > 1 else None
-                records, note = _try_measure(backend, shape, inputs, timing, modes, keep)
-                per_backend.append(records)
-                if note is not None:
-                    result.notes[(shape, backend)] = note
-                elif keep:
-                    kept[backend] = (keep[0], records)
-                bar.update()
-            _more_rounds(kept, shape, modes, timing, rounds, bar)  # edits the records
-            for records in per_backend:
+                try:
+                    closures, records = prepare_backend(backend, shape, inputs, modes)
+                    ready[backend] = (closures, records, {m: [] for m in modes})
+                except Exception as exc:
+                    result.notes[(shape, backend)] = _failure_note(exc)
+                    bar.update(rounds)
+            for _ in range(rounds):
+                for backend, (closures, _records, times) in list(ready.items()):
+                    try:
+                        for mode in modes:
+                            times[mode].append(median_ms(getattr(closures, mode), timing))
+                    except Exception as exc:
+                        result.notes[(shape, backend)] = _failure_note(exc)
+                        del ready[backend]
+                    bar.update()
+            for backend, (_closures, records, times) in ready.items():
                 result.records.extend(records)
-            del inputs, kept
+                for mode in modes:
+                    result.records.extend(timing_records(backend, shape, mode, times[mode]))
+            del inputs, ready
     finally:
         bar.close()
     result.records.extend(derived_records(result.records, result.matmul_tflops))
     return result
-
-
-def _more_rounds(kept, shape, modes, timing, rounds, bar) -> None:
-    """Rounds 2..``rounds`` of one shape (``run_benchmark``): every kept backend's modes
-    timed again in turn; its ``<mode>_ms`` and ``<mode>_tflops`` records are replaced in
-    place by the median over all rounds, and a ``<mode>_ms_spread`` record is added."""
-    if rounds <= 1 or not kept:
-        return
-    times = {(b, m): [] for b in kept for m in modes}
-    for _ in range(rounds - 1):
-        for backend, (closures, _records) in kept.items():
-            for mode in modes:
-                times[(backend, mode)].append(median_ms(getattr(closures, mode), timing))
-            bar.update()
-    for backend, (_closures, records) in kept.items():
-        for mode in modes:
-            first = next(r for r in records if r.metric == f"{mode}_ms")
-            ms_all = [first.value, *times[(backend, mode)]]
-            ms = statistics.median(ms_all)
-            for i, r in enumerate(records):
-                if r.metric == f"{mode}_ms":
-                    records[i] = dataclasses.replace(r, value=ms)
-                elif r.metric == f"{mode}_tflops":
-                    records[i] = dataclasses.replace(r, value=tflops(attn_flops(shape, mode), ms))
-            records.append(Record(ATTN_KERNEL, backend, shape, f"{mode}_ms_spread",
-                                  max(ms_all) / min(ms_all) - 1.0))
 
 
 def derived_records(records: Iterable[Record], matmul_tflops: float | None) -> list[Record]:

@@ -201,11 +201,12 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group):
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
     cols = head_dim // cfg.d_split  # dK / dV columns per launch (all but at hd 256)
-    for half in range(cfg.d_split):
+    descs = (tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
+             tma_desc(dout, cfg.block_m), tma_desc(outs[1], cfg.block_n, cols),
+             tma_desc(outs[2], cfg.block_n, cols))
+    for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
         _bwd_dkdv_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
-            tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
-            tma_desc(dout, cfg.block_m), tma_desc(outs[1], cfg.block_n, cols),
-            tma_desc(outs[2], cfg.block_n, cols), lse, delta, seqlen_q, seqlen_k, nheads,
+            *descs, lse, delta, seqlen_q, seqlen_k, nheads,
             group, float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages,
             CAUSAL=bool(causal), PREFETCH=cfg.prefetch_stats, D_SPLIT=cfg.d_split,
@@ -264,9 +265,9 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int,
 
 @functools.lru_cache(maxsize=1024)
 def _default_config(head_dim, causal, seqlen_k, group, fused, overrides):
-    # the fused kernel's tiles exist up to hd 128 (at 256 its dK, dV and dQ cannot fit)
-    cfg = (configs.hopper_bwd_fused_config(head_dim, causal) if fused and head_dim <= 128
-           else configs.hopper_bwd_config(head_dim, causal, seqlen_k, group))
+    # no fused tiles (None) at hd 256: the two-kernel backward runs there
+    cfg = (fused and configs.hopper_bwd_fused_config(head_dim, causal)
+           or configs.hopper_bwd_config(head_dim, causal, seqlen_k, group))
     return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
 
 
@@ -415,13 +416,14 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
 
 
 @gluon.jit
-def _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, sm_scale,
-                BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr):
-    """Epilogue of both key-tile kernels: dK (scaled) and dV through the K and V buffers,
-    TMA stores, waited."""
+def _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, col, sm_scale,
+                BLOCK_N: gl.constexpr, WIDTH: gl.constexpr):
+    """Epilogue of both key-tile kernels: dK (scaled) and dV, WIDTH columns from column
+    ``col``, staged through ``k_smem`` / ``v_smem`` (the K and V buffers, free by now, or
+    tiles of the column block's box), TMA stores, waited."""
     gl.thread_barrier()  # every warpgroup is done reading K and V
-    _store_tile(dk * sm_scale, k_smem, dk_desc, [b, start_n, hk, 0], BLOCK_N, HEAD_DIM)
-    _store_tile(dv, v_smem, dv_desc, [b, start_n, hk, 0], BLOCK_N, HEAD_DIM)
+    _store_tile(dk * sm_scale, k_smem, dk_desc, [b, start_n, hk, col], BLOCK_N, WIDTH)
+    _store_tile(dv, v_smem, dv_desc, [b, start_n, hk, col], BLOCK_N, WIDTH)
     tma.store_wait(pendings=0)
 
 
@@ -552,20 +554,17 @@ def _bwd_dkdv_kernel(
                 False, PREFETCH, D_SPLIT, HALF)
 
     # -- epilogue: dK (scaled) and dV through the K and V buffers, or (a column block)
-    #    through a staging tile of the dK / dV descriptors' box --
+    #    through staging tiles of the dK / dV descriptors' box --
     if D_SPLIT > 1:
-        stage = gl.allocate_shared_memory(dk_desc.dtype, dk_desc.block_type.shape,
+        k_out = gl.allocate_shared_memory(dk_desc.dtype, dk_desc.block_type.shape,
                                           dk_desc.layout)
-        col = HALF * ACC_DIM
-        gl.thread_barrier()
-        _store_tile(dk * sm_scale, stage, dk_desc, [b, start_n, hk, col], BLOCK_N, ACC_DIM)
-        tma.store_wait(pendings=0)
-        gl.thread_barrier()  # the staging tile is free again
-        _store_tile(dv, stage, dv_desc, [b, start_n, hk, col], BLOCK_N, ACC_DIM)
-        tma.store_wait(pendings=0)
+        v_out = gl.allocate_shared_memory(dv_desc.dtype, dv_desc.block_type.shape,
+                                          dv_desc.layout)
     else:
-        _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, sm_scale,
-                    BLOCK_N, HEAD_DIM)
+        k_out = k_smem
+        v_out = v_smem
+    _store_dkdv(dk, dv, k_out, v_out, dk_desc, dv_desc, b, start_n, hk, HALF * ACC_DIM,
+                sm_scale, BLOCK_N, ACC_DIM)
 
 
 # ==================================================================================
@@ -745,7 +744,7 @@ def _bwd_fused_kernel(
                                  qk_scale, sm_scale, pid_n, HEAD_DIM, BLOCK_M, BLOCK_N,
                                  NUM_STAGES, True, DETERMINISTIC)
 
-    _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, sm_scale, BLOCK_N,
+    _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, 0, sm_scale, BLOCK_N,
                 HEAD_DIM)
 
 

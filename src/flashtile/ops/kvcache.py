@@ -53,7 +53,6 @@ import triton.language as tl
 
 from ._checks import check_device, check_scalars, check_tensor, check_window
 from ._common import (
-    LN2,
     cast_out,
     device_ctx,
     fwd_scores,
@@ -741,13 +740,22 @@ def _kvcache_fwd_kernel(
 
 
 @triton.jit
+def _split_weight(M_PART, L_PART, part, mask, m_use):
+    """Merge weight exp2(m_s - m_use) * l_s of the partials at offsets ``part``: empty
+    (masked) splits, m = -inf and l = 0, weigh 0."""
+    return tl.exp2(tl.load(M_PART + part, mask=mask, other=float("-inf"), cache_modifier=".cg")
+                   - m_use) * tl.load(L_PART + part, mask=mask, other=0.0, cache_modifier=".cg")
+
+
+@triton.jit
 def _merge_splits(O_PART, M_PART, O, LSE, o_rows, lse_rows, f_rows, rows_per_split,
                   num_splits, offs_d, row_ok, io_mask, HEAD_DIM: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr):
     """The fused combine of one packed query tile, the arithmetic of _combine_kernel:
     the splits' largest running max m first, then weights w_s = exp2(m_s - m) * l_s,
-    out = sum_s w_s o_s / sum_s w_s, lse = (m + log2 sum_s w_s) ln 2. Partials are read
-    through L2 (other SMs wrote them); rows no split saw a key of give 0 and -inf."""
+    out = sum_s w_s o_s / sum_s w_s, lse = (m + log2 sum_s w_s) ln 2 (softmax_finish).
+    Partials are read through L2 (other SMs wrote them); rows no split saw a key of give
+    0 and -inf."""
     L_PART = M_PART + tl.cast(num_splits, tl.int64) * rows_per_split
     m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     for sp in range(0, num_splits):
@@ -758,17 +766,12 @@ def _merge_splits(O_PART, M_PART, O, LSE, o_rows, lse_rows, f_rows, rows_per_spl
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     for sp in range(0, num_splits):
         part = tl.cast(sp, tl.int64) * rows_per_split
-        m_s = tl.load(M_PART + part + lse_rows, mask=row_ok, other=float("-inf"),
-                      cache_modifier=".cg")
-        l_s = tl.load(L_PART + part + lse_rows, mask=row_ok, other=0.0, cache_modifier=".cg")
-        w = tl.exp2(m_s - m_use) * l_s  # empty splits (m = -inf, l = 0) weigh 0
+        w = _split_weight(M_PART, L_PART, part + lse_rows, row_ok, m_use)
         o_s = tl.load(O_PART + part * HEAD_DIM + o_rows[:, None] + offs_d[None, :],
                       mask=io_mask, other=0.0, cache_modifier=".cg")
         acc += w[:, None] * o_s
         total += w
-    empty = total == 0.0
-    acc = acc / tl.where(empty, 1.0, total)[:, None]
-    lse = tl.where(empty, float("-inf"), (m_use + tl.log2(tl.where(empty, 1.0, total))) * LN2)
+    acc, lse = softmax_finish(acc, m_use, total, True)
     tl.store(O + f_rows[:, None] + offs_d[None, :], cast_out(acc, O.dtype.element_ty, UPCAST),
              mask=io_mask)
     tl.store(LSE + lse_rows, lse, mask=row_ok)
@@ -847,29 +850,25 @@ def _combine_kernel(
     M_PART = O_PART + tl.cast(num_splits, tl.int64) * stride_s * HEAD_DIM
     L_PART = M_PART + tl.cast(num_splits, tl.int64) * stride_s
     offs_s = tl.arange(0, SPLITS_P2)
-    s_all = offs_s < num_splits
-    m_s = tl.load(M_PART + offs_s.to(tl.int64) * stride_s + row, mask=s_all,
-                  other=float("-inf"))
-    l_s = tl.load(L_PART + offs_s.to(tl.int64) * stride_s + row, mask=s_all, other=0.0)
-    m = tl.max(m_s, 0)
+    m = tl.max(tl.load(M_PART + offs_s.to(tl.int64) * stride_s + row,
+                       mask=offs_s < num_splits, other=float("-inf")), 0)
     m_use = tl.where(m == float("-inf"), 0.0, m)
-    total = tl.sum(tl.exp2(m_s - m_use) * l_s, 0)  # empty splits (m = -inf, l = 0) weigh 0
     offs_d = tl.arange(0, BLOCK_D)
     d_ok = offs_d < HEAD_DIM
     offs_c = tl.arange(0, CHUNK)
-    acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+    # the row as a [1, D] tile and its normaliser as [1], as softmax_finish takes them
+    acc = tl.zeros([1, BLOCK_D], dtype=tl.float32)
+    total = tl.zeros([1], dtype=tl.float32)
     for s0 in range(0, num_splits, CHUNK):
         s_ok = s0 + offs_c < num_splits
         part = (s0 + offs_c).to(tl.int64) * stride_s + row
-        w = tl.exp2(tl.load(M_PART + part, mask=s_ok, other=float("-inf")) - m_use) * tl.load(
-            L_PART + part, mask=s_ok, other=0.0)
+        w = _split_weight(M_PART, L_PART, part, s_ok, m_use)
         o_s = tl.load(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :],
                       mask=s_ok[:, None] & d_ok[None, :], other=0.0)
-        acc += tl.sum(w[:, None] * o_s, 0)
-    empty = total == 0.0
-    acc = acc / tl.where(empty, 1.0, total)
-    lse = tl.where(empty, float("-inf"), (m_use + tl.log2(tl.where(empty, 1.0, total))) * LN2)
+        acc += tl.sum(w[:, None] * o_s, 0)[None, :]
+        total += tl.sum(w, 0)
+    acc, lse = softmax_finish(acc, m_use, total, True)
     tl.store(O + b.to(tl.int64) * stride_ob + i.to(tl.int64) * stride_om
-             + h.to(tl.int64) * stride_oh + offs_d, cast_out(acc, O.dtype.element_ty, UPCAST),
-             mask=d_ok)
-    tl.store(LSE + row, lse)
+             + h.to(tl.int64) * stride_oh + offs_d[None, :],
+             cast_out(acc, O.dtype.element_ty, UPCAST), mask=d_ok[None, :])
+    tl.store(LSE + row + tl.arange(0, 1), lse)
