@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import sys
 
 import torch
@@ -56,9 +57,8 @@ def main() -> int:
         print(f"{label}: cuDNN {nbytes / cudnn / 1e6:.0f} GB/s", flush=True)
         for cfg in tiles(d, g):
             for splits in SPLITS:
-                def call(cfg=cfg, splits=splits):
-                    return kvcache.kvcache_forward(q, k_cache, v_cache, cache_seqlens=lens,
-                                                   num_splits=splits, config=cfg)
+                call = functools.partial(kvcache.kvcache_forward, q, k_cache, v_cache,
+                                         cache_seqlens=lens, num_splits=splits, config=cfg)
                 try:
                     ms = graph_ms(call, timing)
                 except Exception as exc:  # out of resources, ...

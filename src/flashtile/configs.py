@@ -105,7 +105,8 @@ def bwd_config(
         return BwdConfig(64, 128, 8, 2, 128, 64, 8)
     # hd 256: `gpu_check.sh tune256` (H200, commit 0e01b69, scripts/tune.py --bwd, 4 dK/dV
     # x 3 dQ tiles). dK/dV tiles of 32 keys x 64 query rows (w4 s2) with 128-row x 32-key
-    # dQ tiles (w8) won at every shape: backward TFLOPS at 1k/4k/16k non-causal 206/233/233, causal 162/212/239,
+    # dQ tiles (w8) won at every shape: backward TFLOPS at 1k/4k/16k non-causal
+    # 206/233/233, causal 162/212/239,
     # against the first guess (32 x 64 w8 s1, dQ 32 x 64 w8) 97/105/100 and 71/85/92.
     # The dQ tile is most of it: 32-row dQ tiles over 8 warps compile to mma.sync, 128 x
     # 32 to wgmma (sm_90 PTX). The Gluon hd 256 backward measured 156-198 in the same run.
