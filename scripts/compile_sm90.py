@@ -94,10 +94,11 @@ def report(name, k, counts=False):
 
 
 def hopper_variants():
-    """(name, head_dim, causal, dtype, config): the Gluon forward's stage A tiles
+    """(name, head_dim, causal, dtype, config, varlen): the Gluon forward's stage A tiles
     (configs.hopper_fwd_config) in both dtypes, stage B ("alt") at hd 64/128 and the
     stage C tiles (configs.hopper_fwd_config_c); configs.hopper_fwd_schedule picks which
-    one a call runs."""
+    one a call runs. "varlen": the same kernels as ops/varlen.py launches them (packed
+    sequences, device-side descriptors), bf16."""
     import dataclasses
 
     import torch
@@ -109,19 +110,23 @@ def hopper_variants():
             cfg = configs.hopper_fwd_config(hd, causal, 4096)
             for dt in (torch.bfloat16, torch.float16):
                 yield (f"hopper d{hd}{'-causal' if causal else ''} {str(dt)[6:]}", hd, causal,
-                       dt, cfg)
+                       dt, cfg, False)
+            yield (f"hopper-varlen d{hd}{'-causal' if causal else ''} bfloat16", hd, causal,
+                   torch.bfloat16, cfg, True)
             if hd <= 128:
                 alt = dataclasses.replace(cfg, warp_specialize=not cfg.warp_specialize)
                 yield (f"hopper d{hd}{'-causal' if causal else ''} bfloat16 alt", hd, causal,
-                       torch.bfloat16, alt)
+                       torch.bfloat16, alt, False)
             # stage C (ping-pong schedule): both dtypes at hd 64/128, bf16 at 256
             cfg_c = configs.hopper_fwd_config_c(hd, causal, 4096)
             for dt in (torch.bfloat16, torch.float16) if hd <= 128 else (torch.bfloat16,):
                 yield (f"hopper-C d{hd}{'-causal' if causal else ''} {str(dt)[6:]}", hd, causal,
-                       dt, cfg_c)
+                       dt, cfg_c, False)
+            yield (f"hopper-C-varlen d{hd}{'-causal' if causal else ''} bfloat16", hd, causal,
+                   torch.bfloat16, cfg_c, True)
     # stage C at hd 128 with the smaller ring (160 KB), for A/B runs
     yield ("hopper-C d128 bfloat16 ring2", 128, False, torch.bfloat16,
-           dataclasses.replace(configs.hopper_fwd_config_c(128, False, 4096), num_stages=2))
+           dataclasses.replace(configs.hopper_fwd_config_c(128, False, 4096), num_stages=2), False)
 
 
 def hopper_main(as_json: bool) -> None:
@@ -130,10 +135,11 @@ def hopper_main(as_json: bool) -> None:
 
     from flashtile.ops import hopper_fwd
 
-    for name, hd, causal, dt, cfg in hopper_variants():
-        rec = dict(name=name, head_dim=hd, causal=causal, dtype=str(dt), config=repr(cfg))
+    for name, hd, causal, dt, cfg, varlen in hopper_variants():
+        rec = dict(name=name, head_dim=hd, causal=causal, dtype=str(dt), config=repr(cfg),
+                   varlen=varlen)
         try:
-            k = hopper_fwd.compile_sm90(hd, causal, dt, cfg)
+            k = hopper_fwd.compile_sm90(hd, causal, dt, cfg, varlen=varlen)
             ptx = k.asm.get("ptx", "")
             regs, spills = ptxas_usage(ptx)
             rec.update(ok=True, regs=regs, spill_bytes=spills, smem=k.metadata.shared,
@@ -142,6 +148,8 @@ def hopper_main(as_json: bool) -> None:
                        # stage C: a wgmma wait that leaves one group (PV) in flight
                        overlap="wgmma.wait_group.sync.aligned 1;" in ptx,
                        warps=k.metadata.num_warps,
+                       # device-side TMA descriptors (varlen): global scratch per program
+                       scratch=getattr(k.metadata, "global_scratch_size", 0),
                        nreg=sorted({int(n) for n in re.findall(r"setmaxnreg\.\w+\.sync\.aligned"
                                                                r"\.u32\s+(\d+)", ptx)}))
         except Exception as exc:  # report every variant, then fail in the caller

@@ -6,11 +6,14 @@ ranges and score masks. Index conventions as ops/_common.py: query row i, key co
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+from triton.runtime import _allocation
 
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 _TY_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
@@ -127,3 +130,19 @@ def alloc_ring_pair(a_desc, b_desc, NUM_STAGES: gl.constexpr):
         mbarrier.init(a_bars.index(i), count=1)
         mbarrier.init(b_bars.index(i), count=1)
     return a_ring, b_ring, a_bars, b_bars
+
+
+@contextlib.contextmanager
+def scratch_allocator(device: torch.device):
+    """Global scratch for kernels that build TMA descriptors on the device (128 bytes per
+    descriptor and program; hopper_fwd's varlen launch): Triton asks the allocator set in
+    this context, a torch allocation on ``device`` (so CUDA graphs and the caching
+    allocator see it). The caller's own allocator, if any, is restored on exit."""
+    def alloc(size: int, alignment: int, stream):
+        return torch.empty(size, dtype=torch.int8, device=device)
+
+    token = _allocation._allocator.set(alloc)
+    try:
+        yield
+    finally:
+        _allocation._allocator.reset(token)

@@ -56,7 +56,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from .. import configs
 from ._common import device_capability, device_ctx, is_interpreting
 from ._gluon_common import GL_DTYPES as _GL_DTYPES
-from ._gluon_common import alloc_ring_pair, issue_kv, issue_kv_slot
+from ._gluon_common import alloc_ring_pair, issue_kv, issue_kv_slot, scratch_allocator
 from ._gluon_common import kv_tile_range as _tile_range
 from ._gluon_common import mma_layout as _mma_layout
 from ._gluon_common import scores_masked as _scores_masked
@@ -146,9 +146,57 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
     with device_ctx(q):
         kernel[grid](
             _desc(q, block_m), _desc(k, cfg.block_n), _desc(v, cfg.block_n),
-            _desc(out, block_m), lse, seqlen_q, seqlen_k, nheads, nheads // nheads_kv,
-            float(scale) * 1.4426950408889634, HEAD_DIM=head_dim, BLOCK_M=block_m,
-            BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
+            _desc(out, block_m), lse, None, None, None, None, None, None, seqlen_q, seqlen_k,
+            nheads, nheads // nheads_kv, float(scale) * 1.4426950408889634,
+            HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
+            NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal), num_warps=num_warps, **extra,
+            **_options(cfg),
+        )
+    return out, lse
+
+
+def hopper_varlen_supported(q, k, v, out, causal, window, softcap) -> bool:
+    """May ops/varlen.py's forward take the Gluon path: packed (T, H, D) q / k / v / out
+    that hopper_supported's rules accept as (1, T, H, D) views (sm_90, fp16/bf16, head
+    dim 64/128/256, full or causal, no softcap, TMA-addressable), and a schedule other
+    than the portable kernel for the call's max_seqlen_q (checked by the launcher)."""
+    if varlen_disabled():
+        return False
+    views = [x.unsqueeze(0) for x in (q, k, v)]
+    return hopper_supported(*views, causal, window, softcap) and _tma_addressable(out)
+
+
+def varlen_disabled() -> bool:
+    """FLASHTILE_HOPPER_VARLEN=0 keeps varlen on the portable kernel (A/B runs)."""
+    return os.environ.get("FLASHTILE_HOPPER_VARLEN", "1") in ("", "0")
+
+
+def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale,
+                          causal, out, lse, config=None):
+    """The Gluon forward over packed variable-length sequences (ops/varlen.py's layout:
+    q / out (TQ, H, D), k / v (TK, Hkv, D), lse (H, TQ) fp32, int32 cu_seqlens). Grid
+    (query tiles of the longest sequence, B * H); each program builds TMA descriptors
+    over its own sequence's rows (_program_seq), so the kernels are the dense ones.
+    Returns (out, lse), or None where the shipped schedule for max_seqlen_q is the
+    portable kernel (then the caller runs its own). Call only when
+    hopper_varlen_supported holds."""
+    head_dim = q.shape[-1]
+    nheads, nheads_kv = q.shape[1], k.shape[1]
+    cfg = config or default_config(head_dim, causal, max_seqlen_q)
+    if cfg is None:
+        return None
+    batch = cu_seqlens_q.shape[0] - 1
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
+    kernel, block_m, num_warps, extra = _kernel_args(cfg)
+    grid = (triton.cdiv(max_seqlen_q, cfg.block_m), batch * nheads)
+    q4, k4, v4, o4 = (x.unsqueeze(0) for x in (q, k, v, out))
+    with device_ctx(q), scratch_allocator(q.device):
+        kernel[grid](
+            _desc(q4, block_m), _desc(k4, cfg.block_n), _desc(v4, cfg.block_n),
+            _desc(o4, block_m), lse, q, k, v, out, cu_seqlens_q, cu_seqlens_k, 0, 0,
+            nheads, nheads // nheads_kv, float(scale) * 1.4426950408889634,
+            HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
+            NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal), VARLEN=True,
             num_warps=num_warps, **extra, **_options(cfg),
         )
     return out, lse
@@ -228,7 +276,7 @@ def _softmax_step(qk, m_i, l_i, qk_scale, MASKED: gl.constexpr):
 
 
 @gluon.jit
-def _epilogue(acc, m_i, l_i, q_smem, o_desc, LSE, pid_bh, b, h, start_m, seqlen_q,
+def _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q,
               BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr):
     """out = acc / l through shared memory (the Q tile's buffer) and a TMA store, which
     clips rows past seqlen_q; lse = (m + log2 l) * ln 2, -inf on rows with no key."""
@@ -241,10 +289,57 @@ def _epilogue(acc, m_i, l_i, q_smem, o_desc, LSE, pid_bh, b, h, start_m, seqlen_
     q_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(q_smem.dtype))
     fence_async_shared()  # generic-proxy stores -> visible to the TMA engine
     gl.thread_barrier()
-    tma.async_copy_shared_to_global(o_desc, [b, start_m, h, 0], q_smem)
+    if start_m < seqlen_q:  # (varlen: an empty sequence's descriptor still spans a row)
+        tma.async_copy_shared_to_global(o_desc, [b, start_m, h, 0], q_smem)
     rows = start_m + gl.arange(0, BLOCK_M, layout=lse.type.layout)
-    gl.store(LSE + pid_bh.to(gl.int64) * seqlen_q + rows, lse, mask=rows < seqlen_q)
+    gl.store(lse_rows + rows, lse, mask=rows < seqlen_q)
     tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, start,
+                 seqlen_q, seqlen_k, nheads, group, VARLEN: gl.constexpr):
+    """What every forward program starts from: (b, h, hk, seqlen_q, seqlen_k, lse_rows,
+    q_desc, k_desc, v_desc, o_desc), ``b`` the batch coordinate of the descriptors and
+    ``lse_rows`` the address of this (batch, head)'s lse row 0.
+    Dense: the host descriptors over (B, S, H, D), lse (B, H, M).
+    VARLEN (ops/varlen.py's packed (T, H, D) tensors, lse (H, TQ); the host descriptors
+    are over (1, T, H, D) views): sequence b = pid // H spans rows cu[b] .. cu[b+1] of
+    Q, K, V, O (base pointers), and the program builds device-side descriptors over just
+    those rows, so TMA zero-fills and clips at the sequence's end exactly as at a dense
+    tensor's, and the kernels' loops and masks run unchanged with b = 0. A program whose
+    first row ``start`` is past its sequence's end gets no key tiles (seqlen_k = 0)."""
+    pid_bh = gl.program_id(1)
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    if VARLEN:
+        q0 = gl.load(CU_Q + b)
+        k0 = gl.load(CU_K + b)
+        seqlen_q = gl.load(CU_Q + b + 1) - q0
+        seqlen_k = gl.load(CU_K + b + 1) - k0
+        lse_rows = LSE + h.to(gl.int64) * q_desc.shape[1] + q0  # (H, TQ)
+        q_desc = _seq_desc(Q, q0, seqlen_q, q_desc)
+        o_desc = _seq_desc(O, q0, seqlen_q, o_desc)
+        k_desc = _seq_desc(K, k0, seqlen_k, k_desc)
+        v_desc = _seq_desc(V, k0, seqlen_k, v_desc)
+        seqlen_k = seqlen_k * (start < seqlen_q).to(gl.int32)
+        b = 0
+    else:
+        lse_rows = LSE + pid_bh.to(gl.int64) * seqlen_q
+    return b, h, h // group, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc, o_desc
+
+
+@gluon.jit
+def _seq_desc(base, row0, rows, like):
+    """Device-side TMA descriptor over rows [row0, row0 + rows) of the packed tensor at
+    ``base`` that host descriptor ``like`` ((1, T, H, D)) spans: same box, layout and
+    strides (at least one row: TMA needs a non-empty box; the epilogue stores nothing
+    for an empty sequence)."""
+    return tma.make_tensor_descriptor(
+        base + row0.to(gl.int64) * like.strides[1],
+        shape=[1, gl.maximum(rows, 1), like.shape[2], like.shape[3]],
+        strides=[like.strides[0], like.strides[1], like.strides[2], 1],
+        block_shape=like.block_type.shape, layout=like.layout)
 
 
 # ==================================================================================
@@ -301,10 +396,12 @@ def _step_tile(i, n_tiles, MASKED_FIRST: gl.constexpr):
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
 def _fwd_kernel(
     q_desc, k_desc, v_desc, o_desc,  # TMA descriptors: q, o (B, M, H, D); k, v (B, N, Hkv, D)
-    LSE,  # (B, H, M) fp32
+    LSE,  # (B, H, M) fp32; VARLEN: (H, TQ)
+    Q, K, V, O, CU_Q, CU_K,  # VARLEN: packed base pointers, cu_seqlens (else None)
     seqlen_q, seqlen_k, nheads, group, qk_scale,  # qk_scale = softmax_scale * log2(e)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
+    VARLEN: gl.constexpr = False,
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -314,11 +411,10 @@ def _fwd_kernel(
     pid_m = gl.program_id(0)
     if CAUSAL:
         pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
-    pid_bh = gl.program_id(1)
-    b = pid_bh // nheads
-    h = pid_bh % nheads
-    hk = h // group
     start_m = pid_m * BLOCK_M
+    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
+     o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
+                            start_m, seqlen_q, seqlen_k, nheads, group, VARLEN)
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
 
@@ -363,7 +459,7 @@ def _fwd_kernel(
             n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
             NUM_STAGES, not MASKED_FIRST, CAUSAL, MASKED_FIRST,
         )
-    _epilogue(acc, m_i, l_i, q_smem, o_desc, LSE, pid_bh, b, h, start_m, seqlen_q, BLOCK_M,
+    _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM)
 
 
@@ -461,10 +557,12 @@ def _ws_consumer(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, empty_bars, star
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
 def _fwd_ws_kernel(
     q_desc, k_desc, v_desc, o_desc,  # TMA descriptors: q, o (B, M, H, D); k, v (B, N, Hkv, D)
-    LSE,  # (B, H, M) fp32
+    LSE,  # (B, H, M) fp32; VARLEN: (H, TQ)
+    Q, K, V, O, CU_Q, CU_K,  # VARLEN: packed base pointers, cu_seqlens (else None)
     seqlen_q, seqlen_k, nheads, group, qk_scale,  # qk_scale = softmax_scale * log2(e)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, LOAD_REGS: gl.constexpr,
+    VARLEN: gl.constexpr = False,
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each consumer warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -472,11 +570,10 @@ def _fwd_ws_kernel(
     pid_m = gl.program_id(0)
     if CAUSAL:
         pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
-    pid_bh = gl.program_id(1)
-    b = pid_bh // nheads
-    h = pid_bh % nheads
-    hk = h // group
     start_m = pid_m * BLOCK_M
+    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
+     o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
+                            start_m, seqlen_q, seqlen_k, nheads, group, VARLEN)
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
 
@@ -513,7 +610,7 @@ def _fwd_ws_kernel(
         [1],
         [LOAD_REGS],
     )
-    _epilogue(acc, m_i, l_i, q_smem, o_desc, LSE, pid_bh, b, h, start_m, seqlen_q, BLOCK_M,
+    _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM)
 
 
@@ -580,8 +677,8 @@ def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_ba
 
 
 @gluon.jit
-def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, LSE, k_smem, v_smem, k_bars, v_bars,
-                empty_bars, turn_bars, pid_bh, b, h, start_cta, seqlen_q, seqlen_k, qk_scale,
+def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars,
+                v_bars, empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k, qk_scale,
                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):
     """One consumer warpgroup: query rows [start_cta + WG * BLOCK_M, + BLOCK_M), its own
@@ -643,38 +740,39 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, LSE, k_smem, v_smem, 
     for t in range(n_tiles, n_cta):
         mbarrier.wait(k_bars.index(t % NUM_STAGES), (t // NUM_STAGES) & 1)
         mbarrier.arrive(empty_bars.index(t % NUM_STAGES), count=1)
-    _epilogue(acc, m_i, l_i, q_smem, o_desc, LSE, pid_bh, b, h, start_m, seqlen_q, BLOCK_M,
+    _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM)
 
 
 @gluon.jit
-def _c_consumer0(q_smems, q_bars, o_desc, LSE, k_smem, v_smem, k_bars, v_bars, empty_bars,
-                 turn_bars, pid_bh, b, h, start_cta, seqlen_q, seqlen_k, qk_scale,
+def _c_consumer0(q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
+                 empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k, qk_scale,
                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                  NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):
-    _c_consumer(0, q_smems, q_bars, o_desc, LSE, k_smem, v_smem, k_bars, v_bars, empty_bars,
-                turn_bars, pid_bh, b, h, start_cta, seqlen_q, seqlen_k, qk_scale, HEAD_DIM,
+    _c_consumer(0, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
+                empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k, qk_scale, HEAD_DIM,
                 BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG)
 
 
 @gluon.jit
-def _c_consumer1(q_smems, q_bars, o_desc, LSE, k_smem, v_smem, k_bars, v_bars, empty_bars,
-                 turn_bars, pid_bh, b, h, start_cta, seqlen_q, seqlen_k, qk_scale,
+def _c_consumer1(q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
+                 empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k, qk_scale,
                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                  NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):
-    _c_consumer(1, q_smems, q_bars, o_desc, LSE, k_smem, v_smem, k_bars, v_bars, empty_bars,
-                turn_bars, pid_bh, b, h, start_cta, seqlen_q, seqlen_k, qk_scale, HEAD_DIM,
+    _c_consumer(1, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
+                empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k, qk_scale, HEAD_DIM,
                 BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG)
 
 
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
 def _fwd_c_kernel(
     q_desc, k_desc, v_desc, o_desc,  # TMA descriptors: q, o (B, M, H, D); k, v (B, N, Hkv, D)
-    LSE,  # (B, H, M) fp32
+    LSE,  # (B, H, M) fp32; VARLEN: (H, TQ)
+    Q, K, V, O, CU_Q, CU_K,  # VARLEN: packed base pointers, cu_seqlens (else None)
     seqlen_q, seqlen_k, nheads, group, qk_scale,  # qk_scale = softmax_scale * log2(e)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, LOAD_REGS: gl.constexpr,
-    MMA_REGS: gl.constexpr, PINGPONG: gl.constexpr,
+    MMA_REGS: gl.constexpr, PINGPONG: gl.constexpr, VARLEN: gl.constexpr = False,
 ):
     """Stage C. BLOCK_M is the tile of one consumer warpgroup (64 rows: the kernel runs
     with num_warps=4, warpgroup 0; warpgroup 1 and the producer are workers); a program
@@ -703,11 +801,10 @@ def _fwd_c_kernel(
     pid_m = gl.program_id(0)
     if CAUSAL:
         pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
-    pid_bh = gl.program_id(1)
-    b = pid_bh // nheads
-    h = pid_bh % nheads
-    hk = h // group
     start_cta = pid_m * (2 * BLOCK_M)
+    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
+     o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
+                            start_cta, seqlen_q, seqlen_k, nheads, group, VARLEN)
     # the later warpgroup's tile needs the most key tiles: the producer loads those
     _n_full, n_cta = _tile_range(start_cta + BLOCK_M, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N,
                                  CAUSAL)
@@ -742,12 +839,12 @@ def _fwd_c_kernel(
     # its wgmma is warpgroup-aligned), then the 1-warp producer
     gl.warp_specialize(
         [
-            (_c_consumer0, (q_smems, q_bars, o_desc, LSE, k_smem, v_smem, k_bars, v_bars,
-                            empty_bars, turn_bars, pid_bh, b, h, start_cta, seqlen_q, seqlen_k,
+            (_c_consumer0, (q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
+                            empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k,
                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
                             PINGPONG)),
-            (_c_consumer1, (q_smems, q_bars, o_desc, LSE, k_smem, v_smem, k_bars, v_bars,
-                            empty_bars, turn_bars, pid_bh, b, h, start_cta, seqlen_q, seqlen_k,
+            (_c_consumer1, (q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
+                            empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k,
                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
                             PINGPONG)),
             (_c_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, b, hk,
@@ -763,10 +860,12 @@ def _fwd_c_kernel(
 # ==================================================================================
 
 
-def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None):
+def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
+                 varlen: bool = False):
     """Compile the Gluon forward for sm_90 on any machine (no GPU needed) with the
-    argument types a real launch produces. Returns Triton's compiled kernel (``.asm``
-    holds ttgir/ptx/cubin, ``.metadata.shared`` the shared memory in bytes)."""
+    argument types a real launch produces (``varlen``: hopper_varlen_forward's). Returns
+    Triton's compiled kernel (``.asm`` holds ttgir/ptx/cubin, ``.metadata.shared`` the
+    shared memory in bytes)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -782,11 +881,18 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None)
 
     constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
                       NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal), **extra)
+    ptrs = ("Q", "K", "V", "O", "CU_Q", "CU_K")
     sig = dict(q_desc=desc(block_m), k_desc=desc(cfg.block_n), v_desc=desc(cfg.block_n),
-               o_desc=desc(block_m), LSE="*fp32", seqlen_q="i32", seqlen_k="i32",
-               nheads="i32", group="i32", qk_scale="fp32")
+               o_desc=desc(block_m), LSE="*fp32")
+    if varlen:  # torch allocations: 16-byte aligned, as the launch specialises them
+        sig.update({n: f"*{tys[dtype]}" for n in ptrs[:4]}, CU_Q="*i32", CU_K="*i32")
+        constexprs["VARLEN"] = True
+        attrs = {(i,): [["tt.divisibility", 16]] for i in range(4, 11)}
+    else:  # None: constexpr arguments the dense kernel never reads
+        constexprs.update({n: None for n in ptrs})
+        attrs = {(4,): [["tt.divisibility", 16]]}
+    sig.update(seqlen_q="i32", seqlen_k="i32", nheads="i32", group="i32", qk_scale="fp32")
     sig.update({name: "constexpr" for name in constexprs})
-    src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs,
-                         attrs={(4,): [["tt.divisibility", 16]]})
+    src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                           options=dict(num_warps=num_warps, **_options(cfg)))

@@ -35,6 +35,7 @@ import triton
 import triton.language as tl
 
 from .. import configs
+from . import hopper_fwd
 from ._checks import check_device, check_qkv, check_scalars, check_window
 from ._common import (
     cast_out,
@@ -278,6 +279,15 @@ def varlen_forward(
         lse = torch.empty((nheads, total_q), dtype=torch.float32, device=q.device)
     if batch == 0 or max_seqlen_q == 0 or total_q == 0 or nheads == 0:
         return out, lse
+    if config is None and hopper_fwd.hopper_varlen_supported(q, k, v, out, False,
+                                                             window_size, softcap):
+        # sm_90: the Gluon forward over per-sequence TMA descriptors, where its schedule
+        # for max_seqlen_q is not the portable kernel (None: fall through)
+        res = hopper_fwd.hopper_varlen_forward(
+            q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale,
+            window_size[1] == 0, out, lse)
+        if res is not None:
+            return res
     cfg = config or configs.fwd_config(
         meta["BLOCK_D"], window_size[1] is not None, q.dtype, q.device, max_seqlen_q
     )
