@@ -194,6 +194,22 @@ def test_num_splits_heuristic(work, ctx, tile_bytes, want):
     assert got == 1 or per * tile_bytes >= kvcache.MIN_SPLIT_BYTES
 
 
+@pytest.mark.parametrize("work,ctx,want", [
+    (128, 131072, 2),  # hd 64 MHA batch 4: 256 programs, two per SM
+    (32, 131072, 8),  # hd 64 MHA batch 1: 256 programs
+    (64, 131072, 4),  # hd 64 GQA 8:1 batch 16 (64 KV heads)
+    (512, 8192, 1),  # hd 64 MHA batch 16: >= 0.8 x 264 programs already
+    (32, 1024, 4),  # short cache: 16 tiles of 64 keys, >= 4 (64 KiB) per split
+])
+def test_num_splits_heuristic_per_sm(work, ctx, want):
+    """Small tiles (hd 64: 16 KiB of K+V per 64-key tile) ask for two programs per SM
+    (DecodeConfig.per_sm), the splits decode_sweep measured best."""
+    assert kvcache.num_splits_heuristic(work, ctx, 64, 132, 16 << 10, per_sm=2) == want
+    cfg = kvcache.decode_config(64, 1, 1, torch.bfloat16, torch.device("cuda"))
+    assert (cfg.block_n, cfg.num_warps, cfg.per_sm) == (64, 4, 2)
+    assert kvcache.decode_config(128, 8, 1, torch.bfloat16, torch.device("cuda")).per_sm == 1
+
+
 def test_num_splits_heuristic_no_gpu():
     assert kvcache.num_splits_heuristic(4, 8192, 128, 0) == 1  # no SM count: no split
 

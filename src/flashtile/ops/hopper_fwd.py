@@ -167,8 +167,10 @@ def hopper_varlen_supported(q, k, v, out, causal, window, softcap) -> bool:
 
 
 def varlen_disabled() -> bool:
-    """FLASHTILE_HOPPER_VARLEN=0 keeps varlen on the portable kernel (A/B runs)."""
-    return os.environ.get("FLASHTILE_HOPPER_VARLEN", "1") in ("", "0")
+    """The Gluon varlen forward is opt-in (FLASHTILE_HOPPER_VARLEN=1) until it measures
+    faster than the portable varlen kernel: at 072c1bb (no early exit yet) it ran 0.54-0.70x
+    the portable kernel at 2k-long sequences and 0.93-1.00x at 8k (`varlengluon`)."""
+    return os.environ.get("FLASHTILE_HOPPER_VARLEN", "0") in ("", "0")
 
 
 def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale,
@@ -330,6 +332,12 @@ def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, st
 
 
 @gluon.jit
+def _seq_len(CU, b):
+    """Length of packed sequence ``b`` from its cumulative lengths."""
+    return gl.load(CU + b + 1) - gl.load(CU + b)
+
+
+@gluon.jit
 def _seq_desc(base, row0, rows, like):
     """Device-side TMA descriptor over rows [row0, row0 + rows) of the packed tensor at
     ``base`` that host descriptor ``like`` ((1, T, H, D)) spans: same box, layout and
@@ -412,6 +420,9 @@ def _fwd_kernel(
     if CAUSAL:
         pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
     start_m = pid_m * BLOCK_M
+    if VARLEN:  # past its sequence's end: no descriptors, no work
+        if start_m >= _seq_len(CU_Q, gl.program_id(1) // nheads):
+            return
     (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
      o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
                             start_m, seqlen_q, seqlen_k, nheads, group, VARLEN)
@@ -571,6 +582,9 @@ def _fwd_ws_kernel(
     if CAUSAL:
         pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
     start_m = pid_m * BLOCK_M
+    if VARLEN:  # past its sequence's end: no descriptors, no work
+        if start_m >= _seq_len(CU_Q, gl.program_id(1) // nheads):
+            return
     (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
      o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
                             start_m, seqlen_q, seqlen_k, nheads, group, VARLEN)
@@ -802,6 +816,9 @@ def _fwd_c_kernel(
     if CAUSAL:
         pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
     start_cta = pid_m * (2 * BLOCK_M)
+    if VARLEN:  # past its sequence's end: no descriptors, no work
+        if start_cta >= _seq_len(CU_Q, gl.program_id(1) // nheads):
+            return
     (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
      o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
                             start_cta, seqlen_q, seqlen_k, nheads, group, VARLEN)

@@ -346,6 +346,10 @@ class DecodeConfig:
     block_n: int  # keys per tile
     num_warps: int
     num_stages: int
+    # programs per SM the split heuristic aims for (num_splits_heuristic): 1 for tiles
+    # that fill an SM's shared memory alone, more for small tiles, whose few bytes in
+    # flight per program need company to keep HBM busy
+    per_sm: int = 1
 
 
 def decode_config(
@@ -369,6 +373,15 @@ def decode_config(
     # 187-255 regs, 0 spill; 64x64 w8 s2 254 regs. Speed: first guess until
     # scripts/suites/decode.sh measures GB/s against the copy bandwidth.
     if block_m <= 32:
+        if head_dim <= 64:
+            # `gpu_check.sh decodesweep` (072c1bb, H200, CUDA graph, GB/s against cuDNN's):
+            # 16 x 64 tiles on 4 warps with the split heuristic aiming at two programs per
+            # SM: MHA batch 16 at 8k 0.98x (16 x 128 w8, the hd 128 tile shipped here
+            # before: 0.81x), 32k 0.98x (0.82x); MHA batch 4 at 128k with 2 / 3 splits
+            # 1.11x / 1.14x (one split: 0.77x; 16 x 128 w8 1.04x); MHA batch 1 at 128k, 8
+            # splits 0.97x (4 splits, the one-wave rule: 0.69x); GQA 8:1 batch 16, 4
+            # splits 0.95x (2 splits: 0.67x)
+            return DecodeConfig(block_m, 64, 4, 3, per_sm=2)
         if head_dim <= 128:
             return DecodeConfig(block_m, 128, 8, 3)
         return DecodeConfig(block_m, 64, 4, 3)
@@ -383,20 +396,24 @@ def _sm_count(device_index: int) -> int:
 
 
 def num_splits_heuristic(
-    work: int, max_seqlen_k: int, block_n: int, n_sm: int, tile_bytes: int = MIN_SPLIT_BYTES
+    work: int, max_seqlen_k: int, block_n: int, n_sm: int, tile_bytes: int = MIN_SPLIT_BYTES,
+    per_sm: int = 1,
 ) -> int:
     """KV splits when ``work`` (= batch * nheads_kv * query tiles: GQA-packed programs)
-    cannot fill ``n_sm`` SMs: at most SPLIT_WAVES programs per SM, each reading at least
-    MIN_SPLIT_BYTES (``tile_bytes`` = K+V bytes of one key tile), at most MAX_SPLITS;
-    then as few splits as give the same tiles per split (no empty splits). E.g. on 132
-    SMs, batch 1 x 4 KV heads, hd 128 (64 KiB tiles of 128 keys): ctx 8k 32 splits (128
-    programs of 2 tiles), 32k 32 (128 of 8 tiles), 128k 32 (128 of 32 tiles)."""
-    if work <= 0 or n_sm <= 0 or work >= 0.8 * n_sm:
+    cannot fill ``n_sm`` SMs with ``per_sm`` programs each (DecodeConfig.per_sm): at most
+    SPLIT_WAVES * per_sm programs per SM, each reading at least MIN_SPLIT_BYTES
+    (``tile_bytes`` = K+V bytes of one key tile), at most MAX_SPLITS; then as few splits
+    as give the same tiles per split (no empty splits). E.g. on 132 SMs, batch 1 x 4 KV
+    heads, hd 128 (64 KiB tiles of 128 keys, per_sm 1): ctx 8k 32 splits (128 programs of
+    2 tiles), 32k 32 (128 of 8 tiles), 128k 32 (128 of 32 tiles); hd 64 (16 KiB tiles of
+    64 keys, per_sm 2), batch 4 x 32 KV heads at 128k: 2 splits (256 programs)."""
+    target = SPLIT_WAVES * per_sm * n_sm
+    if work <= 0 or n_sm <= 0 or work >= 0.8 * target:
         return 1
     n_tiles = triton.cdiv(max(max_seqlen_k, 1), block_n)
     min_tiles = max(1, triton.cdiv(MIN_SPLIT_BYTES, max(tile_bytes, 1)))
     # floor: a program more than the SMs hold would start a second, nearly empty wave
-    splits = min(SPLIT_WAVES * n_sm // work, n_tiles // min_tiles, MAX_SPLITS)
+    splits = min(target // work, n_tiles // min_tiles, MAX_SPLITS)
     if splits <= 1:
         return 1
     return triton.cdiv(n_tiles, triton.cdiv(n_tiles, splits))
@@ -462,7 +479,8 @@ def _make_plan(q, k_cache, page_table, seqlen_new, num_splits, config, has_seqle
         n_sm = _sm_count(q.device.index if q.device.index is not None else
                          torch.cuda.current_device()) if cuda else 0
         tile_bytes = 2 * cfg.block_n * head_dim * q.element_size()
-        num_splits = num_splits_heuristic(work, capacity, cfg.block_n, n_sm, tile_bytes)
+        num_splits = num_splits_heuristic(work, capacity, cfg.block_n, n_sm, tile_bytes,
+                                          cfg.per_sm)
     num_splits = max(1, min(num_splits, MAX_SPLITS))
     split = num_splits > 1
     fused = split and FUSED_COMBINE
