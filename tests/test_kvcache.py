@@ -210,6 +210,17 @@ def test_num_splits_heuristic_per_sm(work, ctx, want):
     assert kvcache.decode_config(128, 8, 1, torch.bfloat16, torch.device("cuda")).per_sm == 1
 
 
+def test_decode_config_wide_tile_at_hd64(monkeypatch):
+    """hd 64: the 16 x 64 w4 tile below WIDE_TILE_PROGRAMS_PER_SM programs per SM, the 16
+    x 128 w8 one from there (132 SMs: 1056 programs)."""
+    monkeypatch.setattr(kvcache, "_sm_count", lambda index: 132)
+    cuda = torch.device("cuda", 0)
+    assert kvcache.decode_config(64, 1, 1, torch.bfloat16, cuda, 16 * 32).block_n == 64
+    wide = kvcache.decode_config(64, 1, 1, torch.bfloat16, cuda, 64 * 32)
+    assert (wide.block_n, wide.num_warps, wide.per_sm) == (128, 8, 1)
+    assert kvcache.decode_config(64, 8, 1, torch.bfloat16, cuda, 64 * 4).block_n == 64
+
+
 def test_num_splits_heuristic_no_gpu():
     assert kvcache.num_splits_heuristic(4, 8192, 128, 0) == 1  # no SM count: no split
 

@@ -352,11 +352,20 @@ class DecodeConfig:
     per_sm: int = 1
 
 
+# hd 64 decode: at or above this many programs per SM (batch x KV heads x query tiles)
+# the wide 16 x 128 w8 tile, below it the 16 x 64 w4 one (decode bench, ac7393a / 0e01b69:
+# MHA batch 64, 2048 programs, 0.93-0.97x cuDNN with 16 x 64 against 1.00-1.01x with
+# 16 x 128; batch 16, 512 programs, 0.98x against 0.79-0.83x)
+WIDE_TILE_PROGRAMS_PER_SM = 8
+
+
 def decode_config(
-    head_dim: int, group_p2: int, seqlen_q: int, dtype: torch.dtype, device: torch.device
+    head_dim: int, group_p2: int, seqlen_q: int, dtype: torch.dtype, device: torch.device,
+    batch_kv: int | None = None,
 ) -> DecodeConfig:
     """Tile shape of the cache kernel. ``head_dim`` is the padded (power of two) head
-    dim; ``group_p2`` the GQA group rounded up to a power of two."""
+    dim; ``group_p2`` the GQA group rounded up to a power of two; ``batch_kv`` = batch x
+    KV heads when known (the hd 64 tile depends on how many programs there are)."""
     want_rows = group_p2 * next_pow2(seqlen_q)
     if device.type != "cuda":
         # interpreter: small key tiles so the tests cross several tiles and splits
@@ -373,14 +382,19 @@ def decode_config(
     # 187-255 regs, 0 spill; 64x64 w8 s2 254 regs. Speed: first guess until
     # scripts/suites/decode.sh measures GB/s against the copy bandwidth.
     if block_m <= 32:
-        if head_dim <= 64:
+        rows = block_m // group_p2
+        wide = batch_kv is not None and (
+            batch_kv * triton.cdiv(seqlen_q, rows)
+            >= WIDE_TILE_PROGRAMS_PER_SM * _sm_count(_device_index(device)))
+        if head_dim <= 64 and not wide:
             # `gpu_check.sh decodesweep` (072c1bb, H200, CUDA graph, GB/s against cuDNN's):
             # 16 x 64 tiles on 4 warps with the split heuristic aiming at two programs per
             # SM: MHA batch 16 at 8k 0.98x (16 x 128 w8, the hd 128 tile shipped here
             # before: 0.81x), 32k 0.98x (0.82x); MHA batch 4 at 128k with 2 / 3 splits
             # 1.11x / 1.14x (one split: 0.77x; 16 x 128 w8 1.04x); MHA batch 1 at 128k, 8
             # splits 0.97x (4 splits, the one-wave rule: 0.69x); GQA 8:1 batch 16, 4
-            # splits 0.95x (2 splits: 0.67x)
+            # splits 0.95x (2 splits: 0.67x). At MHA batch 64 (2048 programs) the 16 x 128
+            # w8 tile stays ahead (WIDE_TILE_PROGRAMS_PER_SM)
             return DecodeConfig(block_m, 64, 4, 3, per_sm=2)
         if head_dim <= 128:
             return DecodeConfig(block_m, 128, 8, 3)
@@ -388,6 +402,10 @@ def decode_config(
     if head_dim <= 128:
         return DecodeConfig(block_m, 64, 4, 3)
     return DecodeConfig(block_m, 64, 8, 2)
+
+
+def _device_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 @functools.cache
@@ -471,13 +489,13 @@ def _make_plan(q, k_cache, page_table, seqlen_new, num_splits, config, has_seqle
     group_p2 = next_pow2(nheads // nheads_kv)
     interp = is_interpreting()
     upcast = interp and q.dtype != torch.float32
-    cfg = config or decode_config(block_d, group_p2, seqlen_q, q.dtype, q.device)
+    cfg = config or decode_config(block_d, group_p2, seqlen_q, q.dtype, q.device,
+                                  batch * nheads_kv)
     m_tiles = triton.cdiv(seqlen_q, cfg.block_m // group_p2)
     work = batch * nheads_kv * m_tiles
     if num_splits == 0:
         cuda = q.device.type == "cuda"
-        n_sm = _sm_count(q.device.index if q.device.index is not None else
-                         torch.cuda.current_device()) if cuda else 0
+        n_sm = _sm_count(_device_index(q.device)) if cuda else 0
         tile_bytes = 2 * cfg.block_n * head_dim * q.element_size()
         num_splits = num_splits_heuristic(work, capacity, cfg.block_n, n_sm, tile_bytes,
                                           cfg.per_sm)
