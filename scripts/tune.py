@@ -51,9 +51,12 @@ _DKDV = {
     # with dropout (ptxas, sm_90, causal): 64x128 w8 spills 892 B, 64x64 w8 480 B,
     # 32x128 w8 216 B, 32x64 w4 376 B
     128: [(64, 64, 8, 2), (32, 128, 8, 2), (64, 128, 8, 2), (32, 64, 4, 2)],
-    # hd 256 (ptxas, sm_90, causal, 2026-11-30): 32x64 w8 s1 (shipped first guess) 616 B
-    # of spills, s2 380 B; 64x64 w8 s1 1008 B; 64x32 w4 s2 340 B but no wgmma
-    256: [(32, 64, 8, 1), (32, 64, 8, 2), (64, 64, 8, 1), (64, 32, 4, 2)],
+    # hd 256 (ptxas, sm_90, causal, 2026-11-30): 32x64 w8 s1 (the first guess) 616 B of
+    # spills, s2 380 B; 64x64 w8 s1 1008 B; 64x32 w4 s2 340 B but no wgmma (`tune256`,
+    # 0e01b69: the best with the 128x32 dQ tile, shipped). Added after that run: 64x32 w8
+    # s2 (72 B causal, 0 non-causal, no wgmma), 128x32 w8 s2 (208 / 264 B, no wgmma)
+    256: [(32, 64, 8, 1), (32, 64, 8, 2), (64, 64, 8, 1), (64, 32, 4, 2), (64, 32, 8, 2),
+          (128, 32, 8, 2)],
 }
 _DQ = {
     64: [(64, 64, 4), (128, 32, 4), (128, 64, 8)],
