@@ -167,6 +167,19 @@ def test_varlen_gpu(head_dim, heads, mask, device):
     _assert_ok(checks, lens_q, lens_k)
 
 
+def test_hopper_varlen_opt_in(monkeypatch):
+    """The Gluon varlen forward is off unless FLASHTILE_HOPPER_VARLEN=1 (measured slower
+    than the portable kernel at 2k-long sequences), and never on CPU tensors."""
+    from flashtile.ops import hopper_fwd
+
+    q = torch.randn(10, 4, 64, dtype=torch.bfloat16)
+    monkeypatch.delenv("FLASHTILE_HOPPER_VARLEN", raising=False)
+    assert hopper_fwd.varlen_disabled()
+    monkeypatch.setenv("FLASHTILE_HOPPER_VARLEN", "1")
+    assert not hopper_fwd.varlen_disabled()
+    assert not hopper_fwd.hopper_varlen_supported(q, q, q, q, False, (None, None), 0.0)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not IS_SM90, reason="the Gluon forward needs an sm_90 GPU")
 @pytest.mark.parametrize("head_dim", [64, 128, 256])

@@ -11,6 +11,10 @@ Layers, top to bottom:
                                   None where the portable kernel is faster
     hopper_attention_forward      launcher: (out, lse), no autograd; flash.attention_forward
                                   calls it first
+    hopper_varlen_forward         the same kernels over packed variable-length sequences
+                                  (ops/varlen.py, opt-in: FLASHTILE_HOPPER_VARLEN=1):
+                                  VARLEN programs build TMA descriptors over their own
+                                  sequence's rows on the device (_program_seq)
     _fwd_kernel                   stage A: one partition, TMA prefetch ring, async wgmma
     _fwd_ws_kernel                stage B: warp-specialised, a 1-warp TMA producer feeding
                                   the consumer warpgroups; QK^T of tile t+1 overlaps the
@@ -155,7 +159,7 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
     return out, lse
 
 
-def hopper_varlen_supported(q, k, v, out, causal, window, softcap) -> bool:
+def hopper_varlen_supported(q, k, v, out, causal, window, softcap, softmax_scale=None) -> bool:
     """May ops/varlen.py's forward take the Gluon path: packed (T, H, D) q / k / v / out
     that hopper_supported's rules accept as (1, T, H, D) views (sm_90, fp16/bf16, head
     dim 64/128/256, full or causal, no softcap, TMA-addressable), and a schedule other
@@ -163,7 +167,8 @@ def hopper_varlen_supported(q, k, v, out, causal, window, softcap) -> bool:
     if varlen_disabled():
         return False
     views = [x.unsqueeze(0) for x in (q, k, v)]
-    return hopper_supported(*views, causal, window, softcap) and _tma_addressable(out)
+    return hopper_supported(*views, causal, window, softcap, 0.0, softmax_scale) and (
+        _tma_addressable(out))
 
 
 def varlen_disabled() -> bool:
