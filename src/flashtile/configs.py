@@ -356,7 +356,8 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
         return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 3,
                                max_regs=168 if group == 1 else None)
     if head_dim > 128:
-        # hd 256 (not yet run on a GPU; opt-in, FLASHTILE_HOPPER_BWD=1): a 64-key dK and
+        # hd 256 (opt-in, FLASHTILE_HOPPER_BWD=1; 0e01b69 `bwd256`: 156-198 TFLOPS, below the
+        # portable backward's swept tiles, 206-239, so not preferred): a 64-key dK and
         # dV need 256 fp32 registers per thread on one warpgroup, so two launches each
         # accumulate 128 of the columns (d_split = 2; both recompute S^T and dP^T over
         # all 256: 1.5x the dK/dV kernel's GEMM FLOPs) on 32-row Q/dO tiles: 214 / 226
