@@ -16,13 +16,14 @@ To compare dropout RNG variants, run it once per source tree (PYTHONPATH=<tree>/
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
+
+from flashtile.bench.report import write_rows
 
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
 
@@ -116,10 +117,7 @@ def main() -> int:
                 print(f"| {args.tag} | {shape} | {p} | {backend} | {fwd:.1f} | "
                       f"{both - fwd:.1f} | {wall:.1f} |", flush=True)
     if args.csv and rows:
-        with open(args.csv, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_rows(args.csv, rows)
     return 0
 
 

@@ -11,7 +11,6 @@ per shape the best. A measurement, not a test."""
 from __future__ import annotations
 
 import argparse
-import csv
 import functools
 import sys
 
@@ -19,6 +18,7 @@ import torch
 
 from flashtile.bench.decode import _sdpa_call, graph_ms
 from flashtile.bench.harness import Timing
+from flashtile.bench.report import write_rows
 from flashtile.ops import kvcache
 from flashtile.ops.kvcache import DecodeConfig
 
@@ -86,10 +86,7 @@ def main() -> int:
               f"{auto['splits']} splits)  best {best['gbs']:5.0f} ({best['ratio']:.2f}x) "
               f"{best['cfg']} {best['splits']} splits")
     if args.csv:
-        with open(args.csv, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_rows(args.csv, rows)
     return 0
 
 

@@ -9,13 +9,13 @@ go to benchmarks/results.md.
 """
 
 import argparse
-import csv
 import functools
 import sys
 
 import torch
 import triton
 
+from flashtile.bench.report import write_rows
 from flashtile.configs import BwdConfig, FwdConfig
 from flashtile.ops import flash
 
@@ -126,10 +126,7 @@ def main():
                       f"{f / ref['flash'] / 1e9:.0f} cudnn {f / ref['cudnn'] / 1e9:.0f}",
                       flush=True)
     if args.csv:
-        with open(args.csv, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_rows(args.csv, rows)
 
 
 if __name__ == "__main__":

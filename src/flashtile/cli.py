@@ -8,7 +8,6 @@ flashtile's kernels at the top.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import time
@@ -77,10 +76,9 @@ def _run_validate(args) -> int:
             failed.append(result)
     _print_validate_table(rows, verbose=args.verbose)
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["case"])
-            w.writeheader()
-            w.writerows(rows)
+        from .bench.report import write_rows
+
+        write_rows(args.csv, rows, None if rows else ["case"])
     for r in failed:
         print("FAIL", r.summary())
     n = len(cases)

@@ -101,6 +101,15 @@ def csv_row(record: Record, env: Env) -> dict:
     return row
 
 
+def write_rows(path: str | Path, rows: list[dict], fieldnames=None) -> None:
+    """Write ``rows`` (dicts) as a CSV with a header, columns ``fieldnames`` or the first
+    row's keys (overwrites ``path``): the wide tables of validate, tune and the scripts."""
+    with Path(path).open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fieldnames or list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def write_csv(path: str | Path, records: list[Record], env: Env) -> None:
     """Write ``records`` as a long-format CSV with a header (overwrites ``path``)."""
     path = Path(path)

@@ -11,12 +11,12 @@ ratio to SDPA cuDNN is the number to read (DESIGN.md section 6).
 
 from __future__ import annotations
 
-import csv
 import datetime
 import sys
 
 import torch
 
+from ..bench.report import write_rows
 from .minigpt import MiniGPT
 from .train import make_optimizer, preset, train_step
 
@@ -111,8 +111,5 @@ def run_bench(args) -> int:
             except Exception as e:  # the profiler is a diagnostic: never fail the bench
                 print(f"profile failed: {type(e).__name__}: {e}")
     if args.csv and rows:
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_rows(args.csv, rows)
     return 1 if failed else 0

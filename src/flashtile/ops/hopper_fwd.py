@@ -135,8 +135,8 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
     """Run the Gluon forward into ``out`` ((B, M, H, D), q's dtype, TMA-addressable) and
     ``lse`` ((B, H, M) fp32, contiguous). Call only when ``hopper_supported`` holds.
     Returns ``(out, lse)``; lse in natural log, -inf on rows that see no key."""
-    batch, seqlen_q, nheads, head_dim = q.shape
-    seqlen_k, nheads_kv = k.shape[1], k.shape[2]
+    batch, seqlen_q, _, head_dim = q.shape
+    seqlen_k = k.shape[1]
     cfg = config or default_config(head_dim, causal, seqlen_q)
     if cfg is None:  # the table prefers the portable kernel here; a direct call runs A
         cfg = configs.hopper_fwd_config(head_dim, causal, seqlen_q)
@@ -144,19 +144,27 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
         tmp = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         hopper_attention_forward(q, k, v, softmax_scale, causal, tmp, lse, cfg)
         return out.copy_(tmp), lse
+    with device_ctx(q):
+        _launch(cfg, seqlen_q, batch, q, k, v, out, lse, (None,) * 6, seqlen_q, seqlen_k,
+                softmax_scale, causal)
+    return out, lse
+
+
+def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k,
+            softmax_scale, causal, **varlen):
+    """Launch ``cfg``'s kernel over (cdiv(rows, block_m), batch * H) on 4D (B, S, H, D)
+    tensors: the dense call, or (``varlen_ptrs`` = packed Q, K, V, O, cu_seqlens_q / k and
+    VARLEN=True) the varlen one, whose (1, T, H, D) views carry the descriptors' layout."""
+    head_dim, nheads, nheads_kv = q.shape[3], q.shape[2], k.shape[2]
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     kernel, block_m, num_warps, extra = _kernel_args(cfg)
-    grid = (triton.cdiv(seqlen_q, cfg.block_m), batch * nheads)
-    with device_ctx(q):
-        kernel[grid](
-            _desc(q, block_m), _desc(k, cfg.block_n), _desc(v, cfg.block_n),
-            _desc(out, block_m), lse, None, None, None, None, None, None, seqlen_q, seqlen_k,
-            nheads, nheads // nheads_kv, float(scale) * 1.4426950408889634,
-            HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
-            NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal), num_warps=num_warps, **extra,
-            **_options(cfg),
-        )
-    return out, lse
+    kernel[(triton.cdiv(rows, cfg.block_m), batch * nheads)](
+        _desc(q, block_m), _desc(k, cfg.block_n), _desc(v, cfg.block_n), _desc(out, block_m),
+        lse, *varlen_ptrs, seqlen_q, seqlen_k, nheads, nheads // nheads_kv,
+        float(scale) * 1.4426950408889634, HEAD_DIM=head_dim, BLOCK_M=block_m,
+        BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
+        num_warps=num_warps, **extra, **_options(cfg), **varlen,
+    )
 
 
 def hopper_varlen_supported(q, k, v, out, causal, window, softcap, softmax_scale=None) -> bool:
@@ -187,25 +195,14 @@ def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, sof
     Returns (out, lse), or None where the shipped schedule for max_seqlen_q is the
     portable kernel (then the caller runs its own). Call only when
     hopper_varlen_supported holds."""
-    head_dim = q.shape[-1]
-    nheads, nheads_kv = q.shape[1], k.shape[1]
-    cfg = config or default_config(head_dim, causal, max_seqlen_q)
+    cfg = config or default_config(q.shape[-1], causal, max_seqlen_q)
     if cfg is None:
         return None
-    batch = cu_seqlens_q.shape[0] - 1
-    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
-    kernel, block_m, num_warps, extra = _kernel_args(cfg)
-    grid = (triton.cdiv(max_seqlen_q, cfg.block_m), batch * nheads)
-    q4, k4, v4, o4 = (x.unsqueeze(0) for x in (q, k, v, out))
     with device_ctx(q), scratch_allocator(q.device):
-        kernel[grid](
-            _desc(q4, block_m), _desc(k4, cfg.block_n), _desc(v4, cfg.block_n),
-            _desc(o4, block_m), lse, q, k, v, out, cu_seqlens_q, cu_seqlens_k, 0, 0,
-            nheads, nheads // nheads_kv, float(scale) * 1.4426950408889634,
-            HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
-            NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal), VARLEN=True,
-            num_warps=num_warps, **extra, **_options(cfg),
-        )
+        _launch(cfg, max_seqlen_q, cu_seqlens_q.shape[0] - 1,
+                *(x.unsqueeze(0) for x in (q, k, v, out)), lse,
+                (q, k, v, out, cu_seqlens_q, cu_seqlens_k), 0, 0, softmax_scale, causal,
+                VARLEN=True)
     return out, lse
 
 
@@ -296,16 +293,15 @@ def _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q,
     q_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(q_smem.dtype))
     fence_async_shared()  # generic-proxy stores -> visible to the TMA engine
     gl.thread_barrier()
-    if start_m < seqlen_q:  # (varlen: an empty sequence's descriptor still spans a row)
-        tma.async_copy_shared_to_global(o_desc, [b, start_m, h, 0], q_smem)
+    tma.async_copy_shared_to_global(o_desc, [b, start_m, h, 0], q_smem)
     rows = start_m + gl.arange(0, BLOCK_M, layout=lse.type.layout)
     gl.store(lse_rows + rows, lse, mask=rows < seqlen_q)
     tma.store_wait(pendings=0)
 
 
 @gluon.jit
-def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, start,
-                 seqlen_q, seqlen_k, nheads, group, VARLEN: gl.constexpr):
+def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, seqlen_q,
+                 seqlen_k, nheads, group, VARLEN: gl.constexpr):
     """What every forward program starts from: (b, h, hk, seqlen_q, seqlen_k, lse_rows,
     q_desc, k_desc, v_desc, o_desc), ``b`` the batch coordinate of the descriptors and
     ``lse_rows`` the address of this (batch, head)'s lse row 0.
@@ -314,8 +310,9 @@ def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, st
     are over (1, T, H, D) views): sequence b = pid // H spans rows cu[b] .. cu[b+1] of
     Q, K, V, O (base pointers), and the program builds device-side descriptors over just
     those rows, so TMA zero-fills and clips at the sequence's end exactly as at a dense
-    tensor's, and the kernels' loops and masks run unchanged with b = 0. A program whose
-    first row ``start`` is past its sequence's end gets no key tiles (seqlen_k = 0)."""
+    tensor's, and the kernels' loops and masks run unchanged with b = 0. Programs past
+    their sequence's end have returned before (_past_seq_end): every program here has a
+    row to store (stage C's second warpgroup may not: TMA clips its whole tile)."""
     pid_bh = gl.program_id(1)
     b = pid_bh // nheads
     h = pid_bh % nheads
@@ -329,7 +326,6 @@ def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, st
         o_desc = _seq_desc(O, q0, seqlen_q, o_desc)
         k_desc = _seq_desc(K, k0, seqlen_k, k_desc)
         v_desc = _seq_desc(V, k0, seqlen_k, v_desc)
-        seqlen_k = seqlen_k * (start < seqlen_q).to(gl.int32)
         b = 0
     else:
         lse_rows = LSE + pid_bh.to(gl.int64) * seqlen_q
@@ -337,17 +333,22 @@ def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, st
 
 
 @gluon.jit
-def _seq_len(CU, b):
-    """Length of packed sequence ``b`` from its cumulative lengths."""
-    return gl.load(CU + b + 1) - gl.load(CU + b)
+def _past_seq_end(CU_Q, start, nheads, VARLEN: gl.constexpr):
+    """VARLEN: does this program's first query row ``start`` lie past its sequence's end
+    (the grid spans the longest sequence)? Such a program returns at once, before any
+    descriptor is built. Always False for dense calls."""
+    if VARLEN:
+        b = gl.program_id(1) // nheads
+        return start >= gl.load(CU_Q + b + 1) - gl.load(CU_Q + b)
+    return False
 
 
 @gluon.jit
 def _seq_desc(base, row0, rows, like):
     """Device-side TMA descriptor over rows [row0, row0 + rows) of the packed tensor at
     ``base`` that host descriptor ``like`` ((1, T, H, D)) spans: same box, layout and
-    strides (at least one row: TMA needs a non-empty box; the epilogue stores nothing
-    for an empty sequence)."""
+    strides (at least one row: a descriptor needs a non-empty shape; an empty key sequence
+    gets no key tiles, so nothing reads that row)."""
     return tma.make_tensor_descriptor(
         base + row0.to(gl.int64) * like.strides[1],
         shape=[1, gl.maximum(rows, 1), like.shape[2], like.shape[3]],
@@ -425,12 +426,11 @@ def _fwd_kernel(
     if CAUSAL:
         pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
     start_m = pid_m * BLOCK_M
-    if VARLEN:  # past its sequence's end: no descriptors, no work
-        if start_m >= _seq_len(CU_Q, gl.program_id(1) // nheads):
-            return
+    if _past_seq_end(CU_Q, start_m, nheads, VARLEN):
+        return
     (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
      o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-                            start_m, seqlen_q, seqlen_k, nheads, group, VARLEN)
+                            seqlen_q, seqlen_k, nheads, group, VARLEN)
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
 
@@ -587,12 +587,11 @@ def _fwd_ws_kernel(
     if CAUSAL:
         pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
     start_m = pid_m * BLOCK_M
-    if VARLEN:  # past its sequence's end: no descriptors, no work
-        if start_m >= _seq_len(CU_Q, gl.program_id(1) // nheads):
-            return
+    if _past_seq_end(CU_Q, start_m, nheads, VARLEN):
+        return
     (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
      o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-                            start_m, seqlen_q, seqlen_k, nheads, group, VARLEN)
+                            seqlen_q, seqlen_k, nheads, group, VARLEN)
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
 
@@ -821,12 +820,11 @@ def _fwd_c_kernel(
     if CAUSAL:
         pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
     start_cta = pid_m * (2 * BLOCK_M)
-    if VARLEN:  # past its sequence's end: no descriptors, no work
-        if start_cta >= _seq_len(CU_Q, gl.program_id(1) // nheads):
-            return
+    if _past_seq_end(CU_Q, start_cta, nheads, VARLEN):
+        return
     (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
      o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-                            start_cta, seqlen_q, seqlen_k, nheads, group, VARLEN)
+                            seqlen_q, seqlen_k, nheads, group, VARLEN)
     # the later warpgroup's tile needs the most key tiles: the producer loads those
     _n_full, n_cta = _tile_range(start_cta + BLOCK_M, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N,
                                  CAUSAL)

@@ -385,11 +385,8 @@ def decode_config(
     # 187-255 regs, 0 spill; 64x64 w8 s2 254 regs. Speed: first guess until
     # scripts/suites/decode.sh measures GB/s against the copy bandwidth.
     if block_m <= 32:
-        rows = block_m // group_p2
-        wide = batch_kv is not None and (
-            batch_kv * triton.cdiv(seqlen_q, rows)
-            >= WIDE_TILE_PROGRAMS_PER_SM * _sm_count(_device_index(device)))
-        if head_dim <= 64 and not wide:
+        if head_dim <= 64 and not _many_programs(batch_kv, seqlen_q, block_m // group_p2,
+                                                 device):
             # `gpu_check.sh decodesweep` (072c1bb, H200, CUDA graph, GB/s against cuDNN's):
             # 16 x 64 tiles on 4 warps with the split heuristic aiming at two programs per
             # SM: MHA batch 16 at 8k 0.98x (16 x 128 w8, the hd 128 tile shipped here
@@ -405,6 +402,15 @@ def decode_config(
     if head_dim <= 128:
         return DecodeConfig(block_m, 64, 4, 3)
     return DecodeConfig(block_m, 64, 8, 2)
+
+
+def _many_programs(batch_kv: int | None, seqlen_q: int, rows: int,
+                   device: torch.device) -> bool:
+    """At least WIDE_TILE_PROGRAMS_PER_SM programs per SM: ``batch_kv`` (batch x KV
+    heads; None: unknown, so no) times the query tiles of ``rows`` positions."""
+    return batch_kv is not None and (
+        batch_kv * triton.cdiv(seqlen_q, rows)
+        >= WIDE_TILE_PROGRAMS_PER_SM * _sm_count(_device_index(device)))
 
 
 def _device_index(device: torch.device) -> int:
