@@ -39,10 +39,16 @@ from flashtile.bench.flops import attn_flops, paper_shape, tflops
 from flashtile.ops import flash, hopper_bwd
 from flashtile.ops._common import next_pow2
 
-TIMED = ("gluon-bwd", "fused-det", "fused-nd", "portable-bwd", "ft-fwd+gluon", "ft-fwd+fused",
-         "ft-fwd+port", "cudnn-fwd", "cudnn-fwd+bwd")
-MODE = {"gluon-bwd": "bwd", "fused-det": "bwd", "fused-nd": "bwd", "portable-bwd": "bwd",
+TIMED = ("gluon-bwd", "fused-det", "fused-nd", "ws-det", "ws-nd", "wsk-det", "wsk-nd",
+         "portable-bwd", "ft-fwd+gluon", "ft-fwd+fused", "ft-fwd+ws", "ft-fwd+port",
+         "cudnn-fwd", "cudnn-fwd+bwd")
+MODE = {"gluon-bwd": "bwd", "fused-det": "bwd", "fused-nd": "bwd", "ws-det": "bwd",
+        "ws-nd": "bwd", "wsk-det": "bwd", "wsk-nd": "bwd", "portable-bwd": "bwd",
         "cudnn-fwd": "fwd", "cudnn-bwd": "bwd"}
+# the fused kernels, deterministic (ordered adds) or not: name -> (config, deterministic)
+FUSED = {"fused-det": ("fused", True), "fused-nd": ("fused", False),
+         "ws-det": ("ws", True), "ws-nd": ("ws", False),
+         "wsk-det": ("wsk", True), "wsk-nd": ("wsk", False)}
 
 
 def closures(q, k, v, dout, causal, overrides):
@@ -58,16 +64,20 @@ def closures(q, k, v, dout, causal, overrides):
         return hopper_bwd.hopper_attention_backward(dout, q, k, v, o, l_, None, causal, dq,
                                                     dk, dv, config=cfg)
 
-    fcfg = configs.hopper_bwd_fused_config(d, causal)  # None: no fused tiles (hd 256)
-    if fcfg is not None:
-        fcfg = dataclasses.replace(fcfg, **{
-            k_: v_ for k_, v_ in overrides.items() if k_ in ("block_m", "num_stages")})
+    # the fused kernels' tiles (None: none at hd 256): plain, warp-specialised (dQ
+    # columns split between the warpgroups) and warp-specialised with dQ split by keys
+    wcfg = configs.hopper_bwd_ws_config(d, causal)
+    fcfgs = {"fused": configs.hopper_bwd_fused_config(d, causal), "ws": wcfg,
+             "wsk": wcfg and dataclasses.replace(wcfg, dq_by_keys=True)}
+    fcfgs = {n: c and dataclasses.replace(c, **{
+        k_: v_ for k_, v_ in overrides.items() if k_ in ("block_m", "num_stages")})
+        for n, c in fcfgs.items()}
 
-    def fused(deterministic):
+    def fused(kind, deterministic):
         def fn(o=out, l_=lse):
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
             return hopper_bwd.hopper_attention_backward(
-                dout, q, k, v, o, l_, None, causal, dq, dk, dv, config=fcfg,
+                dout, q, k, v, o, l_, None, causal, dq, dk, dv, config=fcfgs[kind],
                 deterministic=deterministic)
 
         return fn
@@ -88,9 +98,11 @@ def closures(q, k, v, dout, causal, overrides):
     except Exception as exc:  # e.g. a GQA shape this torch's cuDNN path refuses
         print(f"sdpa-cudnn unavailable here: {type(exc).__name__}: {exc}", flush=True)
         ref = {}
-    fused_fns = {} if fcfg is None else {
-        "fused-det": fused(True), "fused-nd": fused(False),
-        "ft-fwd+fused": fwd_then(fused(True))}
+    fused_fns = {name: fused(kind, det) for name, (kind, det) in FUSED.items()
+                 if fcfgs[kind] is not None}
+    if fcfgs["fused"] is not None:
+        fused_fns["ft-fwd+fused"] = fwd_then(fused("fused", True))
+        fused_fns["ft-fwd+ws"] = fwd_then(fused("ws", True))
     return cfg, {
         "gluon-bwd": gluon_bwd,
         "portable-bwd": portable_bwd,
@@ -106,7 +118,7 @@ def compare(fns, timed=TIMED) -> tuple[str, bool]:
     deterministic fused backward twice (bitwise equal?), the racing one twice."""
     ref = fns["portable-bwd"]()
     msgs, ok = [], True
-    for kind in ("gluon-bwd", "fused-det", "fused-nd"):
+    for kind in ("gluon-bwd",) + tuple(FUSED):
         if kind not in timed or kind not in fns:
             continue
         got = fns[kind]()
@@ -120,7 +132,7 @@ def compare(fns, timed=TIMED) -> tuple[str, bool]:
         if kind != "gluon-bwd":
             again = fns[kind]()
             same = all(torch.equal(a, b) for a, b in zip(got, again))
-            if kind == "fused-det":
+            if FUSED[kind][1]:  # the deterministic ones must repeat bitwise
                 ok &= same
             parts.append("repeat bitwise " + ("equal" if same else "DIFFERENT"))
         msgs.append(f"{kind}: " + ", ".join(parts))
@@ -202,20 +214,17 @@ def main() -> int:
                     w.writerow([r["label"], r["causal"], name, f"{r[name + '_ms']:.4f}",
                                 f"{r[name]:.2f}"])
     print("\nbackward TFLOPS (2.5x fwd FLOPs) and fwd+bwd TFLOPS (3.5x); ratios to cuDNN")
-    print(f"{'shape':<20} {'causal':<6} {'gluon bwd':>16} {'fused det':>16} "
-          f"{'fused racing':>16} {'portable bwd':>16} "
-          f"{'cudnn bwd':>9} {'ft+gluon f+b':>16} {'ft+fused f+b':>16} {'ft+port f+b':>16} "
-          f"{'cudnn f+b':>9}")
-    def cell(r, name, base):
-        return f"{r[name]:7.1f} ({r[name] / r[base]:4.2f})"
-
+    # the short table: every timed backend, TFLOPS (ratio to cuDNN's backward, or to its
+    # forward+backward for the ft-fwd+* rows)
+    cols = [n for n in names if n != "cudnn-fwd"
+            and any(r[n] == r[n] for r in rows)]  # NaN: not timed
+    print(f"{'shape':<20} {'causal':<6} " + " ".join(f"{n:>16}" for n in cols))
     for r in rows:
-        print(f"{r['label']:<20} {int(r['causal']):<6} {cell(r, 'gluon-bwd', 'cudnn-bwd'):>16} "
-              f"{cell(r, 'fused-det', 'cudnn-bwd'):>16} {cell(r, 'fused-nd', 'cudnn-bwd'):>16} "
-              f"{cell(r, 'portable-bwd', 'cudnn-bwd'):>16} {r['cudnn-bwd']:9.1f} "
-              f"{cell(r, 'ft-fwd+gluon', 'cudnn-fwd+bwd'):>16} "
-              f"{cell(r, 'ft-fwd+fused', 'cudnn-fwd+bwd'):>16} "
-              f"{cell(r, 'ft-fwd+port', 'cudnn-fwd+bwd'):>16} {r['cudnn-fwd+bwd']:9.1f}")
+        cells = []
+        for n in cols:
+            base = "cudnn-bwd" if MODE.get(n) == "bwd" else "cudnn-fwd+bwd"
+            cells.append(f"{r[n]:7.1f} ({r[n] / r[base]:4.2f})")
+        print(f"{r['label']:<20} {int(r['causal']):<6} " + " ".join(f"{c:>16}" for c in cells))
     return status
 
 

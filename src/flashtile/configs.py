@@ -263,6 +263,13 @@ class HopperBwdConfig:
     # and dP^T with the whole head dim and accumulates head_dim / d_split columns): at
     # hd 256 one warpgroup cannot hold a whole 64-key dK and dV (256 fp32 per thread)
     d_split: int = 1
+    # fused only: the warp-specialised kernel (_bwd_ws_kernel: a TMA producer warp, two
+    # consumer warpgroups of 64 keys, registers split by setmaxnreg with load_regs for
+    # the producer); dq_by_keys: each warpgroup adds its own keys' partial dQ (all
+    # columns) instead of half the columns of the whole tile's dQ
+    warp_specialize: bool = False
+    dq_by_keys: bool = False
+    load_regs: int = 24
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""
@@ -325,6 +332,17 @@ def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig | No
     if head_dim <= 64:
         return HopperBwdConfig(64, 128, 8, 3 if causal else 2, 0, 0, 8, 0, fused=True)
     return HopperBwdConfig(32, 128, 8, 2, 0, 0, 8, 0, fused=True)
+
+
+def hopper_bwd_ws_config(head_dim: int, causal: bool) -> HopperBwdConfig | None:
+    """The warp-specialised fused Gluon backward (ops/hopper_bwd.py, _bwd_ws_kernel):
+    FA3's roles, 128 keys per program over two consumer warpgroups, 64-row Q/dO tiles
+    through a ring of 2, dQ columns split between the warpgroups. First guess after
+    FA3's hd 64 / 128 shapes, not yet measured. None above hd 128 (dK, dV of 64 keys
+    at hd 256 do not fit a warpgroup's registers)."""
+    if head_dim > 128:
+        return None
+    return HopperBwdConfig(64, 128, 4, 2, 0, 0, 4, 0, fused=True, warp_specialize=True)
 
 
 def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,

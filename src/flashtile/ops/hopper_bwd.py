@@ -235,8 +235,20 @@ def _launch_fused(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, de
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
     dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     n_mt = triton.cdiv(seqlen_q, cfg.block_m)
-    sem = (torch.zeros((batch * nheads, n_mt), dtype=torch.int32, device=q.device)
+    sem = (torch.zeros((batch * nheads, n_mt, 2), dtype=torch.int32, device=q.device)
            if deterministic else dq_acc)
+    if cfg.warp_specialize:
+        half = cfg.block_n // 2  # K, V and dK, dV boxes: one warpgroup's 64 keys
+        _bwd_ws_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
+            tma_desc(q, cfg.block_m), tma_desc(k, half), tma_desc(v, half),
+            tma_desc(dout, cfg.block_m), tma_desc(outs[1], half), tma_desc(outs[2], half),
+            lse, delta, dq_acc, sem, seqlen_q, seqlen_k, nheads, group,
+            float(scale) * _LOG2E, float(scale), **_ws_constexprs(cfg, head_dim, causal,
+                                                                  deterministic),
+            num_warps=4,
+        )
+        outs[0].copy_(dq_acc)
+        return
     _bwd_fused_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
         tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
         tma_desc(dout, cfg.block_m), tma_desc(outs[1], cfg.block_n),
@@ -248,6 +260,14 @@ def _launch_fused(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, de
     outs[0].copy_(dq_acc)
 
 
+def _ws_constexprs(cfg, head_dim, causal, deterministic) -> dict:
+    """Constexpr arguments of _bwd_ws_kernel for a warp-specialised config."""
+    return dict(HEAD_DIM=head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+                NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
+                DETERMINISTIC=bool(deterministic), DQ_BY_KEYS=bool(cfg.dq_by_keys),
+                LOAD_REGS=cfg.load_regs, MMA_REGS=hopper_fwd._mma_regs(cfg.load_regs))
+
+
 FUSED_ENV_VAR = "FLASHTILE_HOPPER_BWD_FUSED"
 OVERRIDES_ENV_VAR = "FLASHTILE_HOPPER_BWD_OVERRIDES"
 
@@ -255,19 +275,22 @@ OVERRIDES_ENV_VAR = "FLASHTILE_HOPPER_BWD_OVERRIDES"
 def default_config(head_dim: int, causal: bool, seqlen_k: int,
                    group: int = 1) -> configs.HopperBwdConfig:
     """The shipped tiles (configs.hopper_bwd_config: the two-kernel backward);
-    FLASHTILE_HOPPER_BWD_FUSED=1 picks the fused kernel's (configs.hopper_bwd_fused_config).
+    FLASHTILE_HOPPER_BWD_FUSED=1 picks the fused kernel's (configs.hopper_bwd_fused_config),
+    =ws the warp-specialised fused kernel's (configs.hopper_bwd_ws_config).
     FLASHTILE_HOPPER_BWD_OVERRIDES="max_regs=none,..." replaces fields of either, for A/B
     runs of whole models (configs.parse_overrides). Memoised per environment value, as
     hopper_fwd.default_config."""
     return _default_config(head_dim, causal, seqlen_k, group,
-                           os.environ.get(FUSED_ENV_VAR) == "1",
+                           os.environ.get(FUSED_ENV_VAR, "0"),
                            os.environ.get(OVERRIDES_ENV_VAR, ""))
 
 
 @functools.lru_cache(maxsize=1024)
 def _default_config(head_dim, causal, seqlen_k, group, fused, overrides):
     # no fused tiles (None) at hd 256: the two-kernel backward runs there
-    cfg = (fused and configs.hopper_bwd_fused_config(head_dim, causal)
+    fused_cfg = {"1": configs.hopper_bwd_fused_config,
+                 "ws": configs.hopper_bwd_ws_config}.get(fused)
+    cfg = (fused_cfg and fused_cfg(head_dim, causal)
            or configs.hopper_bwd_config(head_dim, causal, seqlen_k, group))
     return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
 
@@ -750,6 +773,272 @@ def _bwd_fused_kernel(
 
 
 # ==================================================================================
+# warp-specialised fused backward (FA3's roles): one program per 128-key tile, a TMA
+# producer warp and two consumer warpgroups of 64 keys each; dQ through fp32 atomics
+# ==================================================================================
+
+
+@gluon.jit
+def _wsb_producer(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, empty_bars, n_m, m_lo,
+                  b, hk, group, n_iter, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr):
+    """The 1-warp producer: Q / dO tiles of every iteration (query tiles from the last
+    down, as the consumers visit them) into the ring, each slot once both consumer
+    warpgroups released its previous tile (empty barrier, count 2)."""
+    for it in range(0, n_iter):
+        use = it // NUM_STAGES
+        mbarrier.wait(empty_bars.index(it % NUM_STAGES), (use & 1) ^ 1, pred=use > 0)
+        _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, it, n_m, m_lo, b, hk,
+                   group, True, BLOCK_M, NUM_STAGES, True)
+
+
+@gluon.jit
+def _wsb_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, q_bars, do_bars,
+              empty_bars, ds_bars, LSE, DELTA, DQ_ACC, SEM, bh, h, b, keys, m_lo, n_mt,
+              seqlen_q, nheads, diag, qk_scale, sm_scale, pid_n, WG: gl.constexpr,
+              HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, HALF_N: gl.constexpr,
+              NUM_STAGES: gl.constexpr, MASKED: gl.constexpr, DQ_BY_KEYS: gl.constexpr,
+              DETERMINISTIC: gl.constexpr):
+    """Warpgroup WG's iteration ``it`` (query tile m_lo + j of head h) over its 64 keys:
+    S^T, dP^T (both in flight), P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q
+    (register A operands), dS^T to shared memory, then this tile's dQ:
+    DQ_BY_KEYS: the warpgroup's own partial dQ = dS_WG K_WG (all HEAD_DIM columns; both
+        warpgroups add to the same elements, no coupling between them);
+    else: columns [WG * D/2, (WG + 1) * D/2) of dQ = dS K over all 128 keys, once both
+        warpgroups stored their dS^T (ds_bars; dS^T double-buffered by iteration parity).
+    Scaled, the tile is added to the fp32 DQ_ACC (vector atomics from the accumulator
+    layout); DETERMINISTIC orders the adds by key tile through a counter in SEM."""
+    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
+                                                 k_width=2)
+    DQ_COLS: gl.constexpr = HEAD_DIM if DQ_BY_KEYS else HEAD_DIM // 2
+    dq_layout: gl.constexpr = mma_layout(gl.num_warps(), DQ_COLS)
+    s = it % NUM_STAGES
+    phase = (it // NUM_STAGES) & 1
+    q_buf = q_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
+    do_buf = do_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
+    # -- S^T = K_WG Q^T and dP^T = V_WG dO^T, both in flight; row statistics under them --
+    zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)
+    mbarrier.wait(q_bars.index(s), phase)
+    s_t = warpgroup_mma(k_w, q_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
+    mbarrier.wait(do_bars.index(s), phase)
+    dp_t = warpgroup_mma(v_w, do_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
+    start_m = (m_lo + j) * BLOCK_M
+    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
+    lse2 = _row_lse2(LSE, bh, rows, seqlen_q)
+    delta = _row_delta(DELTA, bh, rows, seqlen_q)
+    # -- P^T, then dV += P^T dO --
+    s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
+    p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
+    if MASKED:  # causal diagonal band only
+        p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
+    p_op = gl.convert_layout(p_t.to(q_buf.dtype), a_layout)
+    dv = warpgroup_mma(p_op, do_buf, dv, is_async=True)
+    # -- dS^T = P^T (dP^T - delta): dK += dS^T Q from registers, and to shared memory --
+    dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
+    ds_t = (p_t * (dp_t - delta[None, :])).to(q_buf.dtype)
+    ds_op = gl.convert_layout(ds_t, a_layout)
+    dk = warpgroup_mma(ds_op, q_buf, dk, is_async=True)
+    if DQ_BY_KEYS:
+        ds_buf = ds_smem.index(WG)
+    else:
+        par = it % 2
+        ds_buf = ds_smem.index(2 * par + WG)
+    ds_buf.store(ds_t)
+    fence_async_shared()  # generic-proxy stores -> visible to wgmma
+    gl.thread_barrier()  # the warpgroup's four warps all stored their rows
+    # -- dQ of this query tile --
+    if DQ_BY_KEYS:
+        dq = warpgroup_mma(ds_buf.permute((1, 0)), k_w,
+                           gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout),
+                           use_acc=False, is_async=True)
+    else:
+        mbarrier.arrive(ds_bars.index(par), count=1)
+        mbarrier.wait(ds_bars.index(par), (it // 2) & 1)  # both halves of dS^T stored
+        k0 = k_smem.index(0).reshape([HALF_N, HEAD_DIM]).slice(WG * DQ_COLS, DQ_COLS, dim=1)
+        k1 = k_smem.index(1).reshape([HALF_N, HEAD_DIM]).slice(WG * DQ_COLS, DQ_COLS, dim=1)
+        dq = warpgroup_mma(ds_smem.index(2 * par).permute((1, 0)), k0,
+                           gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout),
+                           use_acc=False, is_async=True)
+        dq = warpgroup_mma(ds_smem.index(2 * par + 1).permute((1, 0)), k1, dq, is_async=True)
+    dv, dk, dq, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0,
+                                                 deps=(dv, dk, dq, p_op, ds_op))
+    # -- slot s released (this warpgroup's GEMMs on Q / dO are done) --
+    gl.thread_barrier()
+    mbarrier.arrive(empty_bars.index(s), count=1)
+    # -- dQ tile += scale * dQ: fp32 atomics straight from the accumulator layout --
+    dq_rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, dq_layout))
+    cols = gl.arange(0, DQ_COLS, layout=gl.SliceLayout(0, dq_layout))
+    if not DQ_BY_KEYS:
+        cols = cols + WG * DQ_COLS
+    offs = ((b * seqlen_q + dq_rows).to(gl.int64) * nheads + h) * HEAD_DIM
+    ptrs = DQ_ACC + offs[:, None] + cols[None, :]
+    if DETERMINISTIC:  # by keys: one order (tile n WG 0, WG 1, tile n + 1 ...); by
+        #                columns: one counter per column half
+        if DQ_BY_KEYS:
+            sem = SEM + (bh.to(gl.int64) * n_mt + m_lo + j) * 2
+            turn = 2 * pid_n + WG
+        else:
+            sem = SEM + (bh.to(gl.int64) * n_mt + m_lo + j) * 2 + WG
+            turn = pid_n
+        while gl.atomic_add(sem, 0, sem="acquire", scope="gpu") < turn:
+            pass
+    gl.atomic_add(ptrs, dq * sm_scale, mask=dq_rows[:, None] < seqlen_q, sem="relaxed",
+                  scope="gpu")
+    if DETERMINISTIC:
+        gl.thread_barrier()  # the warpgroup's adds are all issued
+        gl.atomic_add(sem, 1, sem="release", scope="gpu")
+    return dk, dv
+
+
+@gluon.jit
+def _wsb_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars,
+                  do_bars, empty_bars, ds_bars, end_bar, dk_desc, dv_desc, LSE, DELTA,
+                  DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group,
+                  seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+                  DQ_BY_KEYS: gl.constexpr, DETERMINISTIC: gl.constexpr):
+    """Consumer warpgroup WG: keys [start_n + WG * 64, + 64), dK and dV resident in
+    registers; every query tile of the group's heads (last tile first, the causal band
+    last), then dK (scaled) and dV through its half of the K / V buffers."""
+    HALF_N: gl.constexpr = BLOCK_N // 2
+    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
+    d_layout: gl.constexpr = mma_layout(gl.num_warps(), HEAD_DIM)
+    keys = start_n + WG * HALF_N + gl.arange(0, HALF_N, layout=gl.SliceLayout(1, s_layout))
+    dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, d_layout)
+    dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, d_layout)
+    n_mt = (seqlen_q + BLOCK_M - 1) // BLOCK_M
+    mbarrier.wait(kv_bar, 0)
+    k_w = k_smem.index(WG).reshape([HALF_N, HEAD_DIM])
+    v_w = v_smem.index(WG).reshape([HALF_N, HEAD_DIM])
+    for g in range(0, group):
+        h = hk * group + g
+        bh = b * nheads + h
+        for t in range(0, n_m - n_band):
+            dk, dv = _wsb_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
+                               do_smem, ds_smem, q_bars, do_bars, empty_bars, ds_bars, LSE,
+                               DELTA, DQ_ACC, SEM, bh, h, b, keys, m_lo, n_mt, seqlen_q,
+                               nheads, diag, qk_scale, sm_scale, pid_n, WG, HEAD_DIM, BLOCK_M,
+                               HALF_N, NUM_STAGES, False, DQ_BY_KEYS, DETERMINISTIC)
+        for t in range(n_m - n_band, n_m):
+            dk, dv = _wsb_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
+                               do_smem, ds_smem, q_bars, do_bars, empty_bars, ds_bars, LSE,
+                               DELTA, DQ_ACC, SEM, bh, h, b, keys, m_lo, n_mt, seqlen_q,
+                               nheads, diag, qk_scale, sm_scale, pid_n, WG, HEAD_DIM, BLOCK_M,
+                               HALF_N, NUM_STAGES, True, DQ_BY_KEYS, DETERMINISTIC)
+    if not DQ_BY_KEYS:  # the other warpgroup's last dQ GEMM reads this one's K half
+        mbarrier.arrive(end_bar, count=1)
+        mbarrier.wait(end_bar, 0)
+    _store_dkdv(dk, dv, k_smem.index(WG), v_smem.index(WG), dk_desc, dv_desc, b,
+                start_n + WG * HALF_N, hk, 0, sm_scale, HALF_N, HEAD_DIM)
+
+
+@gluon.jit
+def _wsb_consumer0(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars,
+                   empty_bars, ds_bars, end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM,
+                   pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
+                   qk_scale, sm_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, DQ_BY_KEYS: gl.constexpr,
+                   DETERMINISTIC: gl.constexpr):
+    _wsb_consumer(0, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars,
+                  empty_bars, ds_bars, end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM,
+                  pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
+                  qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, DQ_BY_KEYS,
+                  DETERMINISTIC)
+
+
+@gluon.jit
+def _wsb_consumer1(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars,
+                   empty_bars, ds_bars, end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM,
+                   pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
+                   qk_scale, sm_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, DQ_BY_KEYS: gl.constexpr,
+                   DETERMINISTIC: gl.constexpr):
+    _wsb_consumer(1, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars,
+                  empty_bars, ds_bars, end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM,
+                  pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
+                  qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, DQ_BY_KEYS,
+                  DETERMINISTIC)
+
+
+@gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
+def _bwd_ws_kernel(
+    q_desc, k_desc, v_desc, do_desc,  # TMA: q, do (B, M, H, D); k, v (B, N, Hkv, D), 64 rows
+    dk_desc, dv_desc,  # TMA: dk, dv (B, N, Hkv, D), 64-row boxes
+    LSE, DELTA,  # (B, H, M) fp32: lse (natural log), rowsum(dO * O)
+    DQ_ACC,  # (B, M, H, D) fp32, zeroed: dQ accumulates here
+    SEM,  # (B * H, cdiv(M, BLOCK_M), 2) int32, zeroed (DETERMINISTIC only)
+    seqlen_q, seqlen_k, nheads, group,
+    qk_scale, sm_scale,  # qk_scale = sm_scale * log2(e)
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, DETERMINISTIC: gl.constexpr,
+    DQ_BY_KEYS: gl.constexpr, LOAD_REGS: gl.constexpr, MMA_REGS: gl.constexpr,
+):
+    """FA3's backward roles in Gluon: per program one key tile of BLOCK_N = 128 keys of
+    one KV head; a 1-warp producer streams Q / dO through a NUM_STAGES ring; two
+    consumer warpgroups (the default partition and a 4-warp worker) each own 64 keys
+    and their dK, dV; dQ goes to an fp32 buffer through atomics (5 GEMMs per tile pair,
+    against the two-kernel backward's 7), under the next iteration's GEMMs of the other
+    warpgroup. See _wsb_step for the two ways dQ is split between the warpgroups."""
+    gl.static_assert(gl.num_warps() == 4, "one consumer warpgroup per partition")
+    gl.static_assert(BLOCK_N == 128 and BLOCK_M == 64, "64 keys per warpgroup, 64-row Q tiles")
+    dtype: gl.constexpr = q_desc.dtype
+    HALF_N: gl.constexpr = BLOCK_N // 2
+    pid_n = gl.program_id(0)
+    pid_bhk = gl.program_id(1)
+    nheads_kv = nheads // group
+    b = pid_bhk // nheads_kv
+    hk = pid_bhk % nheads_kv
+    start_n = pid_n * BLOCK_N
+    diag = seqlen_k - seqlen_q
+    m_lo, n_band, n_m = _q_tile_range(start_n, seqlen_q, diag, BLOCK_M, BLOCK_N, CAUSAL)
+    n_m = gl.maximum(n_m, 1)  # never 0 (seqlen_q >= 1); keeps it // n_m defined
+    n_iter = group * n_m
+
+    k_smem = gl.allocate_shared_memory(dtype, [2] + k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [2] + v_desc.block_type.shape, v_desc.layout)
+    q_smem, do_smem, q_bars, do_bars = alloc_ring_pair(q_desc, do_desc, NUM_STAGES)
+    ds_smem = gl.allocate_shared_memory(dtype, [2 if DQ_BY_KEYS else 4, HALF_N, BLOCK_M],
+                                        _ds_smem_layout(HALF_N, BLOCK_M, dtype))
+    kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    end_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    ds_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(kv_bar, count=1)
+    mbarrier.init(end_bar, count=2)
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(empty_bars.index(i), count=2)  # one arrive per consumer warpgroup
+    for i in gl.static_range(2):
+        mbarrier.init(ds_bars.index(i), count=2)
+    fence_async_shared()  # barrier inits visible to the async proxy (TMA)
+    gl.thread_barrier()
+    mbarrier.expect(kv_bar, 2 * (k_desc.block_type.nbytes + v_desc.block_type.nbytes))
+    for i in gl.static_range(2):
+        tma.async_copy_global_to_shared(k_desc, [b, start_n + i * HALF_N, hk, 0], kv_bar,
+                                        k_smem.index(i))
+        tma.async_copy_global_to_shared(v_desc, [b, start_n + i * HALF_N, hk, 0], kv_bar,
+                                        v_smem.index(i))
+
+    gl.warp_specialize(
+        [
+            (_wsb_consumer0, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars,
+                              do_bars, empty_bars, ds_bars, end_bar, dk_desc, dv_desc, LSE,
+                              DELTA, DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band,
+                              n_m, group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM,
+                              BLOCK_M, BLOCK_N, NUM_STAGES, DQ_BY_KEYS, DETERMINISTIC)),
+            (_wsb_consumer1, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars,
+                              do_bars, empty_bars, ds_bars, end_bar, dk_desc, dv_desc, LSE,
+                              DELTA, DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band,
+                              n_m, group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM,
+                              BLOCK_M, BLOCK_N, NUM_STAGES, DQ_BY_KEYS, DETERMINISTIC)),
+            (_wsb_producer, (q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, empty_bars,
+                             n_m, m_lo, b, hk, group, n_iter, BLOCK_M, NUM_STAGES)),
+        ],
+        [4, 1],
+        [MMA_REGS, LOAD_REGS],
+    )
+
+
+# ==================================================================================
 # dQ: one program per query tile
 # ==================================================================================
 
@@ -871,8 +1160,10 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                cfg.dq_num_warps, cfg.dq_max_regs, ["q", "k", "v", "do", "dq"]),
     }
     if cfg.fused:
-        jobs = {"fused": (_bwd_fused_kernel, cfg.block_m, cfg.block_n, cfg.num_stages,
-                          cfg.num_warps, cfg.max_regs, ["q", "k", "v", "do", "dk", "dv"])}
+        kernel, bn = ((_bwd_ws_kernel, cfg.block_n // 2) if cfg.warp_specialize
+                      else (_bwd_fused_kernel, cfg.block_n))
+        jobs = {"fused": (kernel, cfg.block_m, bn, cfg.num_stages, cfg.num_warps,
+                          cfg.max_regs, ["q", "k", "v", "do", "dk", "dv"])}
         scalars = dict(LSE="*fp32", DELTA="*fp32", DQ_ACC="*fp32", SEM="*i32", **{
             n: t for n, t in scalars.items() if n not in ("LSE", "DELTA")})
     out = {}
@@ -884,7 +1175,9 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         sig.update(scalars)
         constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=stages,
                           CAUSAL=bool(causal))
-        if name == "fused":
+        if cfg.warp_specialize:  # 64-row K / V boxes, 128 keys per program
+            constexprs = _ws_constexprs(cfg, head_dim, causal, deterministic)
+        elif name == "fused":
             constexprs["DETERMINISTIC"] = bool(deterministic)
         if name == "dkdv":
             constexprs["PREFETCH"] = bool(cfg.prefetch_stats)

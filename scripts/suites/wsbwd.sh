@@ -1,0 +1,35 @@
+# gpu_check.sh suite "wsbwd" (sourced; $out, $commit, ft() and status are set)
+# The warp-specialised fused Gluon backward (opt-in, FLASHTILE_HOPPER_BWD_FUSED=ws): a
+# one-call smoke run under a timeout (a barrier bug hangs rather than fails), its GPU
+# tests, then scripts/bench_hopper_bwd.py at 1k/4k/16k beside the shipped two-kernel
+# backward and SDPA cuDNN (ordered and racing adds; dQ split by columns and by keys).
+timeout 120 python3 - <<'PY' >"$out/ws_smoke.log" 2>&1 || { status=1; echo "ws smoke FAILED"; }
+import torch
+from flashtile import configs
+from flashtile.ops import flash, hopper_bwd
+for hd in (64, 128):
+    for causal in (False, True):
+        q, k, v, do = (torch.randn(2, 1000, 4, hd, device="cuda", dtype=torch.bfloat16)
+                       for _ in range(4))
+        out, lse = flash.attention_forward(q, k, v, causal=causal)
+        ref = flash.attention_backward(do, q, k, v, out, lse, causal=causal)
+        for det in (True, False):
+            g = [torch.empty_like(t) for t in (q, k, v)]
+            hopper_bwd.hopper_attention_backward(do, q, k, v, out, lse, None, causal, *g,
+                config=configs.hopper_bwd_ws_config(hd, causal), deterministic=det)
+            torch.cuda.synchronize()
+            err = [((a.float() - r.float()).abs().max() / r.float().abs().max()).item()
+                   for a, r in zip(g, ref)]
+            print(hd, causal, det, ["%.1e" % e for e in err], flush=True)
+PY
+cat "$out/ws_smoke.log" | tail -n 12
+if [ $status -eq 0 ]; then
+  timeout 300 python3 -m pytest -q -m gpu -n 4 tests/test_hopper_bwd.py -k "ws" \
+    -p no:cacheprovider -rf --tb=short >"$out/pytest_ws.log" 2>&1 || status=1
+  grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_ws.log" | tail -n 15
+  timeout 300 python3 scripts/bench_hopper_bwd.py --csv "$out/bench_ws.csv" \
+    --only gluon-bwd ws-det ws-nd wsk-det wsk-nd ft-fwd+gluon ft-fwd+ws \
+    >"$out/bench_ws.log" 2>&1 || status=1
+  grep -E "FAILED|MISMATCH|Error|rel\|" "$out/bench_ws.log" | head -n 30
+  tail -n 16 "$out/bench_ws.log"
+fi
