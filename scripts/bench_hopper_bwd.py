@@ -39,16 +39,15 @@ from flashtile.bench.flops import attn_flops, paper_shape, tflops
 from flashtile.ops import flash, hopper_bwd
 from flashtile.ops._common import next_pow2
 
-TIMED = ("gluon-bwd", "fused-det", "fused-nd", "ws-det", "ws-nd", "wsk-det", "wsk-nd",
-         "portable-bwd", "ft-fwd+gluon", "ft-fwd+fused", "ft-fwd+ws", "ft-fwd+port",
-         "cudnn-fwd", "cudnn-fwd+bwd")
+TIMED = ("gluon-bwd", "fused-det", "fused-nd", "ws-det", "ws-nd", "portable-bwd",
+         "ft-fwd+gluon", "ft-fwd+fused", "ft-fwd+ws", "ft-fwd+port", "cudnn-fwd",
+         "cudnn-fwd+bwd")
 MODE = {"gluon-bwd": "bwd", "fused-det": "bwd", "fused-nd": "bwd", "ws-det": "bwd",
-        "ws-nd": "bwd", "wsk-det": "bwd", "wsk-nd": "bwd", "portable-bwd": "bwd",
+        "ws-nd": "bwd", "portable-bwd": "bwd",
         "cudnn-fwd": "fwd", "cudnn-bwd": "bwd"}
 # the fused kernels, deterministic (ordered adds) or not: name -> (config, deterministic)
 FUSED = {"fused-det": ("fused", True), "fused-nd": ("fused", False),
-         "ws-det": ("ws", True), "ws-nd": ("ws", False),
-         "wsk-det": ("wsk", True), "wsk-nd": ("wsk", False)}
+         "ws-det": ("ws", True), "ws-nd": ("ws", False)}
 
 
 def closures(q, k, v, dout, causal, overrides):
@@ -64,11 +63,9 @@ def closures(q, k, v, dout, causal, overrides):
         return hopper_bwd.hopper_attention_backward(dout, q, k, v, o, l_, None, causal, dq,
                                                     dk, dv, config=cfg)
 
-    # the fused kernels' tiles (None: none at hd 256): plain, warp-specialised (dQ
-    # columns split between the warpgroups) and warp-specialised with dQ split by keys
-    wcfg = configs.hopper_bwd_ws_config(d, causal)
-    fcfgs = {"fused": configs.hopper_bwd_fused_config(d, causal), "ws": wcfg,
-             "wsk": wcfg and dataclasses.replace(wcfg, dq_by_keys=True)}
+    # the fused kernels' tiles (None: none at hd 256): plain and warp-specialised
+    fcfgs = {"fused": configs.hopper_bwd_fused_config(d, causal),
+             "ws": configs.hopper_bwd_ws_config(d, causal)}
     fcfgs = {n: c and dataclasses.replace(c, **{
         k_: v_ for k_, v_ in overrides.items() if k_ in ("block_m", "num_stages")})
         for n, c in fcfgs.items()}

@@ -264,12 +264,10 @@ class HopperBwdConfig:
     # hd 256 one warpgroup cannot hold a whole 64-key dK and dV (256 fp32 per thread)
     d_split: int = 1
     # fused only: the warp-specialised kernel (_bwd_ws_kernel: a TMA producer warp, two
-    # consumer warpgroups of 64 keys, registers split by setmaxnreg with load_regs for
-    # the producer); dq_by_keys: each warpgroup adds its own keys' partial dQ (all
-    # columns) instead of half the columns of the whole tile's dQ
+    # consumer warpgroups of 64 keys and a dQ writer warp, registers split by setmaxnreg
+    # with load_regs for the producer and the writer)
     warp_specialize: bool = False
-    dq_by_keys: bool = False
-    load_regs: int = 24
+    load_regs: int = 32
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

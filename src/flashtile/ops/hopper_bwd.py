@@ -264,7 +264,7 @@ def _ws_constexprs(cfg, head_dim, causal, deterministic) -> dict:
     """Constexpr arguments of _bwd_ws_kernel for a warp-specialised config."""
     return dict(HEAD_DIM=head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
                 NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
-                DETERMINISTIC=bool(deterministic), DQ_BY_KEYS=bool(cfg.dq_by_keys),
+                DETERMINISTIC=bool(deterministic),
                 LOAD_REGS=cfg.load_regs, MMA_REGS=hopper_fwd._mma_regs(cfg.load_regs))
 
 
@@ -774,7 +774,7 @@ def _bwd_fused_kernel(
 
 # ==================================================================================
 # warp-specialised fused backward (FA3's roles): one program per 128-key tile, a TMA
-# producer warp and two consumer warpgroups of 64 keys each; dQ through fp32 atomics
+# producer warp, two consumer warpgroups of 64 keys each, a dQ writer warp
 # ==================================================================================
 
 
@@ -791,41 +791,79 @@ def _wsb_producer(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, empty_bars,
                    group, True, BLOCK_M, NUM_STAGES, True)
 
 
+@gluon.constexpr_function
+def _writer_rows(cols):
+    """Rows of the dQ staging tile the writer warp moves per chunk (``_add_layout`` with
+    one warp, two rows per lane: 8 fp32 in registers)."""
+    return 2 * (32 // min(cols // 4, 32))
+
+
 @gluon.jit
-def _wsb_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, q_bars, do_bars,
-              empty_bars, ds_bars, LSE, DELTA, DQ_ACC, SEM, bh, h, b, keys, m_lo, n_mt,
-              seqlen_q, nheads, diag, qk_scale, sm_scale, pid_n, WG: gl.constexpr,
-              HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, HALF_N: gl.constexpr,
-              NUM_STAGES: gl.constexpr, MASKED: gl.constexpr, DQ_BY_KEYS: gl.constexpr,
-              DETERMINISTIC: gl.constexpr):
-    """Warpgroup WG's iteration ``it`` (query tile m_lo + j of head h) over its 64 keys:
+def _wsb_writer(dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m, group,
+                seqlen_q, nheads, n_iter, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                DETERMINISTIC: gl.constexpr):
+    """The 1-warp dQ writer: per iteration, once both consumer warpgroups staged their
+    column half of the (scaled) dQ tile, add it to the fp32 DQ_ACC with 16-byte vector
+    atomics (rows past seqlen_q masked), then free the staging tile. DETERMINISTIC: the
+    adds to a query tile happen in key-tile order (a per-(head, query tile) counter in
+    SEM: wait for pid_n, add, release pid_n + 1); the wait stalls this warp only."""
+    DQ_COLS: gl.constexpr = HEAD_DIM // 2
+    layout: gl.constexpr = _add_layout(1, DQ_COLS)
+    CH: gl.constexpr = _writer_rows(DQ_COLS)
+    n_mt = (seqlen_q + BLOCK_M - 1) // BLOCK_M
+    for it in range(0, n_iter):
+        g = it // n_m
+        j = n_m - 1 - it % n_m
+        h = hk * group + g
+        start_m = (m_lo + j) * BLOCK_M
+        mbarrier.wait(dq_full, it & 1)
+        if DETERMINISTIC:
+            sem = SEM + ((b * nheads + h).to(gl.int64) * n_mt + m_lo + j) * 2
+            while gl.atomic_add(sem, 0, sem="acquire", scope="gpu") < pid_n:
+                pass
+        for w in gl.static_range(2):
+            for r in gl.static_range(BLOCK_M // CH):
+                x = dq_smem.index(w).slice(r * CH, CH, dim=0).load(layout)
+                rows = start_m + r * CH + gl.arange(0, CH, layout=gl.SliceLayout(1, layout))
+                cols = w * DQ_COLS + gl.arange(0, DQ_COLS, layout=gl.SliceLayout(0, layout))
+                offs = ((b * seqlen_q + rows).to(gl.int64) * nheads + h) * HEAD_DIM
+                gl.atomic_add(DQ_ACC + offs[:, None] + cols[None, :], x,
+                              mask=rows[:, None] < seqlen_q, sem="relaxed", scope="gpu")
+        mbarrier.arrive(dq_empty, count=1)  # the tile is in registers: free to refill
+        if DETERMINISTIC:
+            gl.thread_barrier()  # every lane's adds are issued
+            gl.atomic_add(sem, 1, sem="release", scope="gpu")
+
+
+@gluon.jit
+def _wsb_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_smem, q_bars,
+              do_bars, empty_bars, ds_bars, dq_full, dq_empty, LSE, DELTA, bh, keys, m_lo,
+              seqlen_q, diag, qk_scale, sm_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
+              BLOCK_M: gl.constexpr, HALF_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+              MASKED: gl.constexpr):
+    """Warpgroup WG's iteration ``it`` (query tile m_lo + j of head bh) over its 64 keys:
     S^T, dP^T (both in flight), P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q
-    (register A operands), dS^T to shared memory, then this tile's dQ:
-    DQ_BY_KEYS: the warpgroup's own partial dQ = dS_WG K_WG (all HEAD_DIM columns; both
-        warpgroups add to the same elements, no coupling between them);
-    else: columns [WG * D/2, (WG + 1) * D/2) of dQ = dS K over all 128 keys, once both
-        warpgroups stored their dS^T (ds_bars; dS^T double-buffered by iteration parity).
-    Scaled, the tile is added to the fp32 DQ_ACC (vector atomics from the accumulator
-    layout); DETERMINISTIC orders the adds by key tile through a counter in SEM."""
+    (register A operands), dS^T to shared memory (double-buffered by iteration parity);
+    once both warpgroups stored theirs (ds_bars), columns [WG * D/2, (WG + 1) * D/2) of
+    the tile's dQ = dS K over all 128 keys, scaled, to the writer's staging tile."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
                                                  k_width=2)
-    DQ_COLS: gl.constexpr = HEAD_DIM if DQ_BY_KEYS else HEAD_DIM // 2
+    DQ_COLS: gl.constexpr = HEAD_DIM // 2
     dq_layout: gl.constexpr = mma_layout(gl.num_warps(), DQ_COLS)
     s = it % NUM_STAGES
     phase = (it // NUM_STAGES) & 1
+    par = it % 2
     q_buf = q_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
     do_buf = do_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
-    # -- S^T = K_WG Q^T and dP^T = V_WG dO^T, both in flight; row statistics under them --
+    # -- S^T = K_WG Q^T and dP^T = V_WG dO^T, both in flight --
     zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)
     mbarrier.wait(q_bars.index(s), phase)
     s_t = warpgroup_mma(k_w, q_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
     mbarrier.wait(do_bars.index(s), phase)
     dp_t = warpgroup_mma(v_w, do_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
-    start_m = (m_lo + j) * BLOCK_M
-    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
+    rows = (m_lo + j) * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
     lse2 = _row_lse2(LSE, bh, rows, seqlen_q)
-    delta = _row_delta(DELTA, bh, rows, seqlen_q)
     # -- P^T, then dV += P^T dO --
     s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
     p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
@@ -834,69 +872,42 @@ def _wsb_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, q_bars,
     p_op = gl.convert_layout(p_t.to(q_buf.dtype), a_layout)
     dv = warpgroup_mma(p_op, do_buf, dv, is_async=True)
     # -- dS^T = P^T (dP^T - delta): dK += dS^T Q from registers, and to shared memory --
+    delta = _row_delta(DELTA, bh, rows, seqlen_q)
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
     ds_t = (p_t * (dp_t - delta[None, :])).to(q_buf.dtype)
     ds_op = gl.convert_layout(ds_t, a_layout)
     dk = warpgroup_mma(ds_op, q_buf, dk, is_async=True)
-    if DQ_BY_KEYS:
-        ds_buf = ds_smem.index(WG)
-    else:
-        par = it % 2
-        ds_buf = ds_smem.index(2 * par + WG)
-    ds_buf.store(ds_t)
+    ds_smem.index(2 * par + WG).store(ds_t)
     fence_async_shared()  # generic-proxy stores -> visible to wgmma
     gl.thread_barrier()  # the warpgroup's four warps all stored their rows
-    # -- dQ of this query tile --
-    if DQ_BY_KEYS:
-        dq = warpgroup_mma(ds_buf.permute((1, 0)), k_w,
-                           gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout),
-                           use_acc=False, is_async=True)
-    else:
-        mbarrier.arrive(ds_bars.index(par), count=1)
-        mbarrier.wait(ds_bars.index(par), (it // 2) & 1)  # both halves of dS^T stored
-        k0 = k_smem.index(0).reshape([HALF_N, HEAD_DIM]).slice(WG * DQ_COLS, DQ_COLS, dim=1)
-        k1 = k_smem.index(1).reshape([HALF_N, HEAD_DIM]).slice(WG * DQ_COLS, DQ_COLS, dim=1)
-        dq = warpgroup_mma(ds_smem.index(2 * par).permute((1, 0)), k0,
-                           gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout),
-                           use_acc=False, is_async=True)
-        dq = warpgroup_mma(ds_smem.index(2 * par + 1).permute((1, 0)), k1, dq, is_async=True)
+    mbarrier.arrive(ds_bars.index(par), count=1)
+    # -- dQ columns of this warpgroup, over both halves of dS^T --
+    mbarrier.wait(ds_bars.index(par), (it // 2) & 1)
+    k0 = k_smem.index(0).reshape([HALF_N, HEAD_DIM]).slice(WG * DQ_COLS, DQ_COLS, dim=1)
+    k1 = k_smem.index(1).reshape([HALF_N, HEAD_DIM]).slice(WG * DQ_COLS, DQ_COLS, dim=1)
+    dq = warpgroup_mma(ds_smem.index(2 * par).permute((1, 0)), k0,
+                       gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout),
+                       use_acc=False, is_async=True)
+    dq = warpgroup_mma(ds_smem.index(2 * par + 1).permute((1, 0)), k1, dq, is_async=True)
     dv, dk, dq, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0,
                                                  deps=(dv, dk, dq, p_op, ds_op))
     # -- slot s released (this warpgroup's GEMMs on Q / dO are done) --
     gl.thread_barrier()
     mbarrier.arrive(empty_bars.index(s), count=1)
-    # -- dQ tile += scale * dQ: fp32 atomics straight from the accumulator layout --
-    dq_rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, dq_layout))
-    cols = gl.arange(0, DQ_COLS, layout=gl.SliceLayout(0, dq_layout))
-    if not DQ_BY_KEYS:
-        cols = cols + WG * DQ_COLS
-    offs = ((b * seqlen_q + dq_rows).to(gl.int64) * nheads + h) * HEAD_DIM
-    ptrs = DQ_ACC + offs[:, None] + cols[None, :]
-    if DETERMINISTIC:  # by keys: one order (tile n WG 0, WG 1, tile n + 1 ...); by
-        #                columns: one counter per column half
-        if DQ_BY_KEYS:
-            sem = SEM + (bh.to(gl.int64) * n_mt + m_lo + j) * 2
-            turn = 2 * pid_n + WG
-        else:
-            sem = SEM + (bh.to(gl.int64) * n_mt + m_lo + j) * 2 + WG
-            turn = pid_n
-        while gl.atomic_add(sem, 0, sem="acquire", scope="gpu") < turn:
-            pass
-    gl.atomic_add(ptrs, dq * sm_scale, mask=dq_rows[:, None] < seqlen_q, sem="relaxed",
-                  scope="gpu")
-    if DETERMINISTIC:
-        gl.thread_barrier()  # the warpgroup's adds are all issued
-        gl.atomic_add(sem, 1, sem="release", scope="gpu")
+    # -- dQ to the staging tile, once the writer drained the previous one --
+    mbarrier.wait(dq_empty, (it & 1) ^ 1, pred=it > 0)
+    dq_smem.index(WG).store(dq * sm_scale)
+    gl.thread_barrier()
+    mbarrier.arrive(dq_full, count=1)
     return dk, dv
 
 
 @gluon.jit
-def _wsb_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars,
-                  do_bars, empty_bars, ds_bars, end_bar, dk_desc, dv_desc, LSE, DELTA,
-                  DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group,
+def _wsb_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
+                  q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc,
+                  dv_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group,
                   seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
-                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-                  DQ_BY_KEYS: gl.constexpr, DETERMINISTIC: gl.constexpr):
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
     """Consumer warpgroup WG: keys [start_n + WG * 64, + 64), dK and dV resident in
     registers; every query tile of the group's heads (last tile first, the causal band
     last), then dK (scaled) and dV through its half of the K / V buffers."""
@@ -906,58 +917,62 @@ def _wsb_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_
     keys = start_n + WG * HALF_N + gl.arange(0, HALF_N, layout=gl.SliceLayout(1, s_layout))
     dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, d_layout)
     dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, d_layout)
-    n_mt = (seqlen_q + BLOCK_M - 1) // BLOCK_M
     mbarrier.wait(kv_bar, 0)
     k_w = k_smem.index(WG).reshape([HALF_N, HEAD_DIM])
     v_w = v_smem.index(WG).reshape([HALF_N, HEAD_DIM])
     for g in range(0, group):
-        h = hk * group + g
-        bh = b * nheads + h
+        bh = b * nheads + hk * group + g
         for t in range(0, n_m - n_band):
             dk, dv = _wsb_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
-                               do_smem, ds_smem, q_bars, do_bars, empty_bars, ds_bars, LSE,
-                               DELTA, DQ_ACC, SEM, bh, h, b, keys, m_lo, n_mt, seqlen_q,
-                               nheads, diag, qk_scale, sm_scale, pid_n, WG, HEAD_DIM, BLOCK_M,
-                               HALF_N, NUM_STAGES, False, DQ_BY_KEYS, DETERMINISTIC)
+                               do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
+                               ds_bars, dq_full, dq_empty, LSE, DELTA, bh, keys, m_lo,
+                               seqlen_q, diag, qk_scale, sm_scale, WG, HEAD_DIM, BLOCK_M,
+                               HALF_N, NUM_STAGES, False)
         for t in range(n_m - n_band, n_m):
             dk, dv = _wsb_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
-                               do_smem, ds_smem, q_bars, do_bars, empty_bars, ds_bars, LSE,
-                               DELTA, DQ_ACC, SEM, bh, h, b, keys, m_lo, n_mt, seqlen_q,
-                               nheads, diag, qk_scale, sm_scale, pid_n, WG, HEAD_DIM, BLOCK_M,
-                               HALF_N, NUM_STAGES, True, DQ_BY_KEYS, DETERMINISTIC)
-    if not DQ_BY_KEYS:  # the other warpgroup's last dQ GEMM reads this one's K half
-        mbarrier.arrive(end_bar, count=1)
-        mbarrier.wait(end_bar, 0)
+                               do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
+                               ds_bars, dq_full, dq_empty, LSE, DELTA, bh, keys, m_lo,
+                               seqlen_q, diag, qk_scale, sm_scale, WG, HEAD_DIM, BLOCK_M,
+                               HALF_N, NUM_STAGES, True)
+    # the other warpgroup's last dQ GEMM reads this one's K half
+    mbarrier.arrive(end_bar, count=1)
+    mbarrier.wait(end_bar, 0)
     _store_dkdv(dk, dv, k_smem.index(WG), v_smem.index(WG), dk_desc, dv_desc, b,
                 start_n + WG * HALF_N, hk, 0, sm_scale, HALF_N, HEAD_DIM)
 
 
 @gluon.jit
-def _wsb_consumer0(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars,
-                   empty_bars, ds_bars, end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM,
-                   pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
+def _wsb_consumer0(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars, do_bars,
+                   empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc, LSE,
+                   DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
                    qk_scale, sm_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, DQ_BY_KEYS: gl.constexpr,
-                   DETERMINISTIC: gl.constexpr):
-    _wsb_consumer(0, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars,
-                  empty_bars, ds_bars, end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM,
-                  pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
-                  qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, DQ_BY_KEYS,
-                  DETERMINISTIC)
+                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
+    _wsb_consumer(0, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars,
+                  do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc,
+                  LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
+                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)
 
 
 @gluon.jit
-def _wsb_consumer1(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars,
-                   empty_bars, ds_bars, end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM,
-                   pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
+def _wsb_consumer1(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars, do_bars,
+                   empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc, LSE,
+                   DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
                    qk_scale, sm_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, DQ_BY_KEYS: gl.constexpr,
-                   DETERMINISTIC: gl.constexpr):
-    _wsb_consumer(1, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars,
-                  empty_bars, ds_bars, end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM,
-                  pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
-                  qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, DQ_BY_KEYS,
-                  DETERMINISTIC)
+                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
+    _wsb_consumer(1, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars,
+                  do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc,
+                  LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
+                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)
+
+
+@gluon.constexpr_function
+def _dq_stage_layout(cols):
+    """Shared layout of the fp32 dQ staging tile (``cols`` wide): 16-byte vectors (the
+    writer's loads), XOR-swizzled by row so the consumers' 8-byte stores from the wgmma
+    layout spread over the banks; the pattern repeats every writer chunk (a chunk must
+    not split it)."""
+    return gl.SwizzledSharedLayout(vec=4, per_phase=1, max_phase=min(8, _writer_rows(cols)),
+                                   order=[1, 0])
 
 
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
@@ -971,14 +986,15 @@ def _bwd_ws_kernel(
     qk_scale, sm_scale,  # qk_scale = sm_scale * log2(e)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, DETERMINISTIC: gl.constexpr,
-    DQ_BY_KEYS: gl.constexpr, LOAD_REGS: gl.constexpr, MMA_REGS: gl.constexpr,
+    LOAD_REGS: gl.constexpr, MMA_REGS: gl.constexpr,
 ):
     """FA3's backward roles in Gluon: per program one key tile of BLOCK_N = 128 keys of
     one KV head; a 1-warp producer streams Q / dO through a NUM_STAGES ring; two
     consumer warpgroups (the default partition and a 4-warp worker) each own 64 keys
-    and their dK, dV; dQ goes to an fp32 buffer through atomics (5 GEMMs per tile pair,
-    against the two-kernel backward's 7), under the next iteration's GEMMs of the other
-    warpgroup. See _wsb_step for the two ways dQ is split between the warpgroups."""
+    and their dK, dV, and compute half the columns of each query tile's dQ (5 GEMMs per
+    tile pair, against the two-kernel backward's 7); a 1-warp writer adds the staged dQ
+    tile to an fp32 buffer with atomics (Gluon 3.6 has no TMA reduce-add on Hopper, which
+    FA3 uses there), off the consumers' path."""
     gl.static_assert(gl.num_warps() == 4, "one consumer warpgroup per partition")
     gl.static_assert(BLOCK_N == 128 and BLOCK_M == 64, "64 keys per warpgroup, 64-row Q tiles")
     dtype: gl.constexpr = q_desc.dtype
@@ -997,16 +1013,22 @@ def _bwd_ws_kernel(
     k_smem = gl.allocate_shared_memory(dtype, [2] + k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [2] + v_desc.block_type.shape, v_desc.layout)
     q_smem, do_smem, q_bars, do_bars = alloc_ring_pair(q_desc, do_desc, NUM_STAGES)
-    ds_smem = gl.allocate_shared_memory(dtype, [2 if DQ_BY_KEYS else 4, HALF_N, BLOCK_M],
+    ds_smem = gl.allocate_shared_memory(dtype, [4, HALF_N, BLOCK_M],
                                         _ds_smem_layout(HALF_N, BLOCK_M, dtype))
+    dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, HEAD_DIM // 2],
+                                        _dq_stage_layout(HEAD_DIM // 2))
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     end_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    dq_full = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    dq_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     ds_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_bar, count=1)
-    mbarrier.init(end_bar, count=2)
+    mbarrier.init(end_bar, count=2)  # one arrive per consumer warpgroup
+    mbarrier.init(dq_full, count=2)
+    mbarrier.init(dq_empty, count=1)  # the writer
     for i in gl.static_range(NUM_STAGES):
-        mbarrier.init(empty_bars.index(i), count=2)  # one arrive per consumer warpgroup
+        mbarrier.init(empty_bars.index(i), count=2)
     for i in gl.static_range(2):
         mbarrier.init(ds_bars.index(i), count=2)
     fence_async_shared()  # barrier inits visible to the async proxy (TMA)
@@ -1018,23 +1040,28 @@ def _bwd_ws_kernel(
         tma.async_copy_global_to_shared(v_desc, [b, start_n + i * HALF_N, hk, 0], kv_bar,
                                         v_smem.index(i))
 
+    # warpgroup 0 is the default partition, warpgroup 1 a 4-warp worker (warps 4-7, so
+    # its wgmma is warpgroup-aligned), then the producer and the writer (warps 8, 9)
     gl.warp_specialize(
         [
-            (_wsb_consumer0, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars,
-                              do_bars, empty_bars, ds_bars, end_bar, dk_desc, dv_desc, LSE,
-                              DELTA, DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band,
-                              n_m, group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM,
-                              BLOCK_M, BLOCK_N, NUM_STAGES, DQ_BY_KEYS, DETERMINISTIC)),
-            (_wsb_consumer1, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars,
-                              do_bars, empty_bars, ds_bars, end_bar, dk_desc, dv_desc, LSE,
-                              DELTA, DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band,
-                              n_m, group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM,
-                              BLOCK_M, BLOCK_N, NUM_STAGES, DQ_BY_KEYS, DETERMINISTIC)),
+            (_wsb_consumer0, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
+                              q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
+                              end_bar, dk_desc, dv_desc, LSE, DELTA, b, hk, start_n, diag,
+                              m_lo, n_band, n_m, group, seqlen_q, nheads, qk_scale, sm_scale,
+                              HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)),
+            (_wsb_consumer1, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
+                              q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
+                              end_bar, dk_desc, dv_desc, LSE, DELTA, b, hk, start_n, diag,
+                              m_lo, n_band, n_m, group, seqlen_q, nheads, qk_scale, sm_scale,
+                              HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)),
             (_wsb_producer, (q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, empty_bars,
                              n_m, m_lo, b, hk, group, n_iter, BLOCK_M, NUM_STAGES)),
+            (_wsb_writer, (dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m,
+                           group, seqlen_q, nheads, n_iter, HEAD_DIM, BLOCK_M,
+                           DETERMINISTIC)),
         ],
-        [4, 1],
-        [MMA_REGS, LOAD_REGS],
+        [4, 1, 1],
+        [MMA_REGS, LOAD_REGS, LOAD_REGS],
     )
 
 
