@@ -39,15 +39,17 @@ from flashtile.bench.flops import attn_flops, paper_shape, tflops
 from flashtile.ops import flash, hopper_bwd
 from flashtile.ops._common import next_pow2
 
-TIMED = ("gluon-bwd", "fused-det", "fused-nd", "ws-det", "ws-nd", "portable-bwd",
+TIMED = ("gluon-bwd", "fused-det", "fused-nd", "ws-det", "ws-nd", "ws2-det", "ws2-nd",
+         "portable-bwd",
          "ft-fwd+gluon", "ft-fwd+fused", "ft-fwd+ws", "ft-fwd+port", "cudnn-fwd",
          "cudnn-fwd+bwd")
 MODE = {"gluon-bwd": "bwd", "fused-det": "bwd", "fused-nd": "bwd", "ws-det": "bwd",
-        "ws-nd": "bwd", "portable-bwd": "bwd",
+        "ws-nd": "bwd", "ws2-det": "bwd", "ws2-nd": "bwd", "portable-bwd": "bwd",
         "cudnn-fwd": "fwd", "cudnn-bwd": "bwd"}
 # the fused kernels, deterministic (ordered adds) or not: name -> (config, deterministic)
 FUSED = {"fused-det": ("fused", True), "fused-nd": ("fused", False),
-         "ws-det": ("ws", True), "ws-nd": ("ws", False)}
+         "ws-det": ("ws", True), "ws-nd": ("ws", False),
+         "ws2-det": ("ws2", True), "ws2-nd": ("ws2", False)}
 
 
 def closures(q, k, v, dout, causal, overrides):
@@ -63,9 +65,11 @@ def closures(q, k, v, dout, causal, overrides):
         return hopper_bwd.hopper_attention_backward(dout, q, k, v, o, l_, None, causal, dq,
                                                     dk, dv, config=cfg)
 
-    # the fused kernels' tiles (None: none at hd 256): plain and warp-specialised
-    fcfgs = {"fused": configs.hopper_bwd_fused_config(d, causal),
-             "ws": configs.hopper_bwd_ws_config(d, causal)}
+    # the fused kernels' tiles (None: none at hd 256): plain and warp-specialised (the
+    # consumers add dQ, or two writer warps do: ws2)
+    wcfg = configs.hopper_bwd_ws_config(d, causal)
+    fcfgs = {"fused": configs.hopper_bwd_fused_config(d, causal), "ws": wcfg,
+             "ws2": wcfg and dataclasses.replace(wcfg, writer_warps=2)}
     fcfgs = {n: c and dataclasses.replace(c, **{
         k_: v_ for k_, v_ in overrides.items() if k_ in ("block_m", "num_stages")})
         for n, c in fcfgs.items()}

@@ -2,7 +2,8 @@
 # The warp-specialised fused Gluon backward (opt-in, FLASHTILE_HOPPER_BWD_FUSED=ws): a
 # one-call smoke run under a timeout (a barrier bug hangs rather than fails), its GPU
 # tests, then scripts/bench_hopper_bwd.py at 1k/4k/16k beside the shipped two-kernel
-# backward and SDPA cuDNN (ordered and racing adds).
+# backward and SDPA cuDNN (ordered and racing adds; the consumers adding dQ, or two
+# writer warps: ws2).
 timeout 120 python3 - <<'PY' >"$out/ws_smoke.log" 2>&1 || { status=1; echo "ws smoke FAILED"; }
 import torch
 from flashtile import configs
@@ -28,7 +29,7 @@ if [ $status -eq 0 ]; then
     -p no:cacheprovider -rf --tb=short >"$out/pytest_ws.log" 2>&1 || status=1
   grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_ws.log" | tail -n 15
   timeout 300 python3 scripts/bench_hopper_bwd.py --csv "$out/bench_ws.csv" \
-    --only gluon-bwd ws-det ws-nd ft-fwd+gluon ft-fwd+ws \
+    --only gluon-bwd ws-det ws-nd ws2-det ws2-nd ft-fwd+gluon ft-fwd+ws \
     >"$out/bench_ws.log" 2>&1 || status=1
   grep -E "FAILED|MISMATCH|Error|rel\|" "$out/bench_ws.log" | head -n 30
   tail -n 16 "$out/bench_ws.log"

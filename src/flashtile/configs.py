@@ -263,11 +263,13 @@ class HopperBwdConfig:
     # and dP^T with the whole head dim and accumulates head_dim / d_split columns): at
     # hd 256 one warpgroup cannot hold a whole 64-key dK and dV (256 fp32 per thread)
     d_split: int = 1
-    # fused only: the warp-specialised kernel (_bwd_ws_kernel: a TMA producer warp, two
-    # consumer warpgroups of 64 keys and a dQ writer warp, registers split by setmaxnreg
-    # with load_regs for the producer and the writer)
+    # fused only: the warp-specialised kernel (_bwd_ws_kernel: a TMA producer warp and two
+    # consumer warpgroups of 64 keys, registers split by setmaxnreg with load_regs for the
+    # producer and the writer); writer_warps > 0: dQ staged in shared memory and added
+    # by that many writer warps, 0: each consumer adds its own dQ columns
     warp_specialize: bool = False
     load_regs: int = 32
+    writer_warps: int = 0
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

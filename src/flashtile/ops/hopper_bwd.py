@@ -264,8 +264,8 @@ def _ws_constexprs(cfg, head_dim, causal, deterministic) -> dict:
     """Constexpr arguments of _bwd_ws_kernel for a warp-specialised config."""
     return dict(HEAD_DIM=head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
                 NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
-                DETERMINISTIC=bool(deterministic),
-                LOAD_REGS=cfg.load_regs, MMA_REGS=hopper_fwd._mma_regs(cfg.load_regs))
+                DETERMINISTIC=bool(deterministic), LOAD_REGS=cfg.load_regs,
+                MMA_REGS=hopper_fwd._mma_regs(cfg.load_regs), WRITER_WARPS=cfg.writer_warps)
 
 
 FUSED_ENV_VAR = "FLASHTILE_HOPPER_BWD_FUSED"
@@ -792,24 +792,24 @@ def _wsb_producer(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, empty_bars,
 
 
 @gluon.constexpr_function
-def _writer_rows(cols):
-    """Rows of the dQ staging tile the writer warp moves per chunk (``_add_layout`` with
-    one warp, two rows per lane: 8 fp32 in registers)."""
-    return 2 * (32 // min(cols // 4, 32))
+def _writer_rows(cols, warps):
+    """Rows of the dQ staging tile the writer moves per chunk (``_add_layout`` over its
+    ``warps``, two rows per lane: 8 fp32 in registers)."""
+    return 2 * warps * (32 // min(cols // 4, 32))
 
 
 @gluon.jit
 def _wsb_writer(dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m, group,
                 seqlen_q, nheads, n_iter, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                 DETERMINISTIC: gl.constexpr):
-    """The 1-warp dQ writer: per iteration, once both consumer warpgroups staged their
+    """The dQ writer (1 or 2 warps): per iteration, once both consumer warpgroups staged their
     column half of the (scaled) dQ tile, add it to the fp32 DQ_ACC with 16-byte vector
     atomics (rows past seqlen_q masked), then free the staging tile. DETERMINISTIC: the
     adds to a query tile happen in key-tile order (a per-(head, query tile) counter in
     SEM: wait for pid_n, add, release pid_n + 1); the wait stalls this warp only."""
     DQ_COLS: gl.constexpr = HEAD_DIM // 2
-    layout: gl.constexpr = _add_layout(1, DQ_COLS)
-    CH: gl.constexpr = _writer_rows(DQ_COLS)
+    layout: gl.constexpr = _add_layout(gl.num_warps(), DQ_COLS)
+    CH: gl.constexpr = _writer_rows(DQ_COLS, gl.num_warps())
     n_mt = (seqlen_q + BLOCK_M - 1) // BLOCK_M
     for it in range(0, n_iter):
         g = it // n_m
@@ -836,16 +836,42 @@ def _wsb_writer(dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m
 
 
 @gluon.jit
+def _wsb_add_dq(dq, DQ_ACC, SEM, bh, h, b, start_m, j, m_lo, pid_n, seqlen_q, nheads,
+                WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                DETERMINISTIC: gl.constexpr):
+    """Without a writer: the warpgroup adds its (scaled) dQ columns to DQ_ACC itself,
+    8-byte vector atomics straight from the wgmma layout; DETERMINISTIC orders them by
+    key tile through a counter per (head, query tile, column half) in SEM."""
+    DQ_COLS: gl.constexpr = HEAD_DIM // 2
+    dq_layout: gl.constexpr = dq.type.layout
+    dq_rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, dq_layout))
+    cols = WG * DQ_COLS + gl.arange(0, DQ_COLS, layout=gl.SliceLayout(0, dq_layout))
+    offs = ((b * seqlen_q + dq_rows).to(gl.int64) * nheads + h) * HEAD_DIM
+    if DETERMINISTIC:
+        n_mt = (seqlen_q + BLOCK_M - 1) // BLOCK_M
+        sem = SEM + (bh.to(gl.int64) * n_mt + m_lo + j) * 2 + WG
+        while gl.atomic_add(sem, 0, sem="acquire", scope="gpu") < pid_n:
+            pass
+    gl.atomic_add(DQ_ACC + offs[:, None] + cols[None, :], dq,
+                  mask=dq_rows[:, None] < seqlen_q, sem="relaxed", scope="gpu")
+    if DETERMINISTIC:
+        gl.thread_barrier()  # the warpgroup's adds are all issued
+        gl.atomic_add(sem, 1, sem="release", scope="gpu")
+
+
+@gluon.jit
 def _wsb_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_smem, q_bars,
-              do_bars, empty_bars, ds_bars, dq_full, dq_empty, LSE, DELTA, bh, keys, m_lo,
-              seqlen_q, diag, qk_scale, sm_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
-              BLOCK_M: gl.constexpr, HALF_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-              MASKED: gl.constexpr):
+              do_bars, empty_bars, ds_bars, dq_full, dq_empty, LSE, DELTA, DQ_ACC, SEM, bh,
+              h, b, pid_n, nheads, keys, m_lo, seqlen_q, diag, qk_scale, sm_scale,
+              WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+              HALF_N: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr,
+              WRITER: gl.constexpr, DETERMINISTIC: gl.constexpr):
     """Warpgroup WG's iteration ``it`` (query tile m_lo + j of head bh) over its 64 keys:
     S^T, dP^T (both in flight), P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q
     (register A operands), dS^T to shared memory (double-buffered by iteration parity);
     once both warpgroups stored theirs (ds_bars), columns [WG * D/2, (WG + 1) * D/2) of
-    the tile's dQ = dS K over all 128 keys, scaled, to the writer's staging tile."""
+    the tile's dQ = dS K over all 128 keys, scaled, to the writer's staging tile (WRITER)
+    or straight to DQ_ACC (``_wsb_add_dq``)."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
                                                  k_width=2)
@@ -894,20 +920,24 @@ def _wsb_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_smem
     # -- slot s released (this warpgroup's GEMMs on Q / dO are done) --
     gl.thread_barrier()
     mbarrier.arrive(empty_bars.index(s), count=1)
-    # -- dQ to the staging tile, once the writer drained the previous one --
-    mbarrier.wait(dq_empty, (it & 1) ^ 1, pred=it > 0)
-    dq_smem.index(WG).store(dq * sm_scale)
-    gl.thread_barrier()
-    mbarrier.arrive(dq_full, count=1)
+    if WRITER:  # dQ to the staging tile, once the writer drained the previous one
+        mbarrier.wait(dq_empty, (it & 1) ^ 1, pred=it > 0)
+        dq_smem.index(WG).store(dq * sm_scale)
+        gl.thread_barrier()
+        mbarrier.arrive(dq_full, count=1)
+    else:
+        _wsb_add_dq(dq * sm_scale, DQ_ACC, SEM, bh, h, b, (m_lo + j) * BLOCK_M, j, m_lo,
+                    pid_n, seqlen_q, nheads, WG, HEAD_DIM, BLOCK_M, DETERMINISTIC)
     return dk, dv
 
 
 @gluon.jit
 def _wsb_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
                   q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc,
-                  dv_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group,
-                  seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
-                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
+                  dv_desc, LSE, DELTA, DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band,
+                  n_m, group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+                  WRITER: gl.constexpr, DETERMINISTIC: gl.constexpr):
     """Consumer warpgroup WG: keys [start_n + WG * 64, + 64), dK and dV resident in
     registers; every query tile of the group's heads (last tile first, the causal band
     last), then dK (scaled) and dV through its half of the K / V buffers."""
@@ -921,19 +951,22 @@ def _wsb_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_
     k_w = k_smem.index(WG).reshape([HALF_N, HEAD_DIM])
     v_w = v_smem.index(WG).reshape([HALF_N, HEAD_DIM])
     for g in range(0, group):
-        bh = b * nheads + hk * group + g
+        h = hk * group + g
+        bh = b * nheads + h
         for t in range(0, n_m - n_band):
             dk, dv = _wsb_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
                                do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
-                               ds_bars, dq_full, dq_empty, LSE, DELTA, bh, keys, m_lo,
-                               seqlen_q, diag, qk_scale, sm_scale, WG, HEAD_DIM, BLOCK_M,
-                               HALF_N, NUM_STAGES, False)
+                               ds_bars, dq_full, dq_empty, LSE, DELTA, DQ_ACC, SEM, bh, h, b,
+                               pid_n, nheads, keys, m_lo, seqlen_q, diag, qk_scale, sm_scale,
+                               WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES, False, WRITER,
+                               DETERMINISTIC)
         for t in range(n_m - n_band, n_m):
             dk, dv = _wsb_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
                                do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
-                               ds_bars, dq_full, dq_empty, LSE, DELTA, bh, keys, m_lo,
-                               seqlen_q, diag, qk_scale, sm_scale, WG, HEAD_DIM, BLOCK_M,
-                               HALF_N, NUM_STAGES, True)
+                               ds_bars, dq_full, dq_empty, LSE, DELTA, DQ_ACC, SEM, bh, h, b,
+                               pid_n, nheads, keys, m_lo, seqlen_q, diag, qk_scale, sm_scale,
+                               WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES, True, WRITER,
+                               DETERMINISTIC)
     # the other warpgroup's last dQ GEMM reads this one's K half
     mbarrier.arrive(end_bar, count=1)
     mbarrier.wait(end_bar, 0)
@@ -944,35 +977,39 @@ def _wsb_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_
 @gluon.jit
 def _wsb_consumer0(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars, do_bars,
                    empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc, LSE,
-                   DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
-                   qk_scale, sm_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
+                   DELTA, DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group,
+                   seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
+                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+                   WRITER: gl.constexpr, DETERMINISTIC: gl.constexpr):
     _wsb_consumer(0, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars,
                   do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc,
-                  LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
-                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)
+                  LSE, DELTA, DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band, n_m,
+                  group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+                  NUM_STAGES, WRITER, DETERMINISTIC)
 
 
 @gluon.jit
 def _wsb_consumer1(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars, do_bars,
                    empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc, LSE,
-                   DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
-                   qk_scale, sm_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
+                   DELTA, DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group,
+                   seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
+                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+                   WRITER: gl.constexpr, DETERMINISTIC: gl.constexpr):
     _wsb_consumer(1, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars,
                   do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc,
-                  LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
-                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)
+                  LSE, DELTA, DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band, n_m,
+                  group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+                  NUM_STAGES, WRITER, DETERMINISTIC)
 
 
 @gluon.constexpr_function
-def _dq_stage_layout(cols):
+def _dq_stage_layout(cols, warps):
     """Shared layout of the fp32 dQ staging tile (``cols`` wide): 16-byte vectors (the
-    writer's loads), XOR-swizzled by row so the consumers' 8-byte stores from the wgmma
+    writer's ``warps``' loads), XOR-swizzled by row so the consumers' 8-byte stores from the wgmma
     layout spread over the banks; the pattern repeats every writer chunk (a chunk must
     not split it)."""
-    return gl.SwizzledSharedLayout(vec=4, per_phase=1, max_phase=min(8, _writer_rows(cols)),
-                                   order=[1, 0])
+    return gl.SwizzledSharedLayout(vec=4, per_phase=1,
+                                   max_phase=min(8, _writer_rows(cols, warps)), order=[1, 0])
 
 
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
@@ -986,7 +1023,7 @@ def _bwd_ws_kernel(
     qk_scale, sm_scale,  # qk_scale = sm_scale * log2(e)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, DETERMINISTIC: gl.constexpr,
-    LOAD_REGS: gl.constexpr, MMA_REGS: gl.constexpr,
+    LOAD_REGS: gl.constexpr, MMA_REGS: gl.constexpr, WRITER_WARPS: gl.constexpr,
 ):
     """FA3's backward roles in Gluon: per program one key tile of BLOCK_N = 128 keys of
     one KV head; a 1-warp producer streams Q / dO through a NUM_STAGES ring; two
@@ -1015,8 +1052,10 @@ def _bwd_ws_kernel(
     q_smem, do_smem, q_bars, do_bars = alloc_ring_pair(q_desc, do_desc, NUM_STAGES)
     ds_smem = gl.allocate_shared_memory(dtype, [4, HALF_N, BLOCK_M],
                                         _ds_smem_layout(HALF_N, BLOCK_M, dtype))
-    dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, HEAD_DIM // 2],
-                                        _dq_stage_layout(HEAD_DIM // 2))
+    # the writer's staging tile (a token 8 rows without a writer: the consumers add)
+    DQ_ROWS: gl.constexpr = BLOCK_M if WRITER_WARPS > 0 else 8
+    dq_smem = gl.allocate_shared_memory(gl.float32, [2, DQ_ROWS, HEAD_DIM // 2],
+                                        _dq_stage_layout(HEAD_DIM // 2, max(WRITER_WARPS, 1)))
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     end_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     dq_full = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -1041,28 +1080,55 @@ def _bwd_ws_kernel(
                                         v_smem.index(i))
 
     # warpgroup 0 is the default partition, warpgroup 1 a 4-warp worker (warps 4-7, so
-    # its wgmma is warpgroup-aligned), then the producer and the writer (warps 8, 9)
-    gl.warp_specialize(
-        [
-            (_wsb_consumer0, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
-                              q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
-                              end_bar, dk_desc, dv_desc, LSE, DELTA, b, hk, start_n, diag,
-                              m_lo, n_band, n_m, group, seqlen_q, nheads, qk_scale, sm_scale,
-                              HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)),
-            (_wsb_consumer1, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
-                              q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
-                              end_bar, dk_desc, dv_desc, LSE, DELTA, b, hk, start_n, diag,
-                              m_lo, n_band, n_m, group, seqlen_q, nheads, qk_scale, sm_scale,
-                              HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)),
-            (_wsb_producer, (q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, empty_bars,
-                             n_m, m_lo, b, hk, group, n_iter, BLOCK_M, NUM_STAGES)),
-            (_wsb_writer, (dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m,
-                           group, seqlen_q, nheads, n_iter, HEAD_DIM, BLOCK_M,
-                           DETERMINISTIC)),
-        ],
-        [4, 1, 1],
-        [MMA_REGS, LOAD_REGS, LOAD_REGS],
-    )
+    # its wgmma is warpgroup-aligned), then the producer (warp 8) and the writer
+    WRITER: gl.constexpr = WRITER_WARPS > 0
+    if WRITER:
+        gl.warp_specialize(
+            [
+                (_wsb_consumer0, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
+                                  q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
+                                  end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM, pid_n, b,
+                                  hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
+                                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+                                  NUM_STAGES, WRITER, DETERMINISTIC)),
+                (_wsb_consumer1, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
+                                  q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
+                                  end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM, pid_n, b,
+                                  hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
+                                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+                                  NUM_STAGES, WRITER, DETERMINISTIC)),
+                (_wsb_producer, (q_desc, do_desc, q_smem, do_smem, q_bars, do_bars,
+                                 empty_bars, n_m, m_lo, b, hk, group, n_iter, BLOCK_M,
+                                 NUM_STAGES)),
+                (_wsb_writer, (dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo,
+                               n_m, group, seqlen_q, nheads, n_iter, HEAD_DIM, BLOCK_M,
+                               DETERMINISTIC)),
+            ],
+            [4, 1, WRITER_WARPS],
+            [MMA_REGS, LOAD_REGS, LOAD_REGS],
+        )
+    else:
+        gl.warp_specialize(
+            [
+                (_wsb_consumer0, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
+                                  q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
+                                  end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM, pid_n, b,
+                                  hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
+                                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+                                  NUM_STAGES, WRITER, DETERMINISTIC)),
+                (_wsb_consumer1, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
+                                  q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
+                                  end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM, pid_n, b,
+                                  hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
+                                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+                                  NUM_STAGES, WRITER, DETERMINISTIC)),
+                (_wsb_producer, (q_desc, do_desc, q_smem, do_smem, q_bars, do_bars,
+                                 empty_bars, n_m, m_lo, b, hk, group, n_iter, BLOCK_M,
+                                 NUM_STAGES)),
+            ],
+            [4, 1],
+            [MMA_REGS, LOAD_REGS],
+        )
 
 
 # ==================================================================================
