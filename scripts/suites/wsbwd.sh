@@ -34,3 +34,23 @@ if [ $status -eq 0 ]; then
   grep -E "FAILED|MISMATCH|Error|rel\|" "$out/bench_ws.log" | head -n 30
   tail -n 16 "$out/bench_ws.log"
 fi
+# Nsight Compute on the racing kernel at 4k, hd 128, non-causal (second launch): stall
+# reasons, pipes and the L2 / atomics traffic
+cat >"$out/ws_ncu.py" <<'PY'
+import torch
+from flashtile import configs
+from flashtile.ops import flash, hopper_bwd
+q, k, v, do = (torch.randn(4, 4096, 16, 128, device="cuda", dtype=torch.bfloat16)
+               for _ in range(4))
+out, lse = flash.attention_forward(q, k, v)
+for _ in range(2):
+    g = [torch.empty_like(t) for t in (q, k, v)]
+    hopper_bwd.hopper_attention_backward(do, q, k, v, out, lse, None, False, *g,
+        config=configs.hopper_bwd_ws_config(128, False), deterministic=False)
+torch.cuda.synchronize()
+PY
+timeout 200 ncu --clock-control none --kernel-name regex:_bwd_ws --launch-skip 1 \
+  --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+  --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+  python3 "$out/ws_ncu.py" >"$out/ws_ncu.txt" 2>&1 || echo "ncu failed"
+grep -E "Duration|Throughput|Stall|stall|Issue|Pipe|L2|Warp Cycles|Active" "$out/ws_ncu.txt" | head -n 40
