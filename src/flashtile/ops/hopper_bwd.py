@@ -836,12 +836,13 @@ def _wsb_writer(dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m
 
 
 @gluon.jit
-def _wsb_add_dq(dq, DQ_ACC, SEM, bh, h, b, start_m, j, m_lo, pid_n, seqlen_q, nheads,
+def _wsb_add_dq(dq, valid, DQ_ACC, SEM, bh, h, b, start_m, j, m_lo, pid_n, seqlen_q, nheads,
                 WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                 DETERMINISTIC: gl.constexpr):
     """Without a writer: the warpgroup adds its (scaled) dQ columns to DQ_ACC itself,
-    8-byte vector atomics straight from the wgmma layout; DETERMINISTIC orders them by
-    key tile through a counter per (head, query tile, column half) in SEM."""
+    8-byte vector atomics straight from the wgmma layout (nothing if not ``valid``);
+    DETERMINISTIC orders them by key tile through a counter per (head, query tile,
+    column half) in SEM."""
     DQ_COLS: gl.constexpr = HEAD_DIM // 2
     dq_layout: gl.constexpr = dq.type.layout
     dq_rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, dq_layout))
@@ -850,36 +851,71 @@ def _wsb_add_dq(dq, DQ_ACC, SEM, bh, h, b, start_m, j, m_lo, pid_n, seqlen_q, nh
     if DETERMINISTIC:
         n_mt = (seqlen_q + BLOCK_M - 1) // BLOCK_M
         sem = SEM + (bh.to(gl.int64) * n_mt + m_lo + j) * 2 + WG
-        while gl.atomic_add(sem, 0, sem="acquire", scope="gpu") < pid_n:
+        turn = gl.where(valid, pid_n, 0)
+        while gl.atomic_add(sem, 0, sem="acquire", scope="gpu") < turn:
             pass
     gl.atomic_add(DQ_ACC + offs[:, None] + cols[None, :], dq,
-                  mask=dq_rows[:, None] < seqlen_q, sem="relaxed", scope="gpu")
+                  mask=(dq_rows[:, None] < seqlen_q) & valid, sem="relaxed", scope="gpu")
     if DETERMINISTIC:
         gl.thread_barrier()  # the warpgroup's adds are all issued
-        gl.atomic_add(sem, 1, sem="release", scope="gpu")
+        gl.atomic_add(sem, valid.to(gl.int32), sem="release", scope="gpu")
+
+
+@gluon.jit
+def _wsb_dq(itq, valid, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, DQ_ACC, SEM,
+            b, hk, group, n_m, m_lo, pid_n, seqlen_q, nheads, sm_scale, WG: gl.constexpr,
+            HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, HALF_N: gl.constexpr,
+            WRITER: gl.constexpr, DETERMINISTIC: gl.constexpr):
+    """Columns [WG * D/2, (WG + 1) * D/2) of iteration ``itq``'s dQ = dS K over all 128
+    keys, once both warpgroups stored their half of its dS^T (ds_bars), scaled, to the
+    writer's staging tile (WRITER) or straight to DQ_ACC (``_wsb_add_dq``). Not
+    ``valid`` (iteration -1): the GEMM runs on a stale buffer and nothing is added."""
+    DQ_COLS: gl.constexpr = HEAD_DIM // 2
+    dq_layout: gl.constexpr = mma_layout(gl.num_warps(), DQ_COLS)
+    itq = gl.maximum(itq, 0)
+    buf = itq % 4
+    mbarrier.wait(ds_bars.index(buf), (itq // 4) & 1, pred=valid)
+    k0 = k_smem.index(0).reshape([HALF_N, HEAD_DIM]).slice(WG * DQ_COLS, DQ_COLS, dim=1)
+    k1 = k_smem.index(1).reshape([HALF_N, HEAD_DIM]).slice(WG * DQ_COLS, DQ_COLS, dim=1)
+    dq = warpgroup_mma(ds_smem.index(2 * buf).permute((1, 0)), k0,
+                       gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout),
+                       use_acc=False, is_async=True)
+    dq = warpgroup_mma(ds_smem.index(2 * buf + 1).permute((1, 0)), k1, dq, is_async=True)
+    dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
+    g = itq // n_m
+    j = n_m - 1 - itq % n_m  # query tiles from the last down
+    h = hk * group + g
+    if WRITER:  # to the staging tile, once the writer drained the previous one
+        mbarrier.wait(dq_empty, (itq & 1) ^ 1, pred=valid & (itq > 0))
+        dq_smem.index(WG).store(dq * sm_scale)
+        gl.thread_barrier()
+        mbarrier.arrive(dq_full, count=1, pred=valid)
+    else:
+        _wsb_add_dq(dq * sm_scale, valid, DQ_ACC, SEM, b * nheads + h, h, b,
+                    (m_lo + j) * BLOCK_M, j, m_lo, pid_n, seqlen_q, nheads, WG, HEAD_DIM,
+                    BLOCK_M, DETERMINISTIC)
 
 
 @gluon.jit
 def _wsb_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_smem, q_bars,
               do_bars, empty_bars, ds_bars, dq_full, dq_empty, LSE, DELTA, DQ_ACC, SEM, bh,
-              h, b, pid_n, nheads, keys, m_lo, seqlen_q, diag, qk_scale, sm_scale,
-              WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+              b, hk, group, n_m, pid_n, nheads, keys, m_lo, seqlen_q, diag, qk_scale,
+              sm_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
               HALF_N: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr,
               WRITER: gl.constexpr, DETERMINISTIC: gl.constexpr):
     """Warpgroup WG's iteration ``it`` (query tile m_lo + j of head bh) over its 64 keys:
     S^T, dP^T (both in flight), P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q
-    (register A operands), dS^T to shared memory (double-buffered by iteration parity);
-    once both warpgroups stored theirs (ds_bars), columns [WG * D/2, (WG + 1) * D/2) of
-    the tile's dQ = dS K over all 128 keys, scaled, to the writer's staging tile (WRITER)
-    or straight to DQ_ACC (``_wsb_add_dq``)."""
+    (register A operands), dS^T to shared memory (four buffers by iteration), then the
+    dQ columns of the *previous* iteration (``_wsb_dq``): its dS^T halves were stored a
+    step ago, so the warpgroups rarely wait on each other and drift out of phase (one's
+    softmax under the other's GEMMs). Four buffers: a warpgroup overwrites buffer it % 4
+    after waiting (in _wsb_dq of iteration it - 2) for the other's dS^T of it - 2, which
+    the other stores only after finishing its dQ of it - 4 from that buffer."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
                                                  k_width=2)
-    DQ_COLS: gl.constexpr = HEAD_DIM // 2
-    dq_layout: gl.constexpr = mma_layout(gl.num_warps(), DQ_COLS)
     s = it % NUM_STAGES
     phase = (it // NUM_STAGES) & 1
-    par = it % 2
     q_buf = q_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
     do_buf = do_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
     # -- S^T = K_WG Q^T and dP^T = V_WG dO^T, both in flight --
@@ -903,31 +939,18 @@ def _wsb_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_smem
     ds_t = (p_t * (dp_t - delta[None, :])).to(q_buf.dtype)
     ds_op = gl.convert_layout(ds_t, a_layout)
     dk = warpgroup_mma(ds_op, q_buf, dk, is_async=True)
-    ds_smem.index(2 * par + WG).store(ds_t)
+    ds_smem.index(2 * (it % 4) + WG).store(ds_t)
     fence_async_shared()  # generic-proxy stores -> visible to wgmma
     gl.thread_barrier()  # the warpgroup's four warps all stored their rows
-    mbarrier.arrive(ds_bars.index(par), count=1)
-    # -- dQ columns of this warpgroup, over both halves of dS^T --
-    mbarrier.wait(ds_bars.index(par), (it // 2) & 1)
-    k0 = k_smem.index(0).reshape([HALF_N, HEAD_DIM]).slice(WG * DQ_COLS, DQ_COLS, dim=1)
-    k1 = k_smem.index(1).reshape([HALF_N, HEAD_DIM]).slice(WG * DQ_COLS, DQ_COLS, dim=1)
-    dq = warpgroup_mma(ds_smem.index(2 * par).permute((1, 0)), k0,
-                       gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout),
-                       use_acc=False, is_async=True)
-    dq = warpgroup_mma(ds_smem.index(2 * par + 1).permute((1, 0)), k1, dq, is_async=True)
-    dv, dk, dq, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0,
-                                                 deps=(dv, dk, dq, p_op, ds_op))
-    # -- slot s released (this warpgroup's GEMMs on Q / dO are done) --
+    mbarrier.arrive(ds_bars.index(it % 4), count=1)
+    # -- slot s released once this warpgroup's GEMMs on Q / dO are done --
+    dv, dk, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, p_op, ds_op))
     gl.thread_barrier()
     mbarrier.arrive(empty_bars.index(s), count=1)
-    if WRITER:  # dQ to the staging tile, once the writer drained the previous one
-        mbarrier.wait(dq_empty, (it & 1) ^ 1, pred=it > 0)
-        dq_smem.index(WG).store(dq * sm_scale)
-        gl.thread_barrier()
-        mbarrier.arrive(dq_full, count=1)
-    else:
-        _wsb_add_dq(dq * sm_scale, DQ_ACC, SEM, bh, h, b, (m_lo + j) * BLOCK_M, j, m_lo,
-                    pid_n, seqlen_q, nheads, WG, HEAD_DIM, BLOCK_M, DETERMINISTIC)
+    # -- the previous iteration's dQ columns --
+    _wsb_dq(it - 1, it > 0, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, DQ_ACC,
+            SEM, b, hk, group, n_m, m_lo, pid_n, seqlen_q, nheads, sm_scale, WG, HEAD_DIM,
+            BLOCK_M, HALF_N, WRITER, DETERMINISTIC)
     return dk, dv
 
 
@@ -951,23 +974,26 @@ def _wsb_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_
     k_w = k_smem.index(WG).reshape([HALF_N, HEAD_DIM])
     v_w = v_smem.index(WG).reshape([HALF_N, HEAD_DIM])
     for g in range(0, group):
-        h = hk * group + g
-        bh = b * nheads + h
+        bh = b * nheads + hk * group + g
         for t in range(0, n_m - n_band):
             dk, dv = _wsb_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
                                do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
-                               ds_bars, dq_full, dq_empty, LSE, DELTA, DQ_ACC, SEM, bh, h, b,
-                               pid_n, nheads, keys, m_lo, seqlen_q, diag, qk_scale, sm_scale,
-                               WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES, False, WRITER,
-                               DETERMINISTIC)
+                               ds_bars, dq_full, dq_empty, LSE, DELTA, DQ_ACC, SEM, bh, b,
+                               hk, group, n_m, pid_n, nheads, keys, m_lo, seqlen_q, diag,
+                               qk_scale, sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES,
+                               False, WRITER, DETERMINISTIC)
         for t in range(n_m - n_band, n_m):
             dk, dv = _wsb_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
                                do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
-                               ds_bars, dq_full, dq_empty, LSE, DELTA, DQ_ACC, SEM, bh, h, b,
-                               pid_n, nheads, keys, m_lo, seqlen_q, diag, qk_scale, sm_scale,
-                               WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES, True, WRITER,
-                               DETERMINISTIC)
-    # the other warpgroup's last dQ GEMM reads this one's K half
+                               ds_bars, dq_full, dq_empty, LSE, DELTA, DQ_ACC, SEM, bh, b,
+                               hk, group, n_m, pid_n, nheads, keys, m_lo, seqlen_q, diag,
+                               qk_scale, sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES,
+                               True, WRITER, DETERMINISTIC)
+    # the last iteration's dQ (n_m > 0 always: a runtime True); the other warpgroup's
+    # last dQ GEMM reads this one's K half
+    _wsb_dq(group * n_m - 1, n_m > 0, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty,
+            DQ_ACC, SEM, b, hk, group, n_m, m_lo, pid_n, seqlen_q, nheads, sm_scale, WG,
+            HEAD_DIM, BLOCK_M, HALF_N, WRITER, DETERMINISTIC)
     mbarrier.arrive(end_bar, count=1)
     mbarrier.wait(end_bar, 0)
     _store_dkdv(dk, dv, k_smem.index(WG), v_smem.index(WG), dk_desc, dv_desc, b,
@@ -1050,7 +1076,7 @@ def _bwd_ws_kernel(
     k_smem = gl.allocate_shared_memory(dtype, [2] + k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [2] + v_desc.block_type.shape, v_desc.layout)
     q_smem, do_smem, q_bars, do_bars = alloc_ring_pair(q_desc, do_desc, NUM_STAGES)
-    ds_smem = gl.allocate_shared_memory(dtype, [4, HALF_N, BLOCK_M],
+    ds_smem = gl.allocate_shared_memory(dtype, [8, HALF_N, BLOCK_M],  # 4 x both halves
                                         _ds_smem_layout(HALF_N, BLOCK_M, dtype))
     # the writer's staging tile (a token 8 rows without a writer: the consumers add)
     DQ_ROWS: gl.constexpr = BLOCK_M if WRITER_WARPS > 0 else 8
@@ -1061,14 +1087,14 @@ def _bwd_ws_kernel(
     dq_full = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     dq_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    ds_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ds_bars = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_bar, count=1)
     mbarrier.init(end_bar, count=2)  # one arrive per consumer warpgroup
     mbarrier.init(dq_full, count=2)
     mbarrier.init(dq_empty, count=1)  # the writer
     for i in gl.static_range(NUM_STAGES):
         mbarrier.init(empty_bars.index(i), count=2)
-    for i in gl.static_range(2):
+    for i in gl.static_range(4):
         mbarrier.init(ds_bars.index(i), count=2)
     fence_async_shared()  # barrier inits visible to the async proxy (TMA)
     gl.thread_barrier()
