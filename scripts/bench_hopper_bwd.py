@@ -39,17 +39,12 @@ from flashtile.bench.flops import attn_flops, paper_shape, tflops
 from flashtile.ops import flash, hopper_bwd
 from flashtile.ops._common import next_pow2
 
-TIMED = ("gluon-bwd", "fused-det", "fused-nd", "ws-det", "ws-nd", "ws2-det", "ws2-nd",
-         "portable-bwd",
-         "ft-fwd+gluon", "ft-fwd+fused", "ft-fwd+ws", "ft-fwd+port", "cudnn-fwd",
-         "cudnn-fwd+bwd")
-MODE = {"gluon-bwd": "bwd", "fused-det": "bwd", "fused-nd": "bwd", "ws-det": "bwd",
-        "ws-nd": "bwd", "ws2-det": "bwd", "ws2-nd": "bwd", "portable-bwd": "bwd",
+TIMED = ("gluon-bwd", "fused-det", "fused-nd", "portable-bwd", "ft-fwd+gluon",
+         "ft-fwd+fused", "ft-fwd+port", "cudnn-fwd", "cudnn-fwd+bwd")
+MODE = {"gluon-bwd": "bwd", "fused-det": "bwd", "fused-nd": "bwd", "portable-bwd": "bwd",
         "cudnn-fwd": "fwd", "cudnn-bwd": "bwd"}
 # the fused kernels, deterministic (ordered adds) or not: name -> (config, deterministic)
-FUSED = {"fused-det": ("fused", True), "fused-nd": ("fused", False),
-         "ws-det": ("ws", True), "ws-nd": ("ws", False),
-         "ws2-det": ("ws2", True), "ws2-nd": ("ws2", False)}
+FUSED = {"fused-det": True, "fused-nd": False}
 
 
 def closures(q, k, v, dout, causal, overrides):
@@ -65,20 +60,17 @@ def closures(q, k, v, dout, causal, overrides):
         return hopper_bwd.hopper_attention_backward(dout, q, k, v, o, l_, None, causal, dq,
                                                     dk, dv, config=cfg)
 
-    # the fused kernels' tiles (None: none at hd 256): plain and warp-specialised (the
-    # consumers add dQ, or two writer warps do: ws2)
-    wcfg = configs.hopper_bwd_ws_config(d, causal)
-    fcfgs = {"fused": configs.hopper_bwd_fused_config(d, causal), "ws": wcfg,
-             "ws2": wcfg and dataclasses.replace(wcfg, writer_warps=2)}
-    fcfgs = {n: c and dataclasses.replace(c, **{
-        k_: v_ for k_, v_ in overrides.items() if k_ in ("block_m", "num_stages")})
-        for n, c in fcfgs.items()}
+    fcfg = configs.hopper_bwd_fused_config(d, causal)  # None: no fused tiles (hd 256)
+    if fcfg is not None:
+        fcfg = dataclasses.replace(fcfg, **{
+            k_: v_ for k_, v_ in overrides.items()
+            if k_ in ("num_stages", "load_regs", "writer_warps")})
 
-    def fused(kind, deterministic):
+    def fused(deterministic):
         def fn(o=out, l_=lse):
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
             return hopper_bwd.hopper_attention_backward(
-                dout, q, k, v, o, l_, None, causal, dq, dk, dv, config=fcfgs[kind],
+                dout, q, k, v, o, l_, None, causal, dq, dk, dv, config=fcfg,
                 deterministic=deterministic)
 
         return fn
@@ -99,11 +91,9 @@ def closures(q, k, v, dout, causal, overrides):
     except Exception as exc:  # e.g. a GQA shape this torch's cuDNN path refuses
         print(f"sdpa-cudnn unavailable here: {type(exc).__name__}: {exc}", flush=True)
         ref = {}
-    fused_fns = {name: fused(kind, det) for name, (kind, det) in FUSED.items()
-                 if fcfgs[kind] is not None}
-    if fcfgs["fused"] is not None:
-        fused_fns["ft-fwd+fused"] = fwd_then(fused("fused", True))
-        fused_fns["ft-fwd+ws"] = fwd_then(fused("ws", True))
+    fused_fns = {} if fcfg is None else {
+        "fused-det": fused(True), "fused-nd": fused(False),
+        "ft-fwd+fused": fwd_then(fused(True))}
     return cfg, {
         "gluon-bwd": gluon_bwd,
         "portable-bwd": portable_bwd,
@@ -133,7 +123,7 @@ def compare(fns, timed=TIMED) -> tuple[str, bool]:
         if kind != "gluon-bwd":
             again = fns[kind]()
             same = all(torch.equal(a, b) for a, b in zip(got, again))
-            if FUSED[kind][1]:  # the deterministic ones must repeat bitwise
+            if FUSED[kind]:  # the deterministic one must repeat bitwise
                 ok &= same
             parts.append("repeat bitwise " + ("equal" if same else "DIFFERENT"))
         msgs.append(f"{kind}: " + ", ".join(parts))

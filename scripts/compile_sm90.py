@@ -191,9 +191,6 @@ def hopper_bwd_variants():
             fused = configs.hopper_bwd_fused_config(hd, causal)
             if fused not in (None, cfg):  # the fused kernel's tiles (not shipped)
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused
-            ws = configs.hopper_bwd_ws_config(hd, causal)
-            if ws is not None:  # the warp-specialised fused kernel's (opt-in)
-                yield f"{tag} bfloat16 ws", hd, causal, torch.bfloat16, ws
 
 
 def hopper_bwd_main(as_json: bool) -> None:

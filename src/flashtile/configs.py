@@ -263,13 +263,11 @@ class HopperBwdConfig:
     # and dP^T with the whole head dim and accumulates head_dim / d_split columns): at
     # hd 256 one warpgroup cannot hold a whole 64-key dK and dV (256 fp32 per thread)
     d_split: int = 1
-    # fused only: the warp-specialised kernel (_bwd_ws_kernel: a TMA producer warp and two
-    # consumer warpgroups of 64 keys, registers split by setmaxnreg with load_regs for the
-    # producer and the writer); writer_warps > 0: dQ staged in shared memory and added
-    # by that many writer warps, 0: each consumer adds its own dQ columns
-    warp_specialize: bool = False
+    # fused only (_bwd_fused_kernel: a TMA producer warp, two consumer warpgroups of 64
+    # keys, writer_warps dQ writer warps): registers of the producer and the writers
+    # (setmaxnreg; the consumers get what the 64K register file leaves, at most 240)
     load_regs: int = 32
-    writer_warps: int = 0
+    writer_warps: int = 2
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""
@@ -319,30 +317,18 @@ def hopper_bwd_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
 
 
 def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig | None:
-    """The fused Gluon backward (one kernel, dQ through fp32 atomics; ops/hopper_bwd.py):
-    128 keys per program over two warpgroups. Resources from compiling for sm_90 on the
-    CPU (ptxas -v, 2026-11-29, deterministic / not): hd 64 with 64-row Q/dO tiles 236 /
-    223 regs, no spills (causal, ring of 3: 254 regs); hd 128 needs 32-row tiles (dQ^T =
-    K^T dS^T) and still spills 132 / 36 bytes (causal 260 / 104). Measured (f8abc94,
-    `gpu_check.sh fusedbwd`): 0.53-0.68x the two-kernel backward ordered, 0.75-0.90x
-    racing, at every DESIGN.md shape; opt-in only (FLASHTILE_HOPPER_BWD_FUSED=1). None
-    above hd 128: a program's dK, dV and dQ cannot fit there."""
+    """The fused Gluon backward (one kernel in FA3's roles, dQ through fp32 atomics;
+    ops/hopper_bwd.py, _bwd_fused_kernel): 128 keys per program over two consumer
+    warpgroups, 64-row Q/dO tiles through a ring of 2, two dQ writer warps. Measured
+    (c22eef1, `gpu_check.sh fusedbwd`, against cuDNN's backward at 1k-16k): ordered
+    0.55-0.70x (hd 64) and 0.49-0.55x (hd 128), racing 0.76-0.85x and 0.63-0.71x; the
+    two-kernel backward 0.82-1.15x. Opt-in only (FLASHTILE_HOPPER_BWD_FUSED=1). Resources
+    (ptxas -v, sm_90, 2026-11-30): the consumers at 240 registers spill at hd 128
+    (tests/test_hopper_bwd.py bounds them), none at hd 64. None above hd 128 (64 keys'
+    dK and dV do not fit a warpgroup's registers there)."""
     if head_dim > 128:
         return None
-    if head_dim <= 64:
-        return HopperBwdConfig(64, 128, 8, 3 if causal else 2, 0, 0, 8, 0, fused=True)
-    return HopperBwdConfig(32, 128, 8, 2, 0, 0, 8, 0, fused=True)
-
-
-def hopper_bwd_ws_config(head_dim: int, causal: bool) -> HopperBwdConfig | None:
-    """The warp-specialised fused Gluon backward (ops/hopper_bwd.py, _bwd_ws_kernel):
-    FA3's roles, 128 keys per program over two consumer warpgroups, 64-row Q/dO tiles
-    through a ring of 2, dQ columns split between the warpgroups. First guess after
-    FA3's hd 64 / 128 shapes, not yet measured. None above hd 128 (dK, dV of 64 keys
-    at hd 256 do not fit a warpgroup's registers)."""
-    if head_dim > 128:
-        return None
-    return HopperBwdConfig(64, 128, 4, 2, 0, 0, 4, 0, fused=True, warp_specialize=True)
+    return HopperBwdConfig(64, 128, 4, 2, 0, 0, 4, 0, fused=True)
 
 
 def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,

@@ -4,9 +4,10 @@ configs.hopper_bwd_preferred measured it faster than the portable backward of
 ops/flash.py (hd 64 and 128 since 2026-11-30), which stays the path for everything this
 one does not cover (dropout, windows, softcap, other head dims), for hd 64 below 1k keys
 and, until measured, hd 256. FLASHTILE_HOPPER_BWD=1 forces it wherever it can run, =0
-switches it off. A fused variant (one kernel, dQ through ordered fp32 atomics; _bwd_fused_kernel,
-FLASHTILE_HOPPER_BWD_FUSED=1) is opt-in: measured slower than the two kernels at every
-DESIGN.md shape (benchmarks/results.md, session 4).
+switches it off. A fused variant (one kernel in FA3's roles, dQ through fp32 atomics,
+ordered by default; _bwd_fused_kernel, FLASHTILE_HOPPER_BWD_FUSED=1) is opt-in: measured
+slower than the two kernels at every DESIGN.md shape (benchmarks/results.md, sessions 4
+and 8; docs/performance.md steps 8 and 22).
 
 Layers, top to bottom:
     hopper_bwd_supported          does this backward take the Gluon path? (sm_90, table)
@@ -14,6 +15,9 @@ Layers, top to bottom:
                                   attention_backward calls it first when supported
     _bwd_dkdv_kernel              one program per key tile: K, V resident, Q/dO streamed
     _bwd_dq_kernel                one program per query tile: Q, dO resident, K/V streamed
+    _bwd_fused_kernel             (opt-in) one program per 128-key tile: a TMA producer
+                                  warp, two consumer warpgroups (64 keys, dK, dV each,
+                                  half of each dQ tile's columns), dQ writer warps
 
 Same conventions as the portable backward (ops/flash.py): lse in natural log from the
 forward (-inf on rows that see no key), delta = rowsum(dO * O) from flash's preprocess
@@ -237,31 +241,18 @@ def _launch_fused(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, de
     n_mt = triton.cdiv(seqlen_q, cfg.block_m)
     sem = (torch.zeros((batch * nheads, n_mt, 2), dtype=torch.int32, device=q.device)
            if deterministic else dq_acc)
-    if cfg.warp_specialize:
-        half = cfg.block_n // 2  # K, V and dK, dV boxes: one warpgroup's 64 keys
-        _bwd_ws_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
-            tma_desc(q, cfg.block_m), tma_desc(k, half), tma_desc(v, half),
-            tma_desc(dout, cfg.block_m), tma_desc(outs[1], half), tma_desc(outs[2], half),
-            lse, delta, dq_acc, sem, seqlen_q, seqlen_k, nheads, group,
-            float(scale) * _LOG2E, float(scale), **_ws_constexprs(cfg, head_dim, causal,
-                                                                  deterministic),
-            num_warps=4,
-        )
-        outs[0].copy_(dq_acc)
-        return
+    half = cfg.block_n // 2  # K, V and dK, dV boxes: one warpgroup's 64 keys
     _bwd_fused_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
-        tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
-        tma_desc(dout, cfg.block_m), tma_desc(outs[1], cfg.block_n),
-        tma_desc(outs[2], cfg.block_n), lse, delta, dq_acc, sem, seqlen_q, seqlen_k, nheads,
-        group, float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim, BLOCK_M=cfg.block_m,
-        BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
-        DETERMINISTIC=bool(deterministic), num_warps=cfg.num_warps, **_maxnreg(cfg.max_regs),
+        tma_desc(q, cfg.block_m), tma_desc(k, half), tma_desc(v, half),
+        tma_desc(dout, cfg.block_m), tma_desc(outs[1], half), tma_desc(outs[2], half),
+        lse, delta, dq_acc, sem, seqlen_q, seqlen_k, nheads, group, float(scale) * _LOG2E,
+        float(scale), **_fused_constexprs(cfg, head_dim, causal, deterministic), num_warps=4,
     )
     outs[0].copy_(dq_acc)
 
 
-def _ws_constexprs(cfg, head_dim, causal, deterministic) -> dict:
-    """Constexpr arguments of _bwd_ws_kernel for a warp-specialised config."""
+def _fused_constexprs(cfg, head_dim, causal, deterministic) -> dict:
+    """Constexpr arguments of _bwd_fused_kernel."""
     return dict(HEAD_DIM=head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
                 NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
                 DETERMINISTIC=bool(deterministic), LOAD_REGS=cfg.load_regs,
@@ -275,22 +266,19 @@ OVERRIDES_ENV_VAR = "FLASHTILE_HOPPER_BWD_OVERRIDES"
 def default_config(head_dim: int, causal: bool, seqlen_k: int,
                    group: int = 1) -> configs.HopperBwdConfig:
     """The shipped tiles (configs.hopper_bwd_config: the two-kernel backward);
-    FLASHTILE_HOPPER_BWD_FUSED=1 picks the fused kernel's (configs.hopper_bwd_fused_config),
-    =ws the warp-specialised fused kernel's (configs.hopper_bwd_ws_config).
+    FLASHTILE_HOPPER_BWD_FUSED=1 picks the fused kernel's (configs.hopper_bwd_fused_config).
     FLASHTILE_HOPPER_BWD_OVERRIDES="max_regs=none,..." replaces fields of either, for A/B
     runs of whole models (configs.parse_overrides). Memoised per environment value, as
     hopper_fwd.default_config."""
     return _default_config(head_dim, causal, seqlen_k, group,
-                           os.environ.get(FUSED_ENV_VAR, "0"),
+                           os.environ.get(FUSED_ENV_VAR) == "1",
                            os.environ.get(OVERRIDES_ENV_VAR, ""))
 
 
 @functools.lru_cache(maxsize=1024)
 def _default_config(head_dim, causal, seqlen_k, group, fused, overrides):
     # no fused tiles (None) at hd 256: the two-kernel backward runs there
-    fused_cfg = {"1": configs.hopper_bwd_fused_config,
-                 "ws": configs.hopper_bwd_ws_config}.get(fused)
-    cfg = (fused_cfg and fused_cfg(head_dim, causal)
+    cfg = (fused and configs.hopper_bwd_fused_config(head_dim, causal)
            or configs.hopper_bwd_config(head_dim, causal, seqlen_k, group))
     return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
 
@@ -592,24 +580,13 @@ def _bwd_dkdv_kernel(
 
 
 # ==================================================================================
-# fused: dK / dV per key tile, dQ through fp32 atomics (one kernel, 5 GEMMs per tile)
+# fused: one program per 128-key tile (FA3's roles), dQ through fp32 atomics
 # ==================================================================================
 
 
 @gluon.constexpr_function
-def _dq_layout(num_warps, block_m, head_dim):
-    """wgmma accumulator layout of a (block_m, head_dim) dQ tile: 16 rows per warp down
-    to block_m, the remaining warpgroups split the head dim (64 rows, 8 warps: two
-    warpgroups, each 64 x head_dim / 2)."""
-    warps_m = min(num_warps, block_m // 16)
-    warps_n = num_warps // warps_m
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps_m, warps_n],
-                                     instr_shape=[16, head_dim // warps_n, 16])
-
-
-@gluon.constexpr_function
 def _add_layout(num_warps, head_dim):
-    """Blocked layout of the dQ tile for the atomics: 4 consecutive fp32 per thread
+    """Blocked layout of a dQ chunk for the atomics: 4 consecutive fp32 per thread
     (one 16-byte vector add), threads of a warp along a row, warps down the rows."""
     per_row = min(head_dim // 4, 32)
     return gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[32 // per_row, per_row],
@@ -617,169 +594,14 @@ def _add_layout(num_warps, head_dim):
 
 
 @gluon.constexpr_function
-def _dq_smem_layout():
-    """Plain row-major shared layout of the fp32 dQ staging tile."""
-    return gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0])
-
-
-@gluon.constexpr_function
 def _ds_smem_layout(block_n, block_m, dtype):
-    """Shared layout of the dS^T tile: A operand of dK += dS^T Q as stored, and of
-    dQ = dS K through its transposed view."""
+    """Shared layout of a dS^T tile: stored as computed, read by dQ = dS K through its
+    transposed view."""
     return gl.NVMMASharedLayout.get_default_for([block_n, block_m], dtype)
 
 
 @gluon.jit
-def _fused_step(it, j, dk, dv, k2, v2, q_smem, do_smem, pt_smem, ds_smem, dq_smem, q_bars,
-                do_bars, q_desc, do_desc, LSE, DELTA, DQ_ACC, SEM, bh, h, b, hk, keys, m_lo,
-                n_m, n_iter, group, seqlen_q, nheads, diag, qk_scale, sm_scale, pid_n,
-                HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                NUM_STAGES: gl.constexpr, MASKED: gl.constexpr, DETERMINISTIC: gl.constexpr):
-    """Consume ring iteration ``it`` (query tile m_lo + j of head h): dV += P^T dO,
-    dK += dS^T Q into the resident accumulators, and this tile's dQ = scale * dS K added
-    to the fp32 dQ buffer. DETERMINISTIC: the adds to a dQ tile happen in key-tile order
-    (a per-(head, query tile) counter in SEM: wait for pid_n, add, release pid_n + 1), so
-    every run sums in the same order; otherwise they race (fastest). Then refill the slot
-    with iteration it + NUM_STAGES (REVERSE order: highest query tile first)."""
-    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
-    # query tiles under 64 rows: dQ^T = K^T dS^T, whose wgmma rows are the head dim
-    SWAP_DQ: gl.constexpr = BLOCK_M < 64
-    dq_layout: gl.constexpr = _dq_layout(gl.num_warps(), max(BLOCK_M, 64), HEAD_DIM)
-    s = it % NUM_STAGES
-    phase = (it // NUM_STAGES) & 1
-    q_buf = q_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
-    do_buf = do_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
-    # -- S^T = K Q^T and dP^T = V dO^T, both in flight --
-    zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
-    mbarrier.wait(q_bars.index(s), phase)
-    s_t = warpgroup_mma(k2, q_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
-    mbarrier.wait(do_bars.index(s), phase)
-    dp_t = warpgroup_mma(v2, do_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
-    start_m = (m_lo + j) * BLOCK_M
-    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
-    lse2 = _row_lse2(LSE, bh, rows, seqlen_q)
-    # -- P^T, then dV += P^T dO (P^T from registers) --
-    s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
-    p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
-    if MASKED:  # causal diagonal band only
-        p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
-    # -- P^T and dS^T = P^T (dP^T - delta) to shared memory: the A operands of dV += P^T dO,
-    #    dK += dS^T Q and, transposed, dQ = dS K (registers stay free for dK, dV and the
-    #    dQ tile; the previous step's readers finished before its closing barrier) --
-    pt_smem.store(p_t.to(q_buf.dtype))
-    delta = _row_delta(DELTA, bh, rows, seqlen_q)
-    dp_t = warpgroup_mma_wait(num_outstanding=0, deps=(dp_t,))
-    ds_smem.store((p_t * (dp_t - delta[None, :])).to(q_buf.dtype))
-    fence_async_shared()  # generic-proxy stores -> visible to wgmma
-    gl.thread_barrier()
-    # -- dQ first (its adds then overlap the dV and dK GEMMs) --
-    if SWAP_DQ:  # dQ^T = K^T dS^T: HEAD_DIM rows (16 per warp), BLOCK_M columns
-        dq = warpgroup_mma(k2.permute((1, 0)), ds_smem,
-                           gl.zeros([HEAD_DIM, BLOCK_M], gl.float32, s_layout),
-                           use_acc=False, is_async=True)
-    else:
-        dq = warpgroup_mma(ds_smem.permute((1, 0)), k2,
-                           gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, dq_layout),
-                           use_acc=False, is_async=True)
-    dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
-    # -- dQ tile += scale * dS K: through shared memory into a row-major layout (4
-    #    consecutive fp32 per thread, a warp on whole rows), then fp32 atomics
-    #    (vectorised, coalesced, 4 addresses per thread) under the dV and dK GEMMs;
-    #    rows past seqlen_q masked. The ordered mode waits for its turn first, while
-    #    only dK and dV are live (fewer registers across the spin loop) --
-    if SWAP_DQ:
-        dq_smem.store(gl.permute(dq, (1, 0)))
-    else:
-        dq_smem.store(dq)
-    if DETERMINISTIC:
-        sem = SEM + bh.to(gl.int64) * ((seqlen_q + BLOCK_M - 1) // BLOCK_M) + m_lo + j
-        while gl.atomic_add(sem, 0, sem="acquire", scope="gpu") < pid_n:
-            pass
-    gl.thread_barrier()
-    dv = warpgroup_mma(pt_smem, do_buf, dv, is_async=True)
-    dk = warpgroup_mma(ds_smem, q_buf, dk, is_async=True)
-    add_layout: gl.constexpr = _add_layout(gl.num_warps(), HEAD_DIM)
-    dq = dq_smem.load(add_layout)
-    dq_rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, add_layout))
-    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, add_layout))
-    offs = ((b * seqlen_q + dq_rows).to(gl.int64) * nheads + h) * HEAD_DIM
-    ptrs = DQ_ACC + offs[:, None] + cols[None, :]
-    gl.atomic_add(ptrs, dq * sm_scale, mask=dq_rows[:, None] < seqlen_q, sem="relaxed",
-                  scope="gpu")
-    dv, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk))
-    # -- every warpgroup is done with slot s (and ds_smem, dq_smem, and its adds) --
-    gl.thread_barrier()
-    if DETERMINISTIC:
-        gl.atomic_add(sem, 1, sem="release", scope="gpu")
-    nxt = it + NUM_STAGES
-    _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, nxt, n_m, m_lo, b, hk,
-               group, nxt < n_iter, BLOCK_M, NUM_STAGES, True)
-    return dk, dv
-
-
-@gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
-def _bwd_fused_kernel(
-    q_desc, k_desc, v_desc, do_desc,  # TMA: q, do (B, M, H, D); k, v (B, N, Hkv, D)
-    dk_desc, dv_desc,  # TMA: dk, dv (B, N, Hkv, D)
-    LSE, DELTA,  # (B, H, M) fp32: lse (natural log), rowsum(dO * O)
-    DQ_ACC,  # (B, M, H, D) fp32, zeroed: dQ accumulates here
-    SEM,  # (B * H, cdiv(M, BLOCK_M)) int32, zeroed (DETERMINISTIC only)
-    seqlen_q, seqlen_k, nheads, group,
-    qk_scale, sm_scale,  # qk_scale = sm_scale * log2(e)
-    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, DETERMINISTIC: gl.constexpr,
-):
-    gl.static_assert(BLOCK_N == 16 * gl.num_warps(), "each warp owns 16 key rows")
-    gl.static_assert(BLOCK_M % 64 == 0 or HEAD_DIM == 16 * gl.num_warps(),
-                     "the dQ wgmma needs 64-row query tiles, or HEAD_DIM rows (dQ^T)")
-    gl.static_assert(HEAD_DIM <= 256 and BLOCK_M <= 256, "wgmma n is at most 256")
-    dtype: gl.constexpr = q_desc.dtype
-    # key tiles in launch order: in DETERMINISTIC mode tile n waits on tile n - 1 of the
-    # same head, which the hardware schedules no later (no wait on an unlaunched program);
-    # query tiles from the last down (REVERSE)
-    (pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter, k_smem, v_smem, q_smem,
-     do_smem, q_bars, do_bars, keys, dk, dv, k2, v2) = _key_tile_setup(
-        q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
-        BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, True, HEAD_DIM)
-    pt_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M],
-                                        _ds_smem_layout(BLOCK_N, BLOCK_M, dtype))
-    ds_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M],
-                                        _ds_smem_layout(BLOCK_N, BLOCK_M, dtype))
-    dq_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M, HEAD_DIM], _dq_smem_layout())
-
-    # -- the group's query heads in order; per head the query tiles from the last down:
-    #    every key tile of a head then reaches a given query tile at about the same time,
-    #    so the ordered (DETERMINISTIC) adds wait little; the causal band comes last --
-    for g in range(0, group):
-        h = hk * group + g
-        bh = b * nheads + h
-        for t in range(0, n_m - n_band):
-            dk, dv = _fused_step(g * n_m + t, n_m - 1 - t, dk, dv, k2, v2, q_smem, do_smem,
-                                 pt_smem, ds_smem, dq_smem, q_bars, do_bars, q_desc,
-                                 do_desc, LSE, DELTA, DQ_ACC, SEM, bh, h, b, hk, keys,
-                                 m_lo, n_m, n_iter, group, seqlen_q, nheads, diag,
-                                 qk_scale, sm_scale, pid_n, HEAD_DIM, BLOCK_M, BLOCK_N,
-                                 NUM_STAGES, False, DETERMINISTIC)
-        for t in range(n_m - n_band, n_m):
-            dk, dv = _fused_step(g * n_m + t, n_m - 1 - t, dk, dv, k2, v2, q_smem, do_smem,
-                                 pt_smem, ds_smem, dq_smem, q_bars, do_bars, q_desc,
-                                 do_desc, LSE, DELTA, DQ_ACC, SEM, bh, h, b, hk, keys,
-                                 m_lo, n_m, n_iter, group, seqlen_q, nheads, diag,
-                                 qk_scale, sm_scale, pid_n, HEAD_DIM, BLOCK_M, BLOCK_N,
-                                 NUM_STAGES, True, DETERMINISTIC)
-
-    _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, 0, sm_scale, BLOCK_N,
-                HEAD_DIM)
-
-
-# ==================================================================================
-# warp-specialised fused backward (FA3's roles): one program per 128-key tile, a TMA
-# producer warp, two consumer warpgroups of 64 keys each, a dQ writer warp
-# ==================================================================================
-
-
-@gluon.jit
-def _wsb_producer(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, empty_bars, n_m, m_lo,
+def _fused_producer(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, empty_bars, n_m, m_lo,
                   b, hk, group, n_iter, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr):
     """The 1-warp producer: Q / dO tiles of every iteration (query tiles from the last
     down, as the consumers visit them) into the ring, each slot once both consumer
@@ -799,7 +621,7 @@ def _writer_rows(cols, warps):
 
 
 @gluon.jit
-def _wsb_writer(dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m, group,
+def _fused_writer(dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m, group,
                 seqlen_q, nheads, n_iter, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                 DETERMINISTIC: gl.constexpr):
     """The dQ writer (1 or 2 warps): per iteration, once both consumer warpgroups staged their
@@ -836,40 +658,13 @@ def _wsb_writer(dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m
 
 
 @gluon.jit
-def _wsb_add_dq(dq, valid, DQ_ACC, SEM, bh, h, b, start_m, j, m_lo, pid_n, seqlen_q, nheads,
-                WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                DETERMINISTIC: gl.constexpr):
-    """Without a writer: the warpgroup adds its (scaled) dQ columns to DQ_ACC itself,
-    8-byte vector atomics straight from the wgmma layout (nothing if not ``valid``);
-    DETERMINISTIC orders them by key tile through a counter per (head, query tile,
-    column half) in SEM."""
-    DQ_COLS: gl.constexpr = HEAD_DIM // 2
-    dq_layout: gl.constexpr = dq.type.layout
-    dq_rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, dq_layout))
-    cols = WG * DQ_COLS + gl.arange(0, DQ_COLS, layout=gl.SliceLayout(0, dq_layout))
-    offs = ((b * seqlen_q + dq_rows).to(gl.int64) * nheads + h) * HEAD_DIM
-    if DETERMINISTIC:
-        n_mt = (seqlen_q + BLOCK_M - 1) // BLOCK_M
-        sem = SEM + (bh.to(gl.int64) * n_mt + m_lo + j) * 2 + WG
-        turn = gl.where(valid, pid_n, 0)
-        while gl.atomic_add(sem, 0, sem="acquire", scope="gpu") < turn:
-            pass
-    gl.atomic_add(DQ_ACC + offs[:, None] + cols[None, :], dq,
-                  mask=(dq_rows[:, None] < seqlen_q) & valid, sem="relaxed", scope="gpu")
-    if DETERMINISTIC:
-        gl.thread_barrier()  # the warpgroup's adds are all issued
-        gl.atomic_add(sem, valid.to(gl.int32), sem="release", scope="gpu")
-
-
-@gluon.jit
-def _wsb_dq(itq, valid, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, DQ_ACC, SEM,
-            b, hk, group, n_m, m_lo, pid_n, seqlen_q, nheads, sm_scale, WG: gl.constexpr,
-            HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, HALF_N: gl.constexpr,
-            WRITER: gl.constexpr, DETERMINISTIC: gl.constexpr):
+def _fused_dq(itq, valid, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, sm_scale,
+            WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+            HALF_N: gl.constexpr):
     """Columns [WG * D/2, (WG + 1) * D/2) of iteration ``itq``'s dQ = dS K over all 128
     keys, once both warpgroups stored their half of its dS^T (ds_bars), scaled, to the
-    writer's staging tile (WRITER) or straight to DQ_ACC (``_wsb_add_dq``). Not
-    ``valid`` (iteration -1): the GEMM runs on a stale buffer and nothing is added."""
+    writer's staging tile. Not ``valid`` (iteration -1): the GEMM runs on a stale buffer
+    and nothing is staged."""
     DQ_COLS: gl.constexpr = HEAD_DIM // 2
     dq_layout: gl.constexpr = mma_layout(gl.num_warps(), DQ_COLS)
     itq = gl.maximum(itq, 0)
@@ -882,34 +677,26 @@ def _wsb_dq(itq, valid, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, DQ
                        use_acc=False, is_async=True)
     dq = warpgroup_mma(ds_smem.index(2 * buf + 1).permute((1, 0)), k1, dq, is_async=True)
     dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
-    g = itq // n_m
-    j = n_m - 1 - itq % n_m  # query tiles from the last down
-    h = hk * group + g
-    if WRITER:  # to the staging tile, once the writer drained the previous one
-        mbarrier.wait(dq_empty, (itq & 1) ^ 1, pred=valid & (itq > 0))
-        dq_smem.index(WG).store(dq * sm_scale)
-        gl.thread_barrier()
-        mbarrier.arrive(dq_full, count=1, pred=valid)
-    else:
-        _wsb_add_dq(dq * sm_scale, valid, DQ_ACC, SEM, b * nheads + h, h, b,
-                    (m_lo + j) * BLOCK_M, j, m_lo, pid_n, seqlen_q, nheads, WG, HEAD_DIM,
-                    BLOCK_M, DETERMINISTIC)
+    # to the staging tile, once the writer drained the previous one
+    mbarrier.wait(dq_empty, (itq & 1) ^ 1, pred=valid & (itq > 0))
+    dq_smem.index(WG).store(dq * sm_scale)
+    gl.thread_barrier()
+    mbarrier.arrive(dq_full, count=1, pred=valid)
 
 
 @gluon.jit
-def _wsb_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_smem, q_bars,
-              do_bars, empty_bars, ds_bars, dq_full, dq_empty, LSE, DELTA, DQ_ACC, SEM, bh,
-              b, hk, group, n_m, pid_n, nheads, keys, m_lo, seqlen_q, diag, qk_scale,
-              sm_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-              HALF_N: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr,
-              WRITER: gl.constexpr, DETERMINISTIC: gl.constexpr):
+def _fused_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_smem, q_bars,
+              do_bars, empty_bars, ds_bars, dq_full, dq_empty, LSE, DELTA, bh, keys, m_lo,
+              seqlen_q, diag, qk_scale, sm_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
+              BLOCK_M: gl.constexpr, HALF_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+              MASKED: gl.constexpr):
     """Warpgroup WG's iteration ``it`` (query tile m_lo + j of head bh) over its 64 keys:
     S^T, dP^T (both in flight), P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q
     (register A operands), dS^T to shared memory (four buffers by iteration), then the
-    dQ columns of the *previous* iteration (``_wsb_dq``): its dS^T halves were stored a
+    dQ columns of the *previous* iteration (``_fused_dq``): its dS^T halves were stored a
     step ago, so the warpgroups rarely wait on each other and drift out of phase (one's
     softmax under the other's GEMMs). Four buffers: a warpgroup overwrites buffer it % 4
-    after waiting (in _wsb_dq of iteration it - 2) for the other's dS^T of it - 2, which
+    after waiting (in _fused_dq of iteration it - 2) for the other's dS^T of it - 2, which
     the other stores only after finishing its dQ of it - 4 from that buffer."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
@@ -948,19 +735,17 @@ def _wsb_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_smem
     gl.thread_barrier()
     mbarrier.arrive(empty_bars.index(s), count=1)
     # -- the previous iteration's dQ columns --
-    _wsb_dq(it - 1, it > 0, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, DQ_ACC,
-            SEM, b, hk, group, n_m, m_lo, pid_n, seqlen_q, nheads, sm_scale, WG, HEAD_DIM,
-            BLOCK_M, HALF_N, WRITER, DETERMINISTIC)
+    _fused_dq(it - 1, it > 0, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, sm_scale,
+            WG, HEAD_DIM, BLOCK_M, HALF_N)
     return dk, dv
 
 
 @gluon.jit
-def _wsb_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
+def _fused_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
                   q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc,
-                  dv_desc, LSE, DELTA, DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band,
-                  n_m, group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
-                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-                  WRITER: gl.constexpr, DETERMINISTIC: gl.constexpr):
+                  dv_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group,
+                  seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
     """Consumer warpgroup WG: keys [start_n + WG * 64, + 64), dK and dV resident in
     registers; every query tile of the group's heads (last tile first, the causal band
     last), then dK (scaled) and dV through its half of the K / V buffers."""
@@ -976,24 +761,21 @@ def _wsb_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_
     for g in range(0, group):
         bh = b * nheads + hk * group + g
         for t in range(0, n_m - n_band):
-            dk, dv = _wsb_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
+            dk, dv = _fused_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
                                do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
-                               ds_bars, dq_full, dq_empty, LSE, DELTA, DQ_ACC, SEM, bh, b,
-                               hk, group, n_m, pid_n, nheads, keys, m_lo, seqlen_q, diag,
-                               qk_scale, sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES,
-                               False, WRITER, DETERMINISTIC)
+                               ds_bars, dq_full, dq_empty, LSE, DELTA, bh, keys, m_lo,
+                               seqlen_q, diag, qk_scale, sm_scale, WG, HEAD_DIM, BLOCK_M,
+                               HALF_N, NUM_STAGES, False)
         for t in range(n_m - n_band, n_m):
-            dk, dv = _wsb_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
+            dk, dv = _fused_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
                                do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
-                               ds_bars, dq_full, dq_empty, LSE, DELTA, DQ_ACC, SEM, bh, b,
-                               hk, group, n_m, pid_n, nheads, keys, m_lo, seqlen_q, diag,
-                               qk_scale, sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES,
-                               True, WRITER, DETERMINISTIC)
+                               ds_bars, dq_full, dq_empty, LSE, DELTA, bh, keys, m_lo,
+                               seqlen_q, diag, qk_scale, sm_scale, WG, HEAD_DIM, BLOCK_M,
+                               HALF_N, NUM_STAGES, True)
     # the last iteration's dQ (n_m > 0 always: a runtime True); the other warpgroup's
     # last dQ GEMM reads this one's K half
-    _wsb_dq(group * n_m - 1, n_m > 0, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty,
-            DQ_ACC, SEM, b, hk, group, n_m, m_lo, pid_n, seqlen_q, nheads, sm_scale, WG,
-            HEAD_DIM, BLOCK_M, HALF_N, WRITER, DETERMINISTIC)
+    _fused_dq(group * n_m - 1, n_m > 0, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty,
+            sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N)
     mbarrier.arrive(end_bar, count=1)
     mbarrier.wait(end_bar, 0)
     _store_dkdv(dk, dv, k_smem.index(WG), v_smem.index(WG), dk_desc, dv_desc, b,
@@ -1001,31 +783,27 @@ def _wsb_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_
 
 
 @gluon.jit
-def _wsb_consumer0(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars, do_bars,
+def _fused_consumer0(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars, do_bars,
                    empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc, LSE,
-                   DELTA, DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group,
-                   seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
-                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-                   WRITER: gl.constexpr, DETERMINISTIC: gl.constexpr):
-    _wsb_consumer(0, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars,
+                   DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
+                   qk_scale, sm_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
+    _fused_consumer(0, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars,
                   do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc,
-                  LSE, DELTA, DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band, n_m,
-                  group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-                  NUM_STAGES, WRITER, DETERMINISTIC)
+                  LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
+                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)
 
 
 @gluon.jit
-def _wsb_consumer1(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars, do_bars,
+def _fused_consumer1(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars, do_bars,
                    empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc, LSE,
-                   DELTA, DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group,
-                   seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
-                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-                   WRITER: gl.constexpr, DETERMINISTIC: gl.constexpr):
-    _wsb_consumer(1, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars,
+                   DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
+                   qk_scale, sm_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
+    _fused_consumer(1, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars,
                   do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc,
-                  LSE, DELTA, DQ_ACC, SEM, pid_n, b, hk, start_n, diag, m_lo, n_band, n_m,
-                  group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-                  NUM_STAGES, WRITER, DETERMINISTIC)
+                  LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
+                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)
 
 
 @gluon.constexpr_function
@@ -1039,7 +817,7 @@ def _dq_stage_layout(cols, warps):
 
 
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
-def _bwd_ws_kernel(
+def _bwd_fused_kernel(
     q_desc, k_desc, v_desc, do_desc,  # TMA: q, do (B, M, H, D); k, v (B, N, Hkv, D), 64 rows
     dk_desc, dv_desc,  # TMA: dk, dv (B, N, Hkv, D), 64-row boxes
     LSE, DELTA,  # (B, H, M) fp32: lse (natural log), rowsum(dO * O)
@@ -1078,10 +856,8 @@ def _bwd_ws_kernel(
     q_smem, do_smem, q_bars, do_bars = alloc_ring_pair(q_desc, do_desc, NUM_STAGES)
     ds_smem = gl.allocate_shared_memory(dtype, [8, HALF_N, BLOCK_M],  # 4 x both halves
                                         _ds_smem_layout(HALF_N, BLOCK_M, dtype))
-    # the writer's staging tile (a token 8 rows without a writer: the consumers add)
-    DQ_ROWS: gl.constexpr = BLOCK_M if WRITER_WARPS > 0 else 8
-    dq_smem = gl.allocate_shared_memory(gl.float32, [2, DQ_ROWS, HEAD_DIM // 2],
-                                        _dq_stage_layout(HEAD_DIM // 2, max(WRITER_WARPS, 1)))
+    dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, HEAD_DIM // 2],
+                                        _dq_stage_layout(HEAD_DIM // 2, WRITER_WARPS))
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     end_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     dq_full = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -1107,54 +883,27 @@ def _bwd_ws_kernel(
 
     # warpgroup 0 is the default partition, warpgroup 1 a 4-warp worker (warps 4-7, so
     # its wgmma is warpgroup-aligned), then the producer (warp 8) and the writer
-    WRITER: gl.constexpr = WRITER_WARPS > 0
-    if WRITER:
-        gl.warp_specialize(
-            [
-                (_wsb_consumer0, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
-                                  q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
-                                  end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM, pid_n, b,
-                                  hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
-                                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-                                  NUM_STAGES, WRITER, DETERMINISTIC)),
-                (_wsb_consumer1, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
-                                  q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
-                                  end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM, pid_n, b,
-                                  hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
-                                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-                                  NUM_STAGES, WRITER, DETERMINISTIC)),
-                (_wsb_producer, (q_desc, do_desc, q_smem, do_smem, q_bars, do_bars,
-                                 empty_bars, n_m, m_lo, b, hk, group, n_iter, BLOCK_M,
-                                 NUM_STAGES)),
-                (_wsb_writer, (dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo,
-                               n_m, group, seqlen_q, nheads, n_iter, HEAD_DIM, BLOCK_M,
-                               DETERMINISTIC)),
-            ],
-            [4, 1, WRITER_WARPS],
-            [MMA_REGS, LOAD_REGS, LOAD_REGS],
-        )
-    else:
-        gl.warp_specialize(
-            [
-                (_wsb_consumer0, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
-                                  q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
-                                  end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM, pid_n, b,
-                                  hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
-                                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-                                  NUM_STAGES, WRITER, DETERMINISTIC)),
-                (_wsb_consumer1, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
-                                  q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
-                                  end_bar, dk_desc, dv_desc, LSE, DELTA, DQ_ACC, SEM, pid_n, b,
-                                  hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
-                                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-                                  NUM_STAGES, WRITER, DETERMINISTIC)),
-                (_wsb_producer, (q_desc, do_desc, q_smem, do_smem, q_bars, do_bars,
-                                 empty_bars, n_m, m_lo, b, hk, group, n_iter, BLOCK_M,
-                                 NUM_STAGES)),
-            ],
-            [4, 1],
-            [MMA_REGS, LOAD_REGS],
-        )
+    gl.warp_specialize(
+        [
+            (_fused_consumer0, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
+                              q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar,
+                              dk_desc, dv_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band,
+                              n_m, group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM,
+                              BLOCK_M, BLOCK_N, NUM_STAGES)),
+            (_fused_consumer1, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
+                              q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar,
+                              dk_desc, dv_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band,
+                              n_m, group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM,
+                              BLOCK_M, BLOCK_N, NUM_STAGES)),
+            (_fused_producer, (q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, empty_bars,
+                             n_m, m_lo, b, hk, group, n_iter, BLOCK_M, NUM_STAGES)),
+            (_fused_writer, (dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m,
+                           group, seqlen_q, nheads, n_iter, HEAD_DIM, BLOCK_M,
+                           DETERMINISTIC)),
+        ],
+        [4, 1, WRITER_WARPS],
+        [MMA_REGS, LOAD_REGS, LOAD_REGS],
+    )
 
 
 # ==================================================================================
@@ -1278,11 +1027,9 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         "dq": (_bwd_dq_kernel, cfg.dq_block_m, cfg.dq_block_n, cfg.dq_num_stages,
                cfg.dq_num_warps, cfg.dq_max_regs, ["q", "k", "v", "do", "dq"]),
     }
-    if cfg.fused:
-        kernel, bn = ((_bwd_ws_kernel, cfg.block_n // 2) if cfg.warp_specialize
-                      else (_bwd_fused_kernel, cfg.block_n))
-        jobs = {"fused": (kernel, cfg.block_m, bn, cfg.num_stages, cfg.num_warps,
-                          cfg.max_regs, ["q", "k", "v", "do", "dk", "dv"])}
+    if cfg.fused:  # 64-row K / V boxes (one consumer warpgroup's keys)
+        jobs = {"fused": (_bwd_fused_kernel, cfg.block_m, cfg.block_n // 2, cfg.num_stages,
+                          cfg.num_warps, cfg.max_regs, ["q", "k", "v", "do", "dk", "dv"])}
         scalars = dict(LSE="*fp32", DELTA="*fp32", DQ_ACC="*fp32", SEM="*i32", **{
             n: t for n, t in scalars.items() if n not in ("LSE", "DELTA")})
     out = {}
@@ -1294,10 +1041,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         sig.update(scalars)
         constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=stages,
                           CAUSAL=bool(causal))
-        if cfg.warp_specialize:  # 64-row K / V boxes, 128 keys per program
-            constexprs = _ws_constexprs(cfg, head_dim, causal, deterministic)
-        elif name == "fused":
-            constexprs["DETERMINISTIC"] = bool(deterministic)
+        if name == "fused":
+            constexprs = _fused_constexprs(cfg, head_dim, causal, deterministic)
         if name == "dkdv":
             constexprs["PREFETCH"] = bool(cfg.prefetch_stats)
             constexprs.update(D_SPLIT=cfg.d_split, HALF=cfg.d_split - 1)  # the last block
