@@ -320,9 +320,9 @@ def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig | No
     """The fused Gluon backward (one kernel in FA3's roles, dQ through fp32 atomics;
     ops/hopper_bwd.py, _bwd_fused_kernel): 128 keys per program over two consumer
     warpgroups, 64-row Q/dO tiles through a ring of 2, two dQ writer warps. Measured
-    (c22eef1, `gpu_check.sh fusedbwd`, against cuDNN's backward at 1k-16k): ordered
-    0.55-0.70x (hd 64) and 0.49-0.55x (hd 128), racing 0.76-0.85x and 0.63-0.71x; the
-    two-kernel backward 0.82-1.15x. Opt-in only (FLASHTILE_HOPPER_BWD_FUSED=1). Resources
+    (c22eef1 and aed4ef9, `gpu_check.sh fusedbwd`, against cuDNN's backward at 1k-16k):
+    ordered 0.55-0.71x (hd 64) and 0.48-0.58x (hd 128), racing 0.76-0.87x and 0.63-0.72x;
+    the two-kernel backward 0.77-1.15x. Opt-in only (FLASHTILE_HOPPER_BWD_FUSED=1). Resources
     (ptxas -v, sm_90, 2026-11-30): the consumers at 240 registers spill at hd 128
     (tests/test_hopper_bwd.py bounds them), none at hd 64. None above hd 128 (64 keys'
     dK and dV do not fit a warpgroup's registers there)."""
