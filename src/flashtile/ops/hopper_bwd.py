@@ -782,30 +782,6 @@ def _fused_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, d
                 start_n + WG * HALF_N, hk, 0, sm_scale, HALF_N, HEAD_DIM)
 
 
-@gluon.jit
-def _fused_consumer0(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars, do_bars,
-                   empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc, LSE,
-                   DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
-                   qk_scale, sm_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
-    _fused_consumer(0, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars,
-                  do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc,
-                  LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
-                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)
-
-
-@gluon.jit
-def _fused_consumer1(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars, do_bars,
-                   empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc, LSE,
-                   DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
-                   qk_scale, sm_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
-    _fused_consumer(1, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem, q_bars,
-                  do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc, dv_desc,
-                  LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q,
-                  nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)
-
-
 @gluon.constexpr_function
 def _dq_stage_layout(cols, warps):
     """Shared layout of the fp32 dQ staging tile (``cols`` wide): 16-byte vectors (the
@@ -885,12 +861,12 @@ def _bwd_fused_kernel(
     # its wgmma is warpgroup-aligned), then the producer (warp 8) and the writer
     gl.warp_specialize(
         [
-            (_fused_consumer0, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
+            (_fused_consumer, (0, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
                               q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar,
                               dk_desc, dv_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band,
                               n_m, group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM,
                               BLOCK_M, BLOCK_N, NUM_STAGES)),
-            (_fused_consumer1, (k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
+            (_fused_consumer, (1, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
                               q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar,
                               dk_desc, dv_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band,
                               n_m, group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM,
