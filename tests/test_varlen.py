@@ -167,17 +167,29 @@ def test_varlen_gpu(head_dim, heads, mask, device):
     _assert_ok(checks, lens_q, lens_k)
 
 
-def test_hopper_varlen_opt_in(monkeypatch):
-    """The Gluon varlen forward is off unless FLASHTILE_HOPPER_VARLEN=1 (measured slower
-    than the portable kernel at 2k-long sequences), and never on CPU tensors."""
+@pytest.mark.parametrize("value,mode", [(None, "auto"), ("1", "on"), ("0", "off"),
+                                        ("", "off")])
+def test_hopper_varlen_modes(monkeypatch, value, mode):
+    """FLASHTILE_HOPPER_VARLEN: unset is "auto" (the Gluon varlen forward from
+    configs.HOPPER_VARLEN_MIN_SEQLEN on: slower than the portable kernel at 2k-long
+    sequences, faster at 8k), =1 forces it, =0 switches it off; never on CPU tensors."""
     from flashtile.ops import hopper_fwd
 
     q = torch.randn(10, 4, 64, dtype=torch.bfloat16)
-    monkeypatch.delenv("FLASHTILE_HOPPER_VARLEN", raising=False)
-    assert hopper_fwd.varlen_disabled()
-    monkeypatch.setenv("FLASHTILE_HOPPER_VARLEN", "1")
-    assert not hopper_fwd.varlen_disabled()
+    if value is None:
+        monkeypatch.delenv("FLASHTILE_HOPPER_VARLEN", raising=False)
+    else:
+        monkeypatch.setenv("FLASHTILE_HOPPER_VARLEN", value)
+    assert hopper_fwd.varlen_mode() == mode
+    assert hopper_fwd.varlen_disabled() == (mode == "off")
     assert not hopper_fwd.hopper_varlen_supported(q, q, q, q, False, (None, None), 0.0)
+
+
+def test_hopper_varlen_threshold():
+    assert configs.hopper_varlen_preferred(configs.HOPPER_VARLEN_MIN_SEQLEN)
+    assert configs.hopper_varlen_preferred(16384)
+    assert not configs.hopper_varlen_preferred(configs.HOPPER_VARLEN_MIN_SEQLEN - 1)
+    assert not configs.hopper_varlen_preferred(2048)
 
 
 @pytest.mark.gpu
@@ -193,7 +205,7 @@ def test_varlen_hopper_gpu(head_dim, causal, schedule, device, monkeypatch):
     out and lse."""
     from flashtile.ops import hopper_fwd
 
-    monkeypatch.setenv("FLASHTILE_HOPPER_VARLEN", "1")  # opt-in until measured faster
+    monkeypatch.setenv("FLASHTILE_HOPPER_VARLEN", "1")  # also below the 8k threshold
     monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", schedule)
     ran = []
     real = hopper_fwd.hopper_varlen_forward
@@ -210,6 +222,37 @@ def test_varlen_hopper_gpu(head_dim, causal, schedule, device, monkeypatch):
                         backward=head_dim != 256 or not causal, causal=causal)
     _assert_ok(checks, lens_q, lens_k)
     assert ran and all(ran), "the Gluon varlen forward did not run"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not IS_SM90, reason="the Gluon forward needs an sm_90 GPU")
+def test_varlen_hopper_auto(device, monkeypatch):
+    """FLASHTILE_HOPPER_VARLEN unset: a batch whose longest query sequence reaches
+    configs.HOPPER_VARLEN_MIN_SEQLEN runs the Gluon varlen forward (and matches the
+    reference), a shorter one the portable kernel."""
+    from flashtile.ops import hopper_fwd
+
+    monkeypatch.delenv("FLASHTILE_HOPPER_VARLEN", raising=False)
+    ran = []
+    real = hopper_fwd.hopper_varlen_forward
+
+    def counting(*args, **kwargs):
+        res = real(*args, **kwargs)
+        ran.append(res is not None)
+        return res
+
+    monkeypatch.setattr(hopper_fwd, "hopper_varlen_forward", counting)
+    long_ = configs.HOPPER_VARLEN_MIN_SEQLEN
+    lens = [long_, 0, 300, long_ // 2 + 7]
+    checks = run_varlen(lens, lens, 4, 2, 128, torch.bfloat16, device, backward=False,
+                        causal=True)
+    _assert_ok(checks, lens, lens)
+    assert ran == [True], ran
+    ran.clear()
+    lens = [long_ - 1, 5]
+    checks = run_varlen(lens, lens, 4, 2, 64, torch.bfloat16, device, backward=False)
+    _assert_ok(checks, lens, lens)
+    assert ran in ([], [False]), ran  # the portable kernel ran
 
 
 @pytest.mark.gpu

@@ -232,6 +232,20 @@ def hopper_fwd_schedule(head_dim: int, causal: bool, seqlen_q: int) -> str:
     return "A"
 
 
+# Packed variable-length batches (ops/varlen.py) take the Gluon forward (per-sequence
+# device-side TMA descriptors, hopper_fwd.hopper_varlen_forward) from this longest query
+# sequence on. H200, bf16, 16k tokens, `varlengluon` at ac7393a (Gluon / portable varlen
+# forward, same run): 8k-long sequences 1.07x / 1.08x (hd 64 non-causal / causal) and
+# 1.37x / 1.39x (hd 128); 2k-long 0.91x / 0.73x and 0.98x / 0.74x (each program builds
+# its own descriptors: a fixed cost short sequences do not amortise). Between 2k and 8k
+# not measured: the portable kernel there.
+HOPPER_VARLEN_MIN_SEQLEN = 8192
+
+
+def hopper_varlen_preferred(max_seqlen_q: int) -> bool:
+    return max_seqlen_q >= HOPPER_VARLEN_MIN_SEQLEN
+
+
 # ----------------------------------------------------------------------------------
 # Hopper (sm_90) Gluon backward, ops/hopper_bwd.py
 # ----------------------------------------------------------------------------------

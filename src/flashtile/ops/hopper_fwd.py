@@ -12,7 +12,8 @@ Layers, top to bottom:
     hopper_attention_forward      launcher: (out, lse), no autograd; flash.attention_forward
                                   calls it first
     hopper_varlen_forward         the same kernels over packed variable-length sequences
-                                  (ops/varlen.py, opt-in: FLASHTILE_HOPPER_VARLEN=1):
+                                  (ops/varlen.py, from 8k-long sequences; =1 / =0
+                                  in FLASHTILE_HOPPER_VARLEN force it on / off):
                                   VARLEN programs build TMA descriptors over their own
                                   sequence's rows on the device (_program_seq)
     _fwd_kernel                   stage A: one partition, TMA prefetch ring, async wgmma
@@ -179,11 +180,18 @@ def hopper_varlen_supported(q, k, v, out, causal, window, softcap, softmax_scale
         _tma_addressable(out))
 
 
+def varlen_mode() -> str:
+    """"auto" (FLASHTILE_HOPPER_VARLEN unset: the Gluon varlen forward from
+    configs.HOPPER_VARLEN_MIN_SEQLEN on, where it measured faster than the portable
+    varlen kernel), "on" (=1: wherever it can run) or "off" (=0 or empty)."""
+    value = os.environ.get("FLASHTILE_HOPPER_VARLEN")
+    if value is None:
+        return "auto"
+    return "off" if value in ("", "0") else "on"
+
+
 def varlen_disabled() -> bool:
-    """The Gluon varlen forward is opt-in (FLASHTILE_HOPPER_VARLEN=1) until it measures
-    faster than the portable varlen kernel: at 072c1bb (no early exit yet) it ran 0.54-0.70x
-    the portable kernel at 2k-long sequences and 0.93-1.00x at 8k (`varlengluon`)."""
-    return os.environ.get("FLASHTILE_HOPPER_VARLEN", "0") in ("", "0")
+    return varlen_mode() == "off"
 
 
 def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale,
@@ -193,8 +201,12 @@ def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, sof
     (query tiles of the longest sequence, B * H); each program builds TMA descriptors
     over its own sequence's rows (_program_seq), so the kernels are the dense ones.
     Returns (out, lse), or None where the shipped schedule for max_seqlen_q is the
-    portable kernel (then the caller runs its own). Call only when
+    portable kernel, or (``varlen_mode`` "auto", no ``config``) the sequences are shorter
+    than configs.HOPPER_VARLEN_MIN_SEQLEN: then the caller runs its own. Call only when
     hopper_varlen_supported holds."""
+    if config is None and varlen_mode() == "auto" and not configs.hopper_varlen_preferred(
+            max_seqlen_q):
+        return None
     cfg = config or default_config(q.shape[-1], causal, max_seqlen_q)
     if cfg is None:
         return None

@@ -23,10 +23,11 @@ Notation for all kernels in this file:
     dK/dV grid: (cdiv(max_seqlen_k, BLOCK_N), Hkv, B), looping over the group's query
     heads in order (deterministic GQA sums, no atomics).
     lse and the backward's delta are (H, TQ) float32: packed like q, no padding.
-On sm_90 with FLASHTILE_HOPPER_VARLEN=1 the forward runs the Gluon kernels instead
-(hopper_fwd.hopper_varlen_forward, where hopper_varlen_supported; grid (query tiles of
-the longest sequence, B * H)); measured 1.07-1.39x this kernel at 8k-long sequences and
-0.73-0.98x at 2k (ac7393a), so off by default. The backward stays this file's.
+On sm_90 the forward runs the Gluon kernels instead from 8k-long sequences
+(hopper_fwd.hopper_varlen_forward, where hopper_varlen_supported and
+configs.hopper_varlen_preferred; grid (query tiles of the longest sequence, B * H)):
+measured 1.07-1.39x this kernel at 8k-long sequences and 0.73-0.98x at 2k (ac7393a).
+FLASHTILE_HOPPER_VARLEN=1 / =0 forces it on / off. The backward stays this file's.
 """
 
 from __future__ import annotations
