@@ -774,26 +774,6 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
               HEAD_DIM)
 
 
-@gluon.jit
-def _c_consumer0(q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
-                 empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k, qk_scale,
-                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                 NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):
-    _c_consumer(0, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
-                empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k, qk_scale, HEAD_DIM,
-                BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG)
-
-
-@gluon.jit
-def _c_consumer1(q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
-                 empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k, qk_scale,
-                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                 NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):
-    _c_consumer(1, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
-                empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k, qk_scale, HEAD_DIM,
-                BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG)
-
-
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
 def _fwd_c_kernel(
     q_desc, k_desc, v_desc, o_desc,  # TMA descriptors: q, o (B, M, H, D); k, v (B, N, Hkv, D)
@@ -871,11 +851,11 @@ def _fwd_c_kernel(
     # its wgmma is warpgroup-aligned), then the 1-warp producer
     gl.warp_specialize(
         [
-            (_c_consumer0, (q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
+            (_c_consumer, (0, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
                             empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k,
                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
                             PINGPONG)),
-            (_c_consumer1, (q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
+            (_c_consumer, (1, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
                             empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k,
                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
                             PINGPONG)),
