@@ -602,7 +602,7 @@ def _ds_smem_layout(block_n, block_m, dtype):
 
 @gluon.jit
 def _fused_producer(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, empty_bars, n_m, m_lo,
-                  b, hk, group, n_iter, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr):
+                    b, hk, group, n_iter, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr):
     """The 1-warp producer: Q / dO tiles of every iteration (query tiles from the last
     down, as the consumers visit them) into the ring, each slot once both consumer
     warpgroups released its previous tile (empty barrier, count 2)."""
@@ -622,8 +622,8 @@ def _writer_rows(cols, warps):
 
 @gluon.jit
 def _fused_writer(dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m, group,
-                seqlen_q, nheads, n_iter, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                DETERMINISTIC: gl.constexpr):
+                  seqlen_q, nheads, n_iter, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                  DETERMINISTIC: gl.constexpr):
     """The dQ writer (1 or 2 warps): per iteration, once both consumer warpgroups staged their
     column half of the (scaled) dQ tile, add it to the fp32 DQ_ACC with 16-byte vector
     atomics (rows past seqlen_q masked), then free the staging tile. DETERMINISTIC: the
@@ -659,8 +659,8 @@ def _fused_writer(dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n
 
 @gluon.jit
 def _fused_dq(itq, valid, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, sm_scale,
-            WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-            HALF_N: gl.constexpr):
+              WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+              HALF_N: gl.constexpr):
     """Columns [WG * D/2, (WG + 1) * D/2) of iteration ``itq``'s dQ = dS K over all 128
     keys, once both warpgroups stored their half of its dS^T (ds_bars), scaled, to the
     writer's staging tile. Not ``valid`` (iteration -1): the GEMM runs on a stale buffer
@@ -686,10 +686,10 @@ def _fused_dq(itq, valid, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, 
 
 @gluon.jit
 def _fused_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_smem, q_bars,
-              do_bars, empty_bars, ds_bars, dq_full, dq_empty, LSE, DELTA, bh, keys, m_lo,
-              seqlen_q, diag, qk_scale, sm_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
-              BLOCK_M: gl.constexpr, HALF_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-              MASKED: gl.constexpr):
+                do_bars, empty_bars, ds_bars, dq_full, dq_empty, LSE, DELTA, bh, keys, m_lo,
+                seqlen_q, diag, qk_scale, sm_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
+                BLOCK_M: gl.constexpr, HALF_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+                MASKED: gl.constexpr):
     """Warpgroup WG's iteration ``it`` (query tile m_lo + j of head bh) over its 64 keys:
     S^T, dP^T (both in flight), P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q
     (register A operands), dS^T to shared memory (four buffers by iteration), then the
@@ -742,10 +742,10 @@ def _fused_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_sm
 
 @gluon.jit
 def _fused_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
-                  q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc,
-                  dv_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group,
-                  seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
-                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
+                    q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc,
+                    dv_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group,
+                    seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
+                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
     """Consumer warpgroup WG: keys [start_n + WG * 64, + 64), dK and dV resident in
     registers; every query tile of the group's heads (last tile first, the causal band
     last), then dK (scaled) and dV through its half of the K / V buffers."""
