@@ -169,7 +169,8 @@ def hopper_main(as_json: bool) -> None:
 def hopper_bwd_variants():
     """(name, head_dim, causal, dtype, config): every shipped Gluon backward config
     (ops/hopper_bwd.py) in both dtypes, plus the other hd 128 Q/dO tile and the hd 64
-    dK/dV kernel without its register cap for A/B runs."""
+    dK/dV kernel without its register cap for A/B runs, and (names ending " varlen") the
+    varlen build of the shipped kernels at hd 64 / 128."""
     import dataclasses
 
     import torch
@@ -188,6 +189,8 @@ def hopper_bwd_variants():
             if hd == 64 and not causal:  # the shipped dK/dV tiles without their cap
                 free = dataclasses.replace(cfg, max_regs=None)
                 yield f"{tag} bfloat16 uncapped", hd, causal, torch.bfloat16, free
+            if hd <= 128:  # the same kernels over packed varlen sequences (opt-in)
+                yield f"{tag} bfloat16 varlen", hd, causal, torch.bfloat16, cfg
             fused = configs.hopper_bwd_fused_config(hd, causal)
             if fused not in (None, cfg):  # the fused kernel's tiles (not shipped)
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused
@@ -202,7 +205,8 @@ def hopper_bwd_main(as_json: bool) -> None:
 
     for name, hd, causal, dt, cfg in hopper_bwd_variants():
         try:
-            kernels = hopper_bwd.compile_sm90(hd, causal, dt, cfg)
+            kernels = hopper_bwd.compile_sm90(hd, causal, dt, cfg,
+                                              varlen=name.endswith(" varlen"))
         except Exception as exc:  # report every variant, then fail in the caller
             kernels = {kn: exc for kn in (("fused",) if cfg.fused else ("dkdv", "dq"))}
         for kname, k in kernels.items():

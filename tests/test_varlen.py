@@ -185,6 +185,19 @@ def test_hopper_varlen_modes(monkeypatch, value, mode):
     assert not hopper_fwd.hopper_varlen_supported(q, q, q, q, False, (None, None), 0.0)
 
 
+def test_hopper_varlen_bwd_opt_in(monkeypatch):
+    """The Gluon varlen backward is off unless FLASHTILE_HOPPER_VARLEN_BWD=1 (not yet
+    measured), and never on CPU tensors."""
+    from flashtile.ops import hopper_bwd
+
+    q = torch.randn(10, 4, 64, dtype=torch.bfloat16)
+    monkeypatch.delenv(hopper_bwd.VARLEN_ENV_VAR, raising=False)
+    monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
+    assert not hopper_bwd.hopper_varlen_bwd_supported(q, q, q, q, False, (None, None), 0.0)
+    monkeypatch.setenv(hopper_bwd.VARLEN_ENV_VAR, "1")
+    assert not hopper_bwd.hopper_varlen_bwd_supported(q, q, q, q, False, (None, None), 0.0)
+
+
 def test_hopper_varlen_threshold():
     assert configs.hopper_varlen_preferred(configs.HOPPER_VARLEN_MIN_SEQLEN)
     assert configs.hopper_varlen_preferred(16384)
@@ -222,6 +235,36 @@ def test_varlen_hopper_gpu(head_dim, causal, schedule, device, monkeypatch):
                         backward=head_dim != 256 or not causal, causal=causal)
     _assert_ok(checks, lens_q, lens_k)
     assert ran and all(ran), "the Gluon varlen forward did not run"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not IS_SM90, reason="the Gluon backward needs an sm_90 GPU")
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_varlen_hopper_bwd_gpu(head_dim, causal, device, monkeypatch):
+    """sm_90, FLASHTILE_HOPPER_VARLEN_BWD=1 (and FLASHTILE_HOPPER_BWD=1, so short
+    sequences qualify too): the backward runs the Gluon two-kernel backward over
+    per-sequence device-side TMA descriptors (hopper_bwd.hopper_varlen_backward), with
+    empty sequences on either side, key-less causal rows, ragged tails and GQA; dq / dk /
+    dv against the reference."""
+    from flashtile.ops import hopper_bwd
+
+    monkeypatch.setenv(hopper_bwd.VARLEN_ENV_VAR, "1")
+    monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
+    calls = []
+    real = hopper_bwd.hopper_varlen_backward
+
+    def counting(*args, **kwargs):
+        calls.append(args[1].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hopper_bwd, "hopper_varlen_backward", counting)
+    lens_q = [1500, 0, 700, 1, 129, 64, 1000, 333, 0]
+    lens_k = [1500, 0, 650, 900, 128, 0, 1200, 333, 77]
+    checks = run_varlen(lens_q, lens_k, 16, 4, head_dim, torch.bfloat16, device,
+                        causal=causal)
+    _assert_ok(checks, lens_q, lens_k)
+    assert calls, "the Gluon varlen backward did not run"
 
 
 @pytest.mark.gpu

@@ -115,6 +115,20 @@ def issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, t, b, hk, p
 
 
 @gluon.jit
+def seq_desc(base, row0, rows, like):
+    """Device-side TMA descriptor over rows [row0, row0 + rows) of the packed tensor at
+    ``base`` that host descriptor ``like`` ((1, T, H, D)) spans (the varlen forward's and
+    backward's per-sequence descriptors; the launch needs ``scratch_allocator``): same
+    box, layout and strides (at least one row: a descriptor needs a non-empty shape; an
+    empty sequence gets no tiles that read it, or reads it masked)."""
+    return tma.make_tensor_descriptor(
+        base + row0.to(gl.int64) * like.strides[1],
+        shape=[1, gl.maximum(rows, 1), like.shape[2], like.shape[3]],
+        strides=[like.strides[0], like.strides[1], like.strides[2], 1],
+        block_shape=like.block_type.shape, layout=like.layout)
+
+
+@gluon.jit
 def alloc_ring_pair(a_desc, b_desc, NUM_STAGES: gl.constexpr):
     """A NUM_STAGES-deep shared-memory ring of two streamed tiles (K and V, or Q and dO)
     shaped like the descriptors' blocks, and one barrier per slot and tile, initialised

@@ -15,6 +15,9 @@ Layers, top to bottom:
                                   attention_backward calls it first when supported
     _bwd_dkdv_kernel              one program per key tile: K, V resident, Q/dO streamed
     _bwd_dq_kernel                one program per query tile: Q, dO resident, K/V streamed
+    hopper_varlen_backward        (opt-in, FLASHTILE_HOPPER_VARLEN_BWD=1) the two kernels
+                                  over packed varlen sequences: VARLEN programs build TMA
+                                  descriptors over their own sequence's rows
     _bwd_fused_kernel             (opt-in) one program per 128-key tile: a TMA producer
                                   warp, two consumer warpgroups (64 keys, dK, dV each,
                                   half of each dQ tile's columns), dQ writer warps
@@ -94,13 +97,16 @@ from ._gluon_common import (
     kv_tile_range,
     mma_layout,
     scores_masked,
+    scratch_allocator,
+    seq_desc,
     tma_addressable,
     tma_desc,
 )
 
 __all__ = [
     "hopper_bwd_supported", "hopper_bwd_problem_ok", "hopper_bwd_mode",
-    "hopper_attention_backward", "HOPPER_BWD_HEAD_DIMS", "ENV_VAR",
+    "hopper_attention_backward", "hopper_varlen_bwd_supported", "hopper_varlen_backward",
+    "HOPPER_BWD_HEAD_DIMS", "ENV_VAR", "VARLEN_ENV_VAR",
 ]
 
 HOPPER_BWD_HEAD_DIMS = (64, 128, 256)
@@ -201,29 +207,93 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     return dq, dk, dv
 
 
-def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group):
-    """The dK/dV kernel, then the dQ kernel (7 GEMMs per tile pair, no atomics)."""
+VARLEN_ENV_VAR = "FLASHTILE_HOPPER_VARLEN_BWD"
+
+
+def hopper_varlen_bwd_supported(q, k, v, dout, causal, window, softcap,
+                                softmax_scale=None) -> bool:
+    """May ops/varlen.py's backward take the Gluon two-kernel backward over per-sequence
+    device-side TMA descriptors (``hopper_varlen_backward``)? Opt-in with
+    FLASHTILE_HOPPER_VARLEN_BWD=1 (built 2026-11-30, not yet run on a GPU), and what
+    ``hopper_bwd_supported`` asks of the packed tensors as (1, T, H, D) views (sm_90,
+    fp16/bf16, head dim 64 or 128, full or causal, no softcap; "auto" mode's measured
+    table at the head dim), with a TMA-addressable dout."""
+    if os.environ.get(VARLEN_ENV_VAR, "0") in ("", "0") or q.shape[-1] > 128:
+        return False  # hd 256's column-block dK/dV launches: not built for varlen
+    views = [x.unsqueeze(0) for x in (q, k, v)]
+    return (hopper_bwd_supported(*views, causal, window, softcap, 0.0, softmax_scale)
+            and _tma_ok(dout))
+
+
+def hopper_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+                           max_seqlen_q, max_seqlen_k, softmax_scale, causal, dq, dk, dv,
+                           config=None):
+    """The Gluon two-kernel backward over packed variable-length sequences (ops/varlen.py's
+    layout: q / out / dout / dq (TQ, H, D), k / v / dk / dv (TK, Hkv, D), lse (H, TQ) fp32,
+    int32 cu_seqlens). Grids (key tiles of the longest key sequence, B * Hkv) and (query
+    tiles of the longest query sequence, B * H); each program builds descriptors over its
+    own sequence's rows and returns at once past its end, so dq / dk / dv rows outside
+    every sequence, and of sequences without queries (dk, dv) or keys (dq), keep what the
+    caller put there: pass zeros. delta = rowsum(dO * O) from
+    flash's preprocess over the packed rows as one batch ((1, H, TQ) = lse's layout).
+    Call only when ``hopper_varlen_bwd_supported`` holds. Returns (dq, dk, dv)."""
+    from . import flash  # its preprocess kernel; flash imports this module at load
+
+    total_q, nheads, head_dim = q.shape
+    nheads_kv = k.shape[1]
+    batch = cu_seqlens_q.shape[0] - 1
+    group = nheads // nheads_kv
+    cfg = config or default_config(head_dim, causal, max_seqlen_k, group)
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
+    lse = lse.contiguous()  # the kernels index it as (H, TQ)
+    views = [x.unsqueeze(0) for x in (q, k, v, dout, out, dq, dk, dv)]
+    delta = torch.empty((nheads, total_q), dtype=torch.float32, device=q.device)
+    with device_ctx(q), scratch_allocator(q.device):
+        o4, do4 = views[4], views[3]
+        flash._attn_bwd_preprocess_kernel[(triton.cdiv(total_q, 64), nheads)](
+            o4, do4, delta, o4.stride(0), o4.stride(1), o4.stride(2), do4.stride(0),
+            do4.stride(1), do4.stride(2), total_q, nheads, HEAD_DIM=head_dim,
+            BLOCK_D=head_dim, BLOCK_M=64,
+        )
+        _launch_split(*views[:4], lse, delta, views[5:], cfg, scale, causal, group,
+                      varlen=(batch, max_seqlen_q, max_seqlen_k, q, k, v, dout, dq, dk, dv,
+                              cu_seqlens_q, cu_seqlens_k))
+    return dq, dk, dv
+
+
+def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, varlen=None):
+    """The dK/dV kernel, then the dQ kernel (7 GEMMs per tile pair, no atomics), over 4D
+    (B, S, H, D) tensors; ``varlen`` = (batch, max_seqlen_q, max_seqlen_k, packed q, k,
+    v, dout, dq, dk, dv, cu_seqlens_q, cu_seqlens_k) for (1, T, H, D) views of packed
+    sequences (hopper_varlen_backward)."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
+    rows_q, rows_k = seqlen_q, seqlen_k
+    ptrs = (None,) * 9  # Q, K, V, DO, DQ, DK, DV, CU_Q, CU_K: constexpr None when dense
+    if varlen is not None:
+        batch, rows_q, rows_k, *ptrs = varlen
+    pq, pk, pv, pdo, pdq, pdk, pdv, cu_q, cu_k = ptrs
+    flag = {} if varlen is None else dict(VARLEN=True)
     cols = head_dim // cfg.d_split  # dK / dV columns per launch (all but at hd 256)
     descs = (tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
              tma_desc(dout, cfg.block_m), tma_desc(outs[1], cfg.block_n, cols),
              tma_desc(outs[2], cfg.block_n, cols))
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
-        _bwd_dkdv_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
-            *descs, lse, delta, seqlen_q, seqlen_k, nheads,
-            group, float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim,
+        _bwd_dkdv_kernel[(triton.cdiv(rows_k, cfg.block_n), batch * nheads_kv)](
+            *descs, lse, delta, pq, pk, pv, pdo, pdk, pdv, cu_q, cu_k, seqlen_q, seqlen_k,
+            nheads, group, float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages,
             CAUSAL=bool(causal), PREFETCH=cfg.prefetch_stats, D_SPLIT=cfg.d_split,
-            HALF=half, num_warps=cfg.num_warps, **_maxnreg(cfg.max_regs),
+            HALF=half, num_warps=cfg.num_warps, **_maxnreg(cfg.max_regs), **flag,
         )
-    _bwd_dq_kernel[(triton.cdiv(seqlen_q, cfg.dq_block_m), batch * nheads)](
+    _bwd_dq_kernel[(triton.cdiv(rows_q, cfg.dq_block_m), batch * nheads)](
         tma_desc(q, cfg.dq_block_m), tma_desc(k, cfg.dq_block_n),
         tma_desc(v, cfg.dq_block_n), tma_desc(dout, cfg.dq_block_m),
-        tma_desc(outs[0], cfg.dq_block_m), lse, delta, seqlen_q, seqlen_k, nheads, group,
-        float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim, BLOCK_M=cfg.dq_block_m,
-        BLOCK_N=cfg.dq_block_n, NUM_STAGES=cfg.dq_num_stages, CAUSAL=bool(causal),
-        num_warps=cfg.dq_num_warps, **_maxnreg(cfg.dq_max_regs),
+        tma_desc(outs[0], cfg.dq_block_m), lse, delta, pq, pk, pv, pdo, pdq, cu_q, cu_k,
+        seqlen_q, seqlen_k, nheads, group, float(scale) * _LOG2E, float(scale),
+        HEAD_DIM=head_dim, BLOCK_M=cfg.dq_block_m, BLOCK_N=cfg.dq_block_n,
+        NUM_STAGES=cfg.dq_num_stages, CAUSAL=bool(causal), num_warps=cfg.dq_num_warps,
+        **_maxnreg(cfg.dq_max_regs), **flag,
     )
 
 
@@ -294,18 +364,28 @@ def _tma_ok(x: torch.Tensor) -> bool:
 
 
 @gluon.jit
-def _row_lse2(LSE, bh, rows, seqlen_q):
-    """lse of query ``rows`` of (batch * head) ``bh`` in log2 units; +inf on rows past
-    seqlen_q or with no key, so P = exp2(s - lse2) = 0 there."""
-    lse = gl.load(LSE + bh.to(gl.int64) * seqlen_q + rows, mask=rows < seqlen_q,
+def _row_lse2(LSE, bh, rows, seqlen_q, stride):
+    """lse of query ``rows`` of (batch * head) ``bh`` (row ``stride`` apart: seqlen_q,
+    or a varlen call's total rows) in log2 units; +inf on rows past seqlen_q or with no
+    key, so P = exp2(s - lse2) = 0 there."""
+    lse = gl.load(LSE + bh.to(gl.int64) * stride + rows, mask=rows < seqlen_q,
                   other=float("-inf"))
     return gl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
 
 
 @gluon.jit
-def _row_delta(DELTA, bh, rows, seqlen_q):
-    """delta = rowsum(dO * O) of query ``rows`` (0 past seqlen_q)."""
-    return gl.load(DELTA + bh.to(gl.int64) * seqlen_q + rows, mask=rows < seqlen_q, other=0.0)
+def _row_delta(DELTA, bh, rows, seqlen_q, stride):
+    """delta = rowsum(dO * O) of query ``rows`` (0 past seqlen_q), laid out as lse."""
+    return gl.load(DELTA + bh.to(gl.int64) * stride + rows, mask=rows < seqlen_q, other=0.0)
+
+
+@gluon.jit
+def _seq_bounds(CU_Q, CU_K, b):
+    """(first query row, query length, first key row, key length) of sequence ``b`` of a
+    packed varlen batch."""
+    q0 = gl.load(CU_Q + b)
+    k0 = gl.load(CU_K + b)
+    return q0, gl.load(CU_Q + b + 1) - q0, k0, gl.load(CU_K + b + 1) - k0
 
 
 @gluon.jit
@@ -385,18 +465,20 @@ def _resident_and_ring(res_a_desc, res_b_desc, ring_a_desc, ring_b_desc,
 def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group,
                     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, REVERSE: gl.constexpr,
-                    ACC_DIM: gl.constexpr):
-    """What both key-tile kernels (dK/dV, fused) start with: this program's (batch, KV
-    head, key tile), the query tiles it visits (``_q_tile_range``), shared memory for
-    the resident K, V and the Q/dO ring with their barriers, the TMA loads of K, V and
-    the first NUM_STAGES Q/dO tiles in flight, zeroed dK / dV accumulators (ACC_DIM
-    columns: HEAD_DIM, or a column block of it), and K, V waited for. Key tiles in
-    launch order (pid 0 is the key tile): the fused kernel's ordered adds rely on it."""
+                    ACC_DIM: gl.constexpr, VARLEN: gl.constexpr = False):
+    """What the dK/dV kernel starts with: this program's (batch, KV head, key tile), the
+    query tiles it visits (``_q_tile_range``), shared memory for the resident K, V and
+    the Q/dO ring with their barriers, the TMA loads of K, V and the first NUM_STAGES
+    Q/dO tiles in flight, zeroed dK / dV accumulators (ACC_DIM columns: HEAD_DIM, or a
+    column block of it), and K, V waited for. VARLEN: the descriptors span one sequence
+    (batch coordinate 0)."""
     pid_n = gl.program_id(0)
     pid_bhk = gl.program_id(1)
     nheads_kv = nheads // group
     b = pid_bhk // nheads_kv
     hk = pid_bhk % nheads_kv
+    if VARLEN:
+        b = 0
     start_n = pid_n * BLOCK_N
     diag = seqlen_k - seqlen_q
     m_lo, n_band, n_m = _q_tile_range(start_n, seqlen_q, diag, BLOCK_M, BLOCK_N, CAUSAL)
@@ -440,20 +522,21 @@ def _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, col, s
 
 
 @gluon.jit
-def _iter_stats(LSE, DELTA, it, m_lo, n_m, n_iter, bh0, seqlen_q, layout: gl.constexpr,
-                BLOCK_M: gl.constexpr):
+def _iter_stats(LSE, DELTA, it, m_lo, n_m, n_iter, bh0, seqlen_q, stride,
+                layout: gl.constexpr, BLOCK_M: gl.constexpr):
     """lse2 and delta of ring iteration ``it`` (clamped to the last one; head bh0 +
     it // n_m, query tile m_lo + it % n_m), in ``layout`` (the query axis of S^T)."""
     it = gl.minimum(it, n_iter - 1)
     rows = (m_lo + it % n_m) * BLOCK_M + gl.arange(0, BLOCK_M, layout=layout)
     bh = bh0 + it // n_m
-    return _row_lse2(LSE, bh, rows, seqlen_q), _row_delta(DELTA, bh, rows, seqlen_q)
+    return (_row_lse2(LSE, bh, rows, seqlen_q, stride),
+            _row_delta(DELTA, bh, rows, seqlen_q, stride))
 
 
 @gluon.jit
 def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars, do_bars, q_desc,
-               do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk, group, seqlen_q, diag,
-               qk_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+               do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk, group, seqlen_q,
+               lse_stride, diag, qk_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr,
                PREFETCH: gl.constexpr, D_SPLIT: gl.constexpr, HALF: gl.constexpr):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
@@ -483,10 +566,10 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         lse2 = lse2_in
         delta = delta_in
         lse2_next, delta_next = _iter_stats(LSE, DELTA, it + 1, m_lo, n_m, n_iter,
-                                            bh - it // n_m, seqlen_q,
+                                            bh - it // n_m, seqlen_q, lse_stride,
                                             gl.SliceLayout(0, s_layout), BLOCK_M)
     else:
-        lse2 = _row_lse2(LSE, bh, rows, seqlen_q)
+        lse2 = _row_lse2(LSE, bh, rows, seqlen_q, lse_stride)
     # -- P^T, then dV += P^T dO (P^T from registers) --
     s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
     p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
@@ -503,7 +586,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     dv = warpgroup_mma(p_op, do_b, dv, is_async=True)
     # -- dS^T = P^T (dP^T - delta), then dK += dS^T Q (delta loaded once lse2 is dead) --
     if not PREFETCH:
-        delta = _row_delta(DELTA, bh, rows, seqlen_q)
+        delta = _row_delta(DELTA, bh, rows, seqlen_q, lse_stride)
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
     ds_op = gl.convert_layout((p_t * (dp_t - delta[None, :])).to(q_buf.dtype), a_layout)
     dk = warpgroup_mma(ds_op, q_b, dk, is_async=True)
@@ -522,23 +605,41 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
 def _bwd_dkdv_kernel(
     q_desc, k_desc, v_desc, do_desc,  # TMA: q, do (B, M, H, D); k, v (B, N, Hkv, D)
     dk_desc, dv_desc,  # TMA: dk, dv (B, N, Hkv, D)
-    LSE, DELTA,  # (B, H, M) fp32: lse (natural log), rowsum(dO * O)
+    LSE, DELTA,  # (B, H, M) fp32: lse (natural log), rowsum(dO * O); VARLEN: (H, TQ)
+    Q, K, V, DO, DK, DV, CU_Q, CU_K,  # VARLEN: packed base pointers, cu_seqlens (else None)
     seqlen_q, seqlen_k, nheads, group,
     qk_scale, sm_scale,  # qk_scale = sm_scale * log2(e)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PREFETCH: gl.constexpr,
-    D_SPLIT: gl.constexpr = 1, HALF: gl.constexpr = 0,
+    D_SPLIT: gl.constexpr = 1, HALF: gl.constexpr = 0, VARLEN: gl.constexpr = False,
 ):
     gl.static_assert(BLOCK_N == 16 * gl.num_warps(), "each warp owns 16 key rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_M <= 256, "wgmma n is at most 256")
     gl.static_assert(HEAD_DIM % (64 * D_SPLIT) == 0 and HALF < D_SPLIT,
                      "column blocks of whole 64-column swizzle atoms")
     ACC_DIM: gl.constexpr = HEAD_DIM // D_SPLIT
+    lse_stride = seqlen_q
+    if VARLEN:  # sequence b of the packed batch: its own descriptors, b = 0 from here
+        q0, seqlen_q, k0, seqlen_k = _seq_bounds(CU_Q, CU_K,
+                                                 gl.program_id(1) // (nheads // group))
+        if (gl.program_id(0) * BLOCK_N >= seqlen_k) | (seqlen_q == 0):
+            # past this sequence's keys, or no query sees them: no descriptor built,
+            # nothing to store (the caller's dk / dv are zeros)
+            return
+        lse_stride = q_desc.shape[1]  # lse / delta (H, TQ)
+        LSE = LSE + q0
+        DELTA = DELTA + q0
+        q_desc = seq_desc(Q, q0, seqlen_q, q_desc)
+        do_desc = seq_desc(DO, q0, seqlen_q, do_desc)
+        k_desc = seq_desc(K, k0, seqlen_k, k_desc)
+        v_desc = seq_desc(V, k0, seqlen_k, v_desc)
+        dk_desc = seq_desc(DK, k0, seqlen_k, dk_desc)
+        dv_desc = seq_desc(DV, k0, seqlen_k, dv_desc)
     # causal: low key tiles (the most query tiles) start first
     (pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter, k_smem, v_smem, q_smem,
      do_smem, q_bars, do_bars, keys, dk, dv, k2, v2) = _key_tile_setup(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
-        BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM)
+        BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN)
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
     #    (masked), then the query tiles that see every key of this tile --
@@ -546,7 +647,7 @@ def _bwd_dkdv_kernel(
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     if PREFETCH:  # the first iteration's row statistics; each step loads the next's
         lse2, delta = _iter_stats(LSE, DELTA, 0, m_lo, n_m, n_iter, bh0, seqlen_q,
-                                  gl.SliceLayout(0, s_layout), BLOCK_M)
+                                  lse_stride, gl.SliceLayout(0, s_layout), BLOCK_M)
     else:
         lse2 = 0.0
         delta = 0.0
@@ -556,14 +657,14 @@ def _bwd_dkdv_kernel(
             dk, dv, lse2, delta = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
-                group, seqlen_q, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
-                True, PREFETCH, D_SPLIT, HALF)
+                group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+                NUM_STAGES, True, PREFETCH, D_SPLIT, HALF)
         for j in range(n_band, n_m):
             dk, dv, lse2, delta = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
-                group, seqlen_q, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
-                False, PREFETCH, D_SPLIT, HALF)
+                group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+                NUM_STAGES, False, PREFETCH, D_SPLIT, HALF)
 
     # -- epilogue: dK (scaled) and dV through the K and V buffers, or (a column block)
     #    through staging tiles of the dK / dV descriptors' box --
@@ -712,7 +813,7 @@ def _fused_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_sm
     mbarrier.wait(do_bars.index(s), phase)
     dp_t = warpgroup_mma(v_w, do_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
     rows = (m_lo + j) * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
-    lse2 = _row_lse2(LSE, bh, rows, seqlen_q)
+    lse2 = _row_lse2(LSE, bh, rows, seqlen_q, seqlen_q)
     # -- P^T, then dV += P^T dO --
     s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
     p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
@@ -721,7 +822,7 @@ def _fused_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_sm
     p_op = gl.convert_layout(p_t.to(q_buf.dtype), a_layout)
     dv = warpgroup_mma(p_op, do_buf, dv, is_async=True)
     # -- dS^T = P^T (dP^T - delta): dK += dS^T Q from registers, and to shared memory --
-    delta = _row_delta(DELTA, bh, rows, seqlen_q)
+    delta = _row_delta(DELTA, bh, rows, seqlen_q, seqlen_q)
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
     ds_t = (p_t * (dp_t - delta[None, :])).to(q_buf.dtype)
     ds_op = gl.convert_layout(ds_t, a_layout)
@@ -925,11 +1026,12 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
 def _bwd_dq_kernel(
     q_desc, k_desc, v_desc, do_desc,  # TMA: q, do (B, M, H, D); k, v (B, N, Hkv, D)
     dq_desc,  # TMA: dq (B, M, H, D)
-    LSE, DELTA,  # (B, H, M) fp32: lse (natural log), rowsum(dO * O)
+    LSE, DELTA,  # (B, H, M) fp32: lse (natural log), rowsum(dO * O); VARLEN: (H, TQ)
+    Q, K, V, DO, DQ, CU_Q, CU_K,  # VARLEN: packed base pointers, cu_seqlens (else None)
     seqlen_q, seqlen_k, nheads, group,
     qk_scale, sm_scale,  # qk_scale = sm_scale * log2(e)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, VARLEN: gl.constexpr = False,
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -943,6 +1045,23 @@ def _bwd_dq_kernel(
     h = pid_bh % nheads
     hk = h // group
     start_m = pid_m * BLOCK_M
+    lse_stride = seqlen_q
+    if VARLEN:  # sequence b of the packed batch: its own descriptors, b = 0 from here
+        q0, seqlen_q, k0, seqlen_k = _seq_bounds(CU_Q, CU_K, b)
+        if (start_m >= seqlen_q) | (seqlen_k == 0):
+            # past this sequence's queries, or no key to see: no descriptor built,
+            # nothing to store (the caller's dq is zeros)
+            return
+        lse_stride = q_desc.shape[1]  # lse / delta (H, TQ)
+        LSE = LSE + q0
+        DELTA = DELTA + q0
+        q_desc = seq_desc(Q, q0, seqlen_q, q_desc)
+        do_desc = seq_desc(DO, q0, seqlen_q, do_desc)
+        dq_desc = seq_desc(DQ, q0, seqlen_q, dq_desc)
+        k_desc = seq_desc(K, k0, seqlen_k, k_desc)
+        v_desc = seq_desc(V, k0, seqlen_k, v_desc)
+        b = 0
+        pid_bh = h  # the row of lse / delta
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = kv_tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
 
@@ -959,8 +1078,8 @@ def _bwd_dq_kernel(
                   BLOCK_N, NUM_STAGES)
 
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
-    lse2 = _row_lse2(LSE, pid_bh, rows, seqlen_q)
-    delta = _row_delta(DELTA, pid_bh, rows, seqlen_q)
+    lse2 = _row_lse2(LSE, pid_bh, rows, seqlen_q, lse_stride)
+    delta = _row_delta(DELTA, pid_bh, rows, seqlen_q, lse_stride)
     dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, d_layout)
     mbarrier.wait(q_bar, 0)
     q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
@@ -987,14 +1106,16 @@ def _bwd_dq_kernel(
 
 
 def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
-                 deterministic: bool = True) -> dict:
+                 deterministic: bool = True, varlen: bool = False) -> dict:
     """Compile both backward kernels for sm_90 on any machine (no GPU) with the argument
-    types a real launch produces. Returns {"dkdv": kernel, "dq": kernel} (Triton compiled
-    kernels: ``.asm`` holds ttgir/ptx/cubin, ``.metadata.shared`` shared memory bytes)."""
+    types a real launch produces (``varlen``: hopper_varlen_backward's). Returns
+    {"dkdv": kernel, "dq": kernel} (Triton compiled kernels: ``.asm`` holds
+    ttgir/ptx/cubin, ``.metadata.shared`` shared memory bytes)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
     cfg = config or configs.hopper_bwd_config(head_dim, causal, 4096)
+    elem = {torch.float16: "*fp16", torch.bfloat16: "*bf16"}[dtype]
     scalars = dict(LSE="*fp32", DELTA="*fp32", seqlen_q="i32", seqlen_k="i32", nheads="i32",
                    group="i32", qk_scale="fp32", sm_scale="fp32")
     jobs = {
@@ -1012,9 +1133,9 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
     for name, (kernel, bm, bn, stages, warps, cap, descs) in jobs.items():
         rows = dict(q=bm, do=bm, dq=bm, k=bn, v=bn, dk=bn, dv=bn)
         width = dict(dk=head_dim // cfg.d_split, dv=head_dim // cfg.d_split)
-        sig = {f"{d}_desc": desc_signature(dtype, rows[d], width.get(d, head_dim))
-               for d in descs}
-        sig.update(scalars)
+        types = {f"{d}_desc": desc_signature(dtype, rows[d], width.get(d, head_dim))
+                 for d in descs}
+        types.update(scalars)
         constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=stages,
                           CAUSAL=bool(causal))
         if name == "fused":
@@ -1022,12 +1143,20 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         if name == "dkdv":
             constexprs["PREFETCH"] = bool(cfg.prefetch_stats)
             constexprs.update(D_SPLIT=cfg.d_split, HALF=cfg.d_split - 1)  # the last block
-        sig.update({n: "constexpr" for n in constexprs})
-        # LSE, DELTA (and DQ_ACC, SEM): torch allocations, 16-byte aligned
-        n_ptrs = 4 if name == "fused" else 2
+        # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
+        ptrs = [n for n in ("Q", "K", "V", "DO", "DQ", "DK", "DV", "CU_Q", "CU_K")
+                if n in kernel.arg_names]
+        if varlen:
+            types.update({n: "*i32" if n.startswith("CU") else elem for n in ptrs})
+            constexprs["VARLEN"] = True
+        else:
+            constexprs.update({n: None for n in ptrs})
+        types.update({n: "constexpr" for n in constexprs})
+        sig = {n: types[n] for n in kernel.arg_names if n in types}  # parameter order
+        # LSE, DELTA (DQ_ACC, SEM; the varlen pointers): torch allocations, 16-byte aligned
+        aligned = [i for i, n in enumerate(sig) if sig[n].startswith("*")]
         src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs,
-                             attrs={(len(descs) + i,): [["tt.divisibility", 16]]
-                                    for i in range(n_ptrs)})
+                             attrs={(i,): [["tt.divisibility", 16]] for i in aligned})
         out[name] = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                                    options=dict(num_warps=warps, **_maxnreg(cap)))
     return out

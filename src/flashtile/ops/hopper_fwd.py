@@ -61,7 +61,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from .. import configs
 from ._common import device_capability, device_ctx, is_interpreting
 from ._gluon_common import GL_DTYPES as _GL_DTYPES
-from ._gluon_common import alloc_ring_pair, issue_kv, issue_kv_slot, scratch_allocator
+from ._gluon_common import alloc_ring_pair, issue_kv, issue_kv_slot, scratch_allocator, seq_desc
 from ._gluon_common import kv_tile_range as _tile_range
 from ._gluon_common import mma_layout as _mma_layout
 from ._gluon_common import scores_masked as _scores_masked
@@ -334,10 +334,10 @@ def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, se
         seqlen_q = gl.load(CU_Q + b + 1) - q0
         seqlen_k = gl.load(CU_K + b + 1) - k0
         lse_rows = LSE + h.to(gl.int64) * q_desc.shape[1] + q0  # (H, TQ)
-        q_desc = _seq_desc(Q, q0, seqlen_q, q_desc)
-        o_desc = _seq_desc(O, q0, seqlen_q, o_desc)
-        k_desc = _seq_desc(K, k0, seqlen_k, k_desc)
-        v_desc = _seq_desc(V, k0, seqlen_k, v_desc)
+        q_desc = seq_desc(Q, q0, seqlen_q, q_desc)
+        o_desc = seq_desc(O, q0, seqlen_q, o_desc)
+        k_desc = seq_desc(K, k0, seqlen_k, k_desc)
+        v_desc = seq_desc(V, k0, seqlen_k, v_desc)
         b = 0
     else:
         lse_rows = LSE + pid_bh.to(gl.int64) * seqlen_q
@@ -353,19 +353,6 @@ def _past_seq_end(CU_Q, start, nheads, VARLEN: gl.constexpr):
         b = gl.program_id(1) // nheads
         return start >= gl.load(CU_Q + b + 1) - gl.load(CU_Q + b)
     return False
-
-
-@gluon.jit
-def _seq_desc(base, row0, rows, like):
-    """Device-side TMA descriptor over rows [row0, row0 + rows) of the packed tensor at
-    ``base`` that host descriptor ``like`` ((1, T, H, D)) spans: same box, layout and
-    strides (at least one row: a descriptor needs a non-empty shape; an empty key sequence
-    gets no key tiles, so nothing reads that row)."""
-    return tma.make_tensor_descriptor(
-        base + row0.to(gl.int64) * like.strides[1],
-        shape=[1, gl.maximum(rows, 1), like.shape[2], like.shape[3]],
-        strides=[like.strides[0], like.strides[1], like.strides[2], 1],
-        block_shape=like.block_type.shape, layout=like.layout)
 
 
 # ==================================================================================

@@ -27,7 +27,9 @@ On sm_90 the forward runs the Gluon kernels instead from 8k-long sequences
 (hopper_fwd.hopper_varlen_forward, where hopper_varlen_supported and
 configs.hopper_varlen_preferred; grid (query tiles of the longest sequence, B * H)):
 measured 1.07-1.39x this kernel at 8k-long sequences and 0.73-0.98x at 2k (ac7393a).
-FLASHTILE_HOPPER_VARLEN=1 / =0 forces it on / off. The backward stays this file's.
+FLASHTILE_HOPPER_VARLEN=1 / =0 forces it on / off. The backward is this file's, or with
+FLASHTILE_HOPPER_VARLEN_BWD=1 (opt-in, not yet run on a GPU) the Gluon two-kernel
+backward over per-sequence descriptors (hopper_bwd.hopper_varlen_backward).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import triton
 import triton.language as tl
 
 from .. import configs
-from . import hopper_fwd
+from . import hopper_bwd, hopper_fwd
 from ._checks import check_device, check_qkv, check_scalars, check_window
 from ._common import (
     cast_out,
@@ -397,6 +399,13 @@ def varlen_backward(
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     if batch == 0 or total_q == 0 or k.shape[0] == 0 or nheads == 0:
         return dq, dk, dv
+    if (config is None and max_seqlen_q > 0 and max_seqlen_k > 0
+            and hopper_bwd.hopper_varlen_bwd_supported(
+                q, k, v, dout, window_size[1] == 0, window_size, softcap, softmax_scale)):
+        # sm_90, opt-in: the Gluon two-kernel backward over per-sequence TMA descriptors
+        return hopper_bwd.hopper_varlen_backward(
+            dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+            softmax_scale, window_size[1] == 0, dq, dk, dv)
     cfg = config or configs.bwd_config(
         meta["BLOCK_D"], window_size[1] is not None, q.dtype, q.device, max_seqlen_k
     )
