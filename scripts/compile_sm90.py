@@ -192,8 +192,10 @@ def hopper_bwd_variants():
             if hd <= 128:  # the same kernels over packed varlen sequences (opt-in)
                 yield f"{tag} bfloat16 varlen", hd, causal, torch.bfloat16, cfg
             fused = configs.hopper_bwd_fused_config(hd, causal)
-            if fused not in (None, cfg):  # the fused kernel's tiles (not shipped)
+            if fused not in (None, cfg):  # the fused kernel's tiles (not shipped), ordered
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused
+                # and racing (dQ by TMA reduce-adds)
+                yield f"{tag} bfloat16 racing", hd, causal, torch.bfloat16, fused
 
 
 def hopper_bwd_main(as_json: bool) -> None:
@@ -206,6 +208,7 @@ def hopper_bwd_main(as_json: bool) -> None:
     for name, hd, causal, dt, cfg in hopper_bwd_variants():
         try:
             kernels = hopper_bwd.compile_sm90(hd, causal, dt, cfg,
+                                              deterministic=not name.endswith(" racing"),
                                               varlen=name.endswith(" varlen"))
         except Exception as exc:  # report every variant, then fail in the caller
             kernels = {kn: exc for kn in (("fused",) if cfg.fused else ("dkdv", "dq"))}

@@ -4,7 +4,12 @@
 # GPU tests of the fused path (-k fused; the two-kernel ones run in bwdtests / hoppertests),
 # then scripts/bench_hopper_bwd.py at
 # 1k/4k/16k beside the shipped two-kernel backward, the portable one and SDPA cuDNN
-# (ordered and racing adds), and Nsight Compute on the racing kernel.
+# (ordered and racing adds), and Nsight Compute on the racing kernel. Since 2026-11-30
+# (end of session 8, not yet run on a GPU) the racing mode adds dQ with TMA reduce-adds
+# issued by the consumers (HopperBwdConfig.dq_tma_reduce; _gluon_common.tma_reduce_add).
+# Prediction: racing at hd 128 from 0.63-0.72x cuDNN's backward (two writer warps'
+# atomics, aed4ef9) to 0.75-0.85x, still below the two-kernel backward (the consumers'
+# chain, not the adds, is what ncu showed); the ordered mode unchanged.
 timeout 120 python3 - <<'PY' >"$out/fused_smoke.log" 2>&1 || { status=1; echo "fused smoke FAILED"; }
 import torch
 from flashtile import configs

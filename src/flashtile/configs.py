@@ -282,6 +282,9 @@ class HopperBwdConfig:
     # (setmaxnreg; the consumers get what the 64K register file leaves, at most 240)
     load_regs: int = 32
     writer_warps: int = 2
+    # fused, racing mode (deterministic=False): the consumers add dQ with TMA reduce-adds
+    # (cp.reduce.async.bulk.tensor, FA3's way) instead of the writer warps' atomics
+    dq_tma_reduce: bool = True
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

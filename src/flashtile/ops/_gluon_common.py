@@ -9,14 +9,16 @@ from __future__ import annotations
 import contextlib
 
 import torch
+from triton._C.libtriton import ir
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from triton.runtime import _allocation
 
-GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
-_TY_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16, torch.float32: gl.float32}
+_TY_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
 
 
 # ----------------------------------------------------------------------------------
@@ -53,6 +55,19 @@ def desc_signature(dtype: torch.dtype, rows: int, head_dim: int) -> str:
 # ----------------------------------------------------------------------------------
 # device side
 # ----------------------------------------------------------------------------------
+
+
+@builtin
+def tma_reduce_add(tensor_desc, coord, src, _semantic=None):
+    """TMA reduce-add (``cp.reduce.async.bulk.tensor ... .add``) of the shared-memory tile
+    ``src`` into the global box of ``tensor_desc`` at ``coord``: the asynchronous,
+    whole-tile counterpart of ``tma.async_copy_shared_to_global`` (same rules: ``src`` in
+    the descriptor's layout, written before a ``fence_async_shared``; reuse it after
+    ``tma.store_wait``). Triton 3.6's Gluon builds the op (GluonOpBuilder.
+    create_async_tma_reduce) but exports no wrapper for it."""
+    coord = _semantic._convert_to_ir_values(coord, require_i64=False)
+    _semantic.builder.create_async_tma_reduce(ir.DESCRIPTOR_REDUCE_KIND.ADD,
+                                              tensor_desc.handle, coord, src.handle)
 
 
 @gluon.constexpr_function

@@ -101,6 +101,7 @@ from ._gluon_common import (
     seq_desc,
     tma_addressable,
     tma_desc,
+    tma_reduce_add,
 )
 
 __all__ = [
@@ -315,8 +316,9 @@ def _launch_fused(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, de
     _bwd_fused_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
         tma_desc(q, cfg.block_m), tma_desc(k, half), tma_desc(v, half),
         tma_desc(dout, cfg.block_m), tma_desc(outs[1], half), tma_desc(outs[2], half),
-        lse, delta, dq_acc, sem, seqlen_q, seqlen_k, nheads, group, float(scale) * _LOG2E,
-        float(scale), **_fused_constexprs(cfg, head_dim, causal, deterministic), num_warps=4,
+        tma_desc(dq_acc, cfg.block_m, head_dim // 2), lse, delta, dq_acc, sem, seqlen_q,
+        seqlen_k, nheads, group, float(scale) * _LOG2E, float(scale),
+        **_fused_constexprs(cfg, head_dim, causal, deterministic), num_warps=4,
     )
     outs[0].copy_(dq_acc)
 
@@ -326,7 +328,8 @@ def _fused_constexprs(cfg, head_dim, causal, deterministic) -> dict:
     return dict(HEAD_DIM=head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
                 NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
                 DETERMINISTIC=bool(deterministic), LOAD_REGS=cfg.load_regs,
-                MMA_REGS=hopper_fwd._mma_regs(cfg.load_regs), WRITER_WARPS=cfg.writer_warps)
+                MMA_REGS=hopper_fwd._mma_regs(cfg.load_regs), WRITER_WARPS=cfg.writer_warps,
+                TMA_REDUCE=bool(cfg.dq_tma_reduce and not deterministic))
 
 
 FUSED_ENV_VAR = "FLASHTILE_HOPPER_BWD_FUSED"
@@ -724,48 +727,51 @@ def _writer_rows(cols, warps):
 @gluon.jit
 def _fused_writer(dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m, group,
                   seqlen_q, nheads, n_iter, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                  DETERMINISTIC: gl.constexpr):
+                  DETERMINISTIC: gl.constexpr, TMA_REDUCE: gl.constexpr):
     """The dQ writer (1 or 2 warps): per iteration, once both consumer warpgroups staged their
     column half of the (scaled) dQ tile, add it to the fp32 DQ_ACC with 16-byte vector
     atomics (rows past seqlen_q masked), then free the staging tile. DETERMINISTIC: the
     adds to a query tile happen in key-tile order (a per-(head, query tile) counter in
-    SEM: wait for pid_n, add, release pid_n + 1); the wait stalls this warp only."""
+    SEM: wait for pid_n, add, release pid_n + 1); the wait stalls this warp only.
+    TMA_REDUCE: idle (the consumers issue TMA reduce-adds themselves)."""
     DQ_COLS: gl.constexpr = HEAD_DIM // 2
     layout: gl.constexpr = _add_layout(gl.num_warps(), DQ_COLS)
     CH: gl.constexpr = _writer_rows(DQ_COLS, gl.num_warps())
     n_mt = (seqlen_q + BLOCK_M - 1) // BLOCK_M
-    for it in range(0, n_iter):
-        g = it // n_m
-        j = n_m - 1 - it % n_m
-        h = hk * group + g
-        start_m = (m_lo + j) * BLOCK_M
-        mbarrier.wait(dq_full, it & 1)
-        if DETERMINISTIC:
-            sem = SEM + ((b * nheads + h).to(gl.int64) * n_mt + m_lo + j) * 2
-            while gl.atomic_add(sem, 0, sem="acquire", scope="gpu") < pid_n:
-                pass
-        for w in gl.static_range(2):
-            for r in gl.static_range(BLOCK_M // CH):
-                x = dq_smem.index(w).slice(r * CH, CH, dim=0).load(layout)
-                rows = start_m + r * CH + gl.arange(0, CH, layout=gl.SliceLayout(1, layout))
-                cols = w * DQ_COLS + gl.arange(0, DQ_COLS, layout=gl.SliceLayout(0, layout))
-                offs = ((b * seqlen_q + rows).to(gl.int64) * nheads + h) * HEAD_DIM
-                gl.atomic_add(DQ_ACC + offs[:, None] + cols[None, :], x,
-                              mask=rows[:, None] < seqlen_q, sem="relaxed", scope="gpu")
-        mbarrier.arrive(dq_empty, count=1)  # the tile is in registers: free to refill
-        if DETERMINISTIC:
-            gl.thread_barrier()  # every lane's adds are issued
-            gl.atomic_add(sem, 1, sem="release", scope="gpu")
+    if not TMA_REDUCE:  # (traced only when the writer has work)
+        for it in range(0, n_iter):
+            g = it // n_m
+            j = n_m - 1 - it % n_m
+            h = hk * group + g
+            start_m = (m_lo + j) * BLOCK_M
+            mbarrier.wait(dq_full, it & 1)
+            if DETERMINISTIC:
+                sem = SEM + ((b * nheads + h).to(gl.int64) * n_mt + m_lo + j) * 2
+                while gl.atomic_add(sem, 0, sem="acquire", scope="gpu") < pid_n:
+                    pass
+            for w in gl.static_range(2):
+                for r in gl.static_range(BLOCK_M // CH):
+                    x = dq_smem.index(w).slice(r * CH, CH, dim=0).load(layout)
+                    rows = start_m + r * CH + gl.arange(0, CH, layout=gl.SliceLayout(1, layout))
+                    cols = w * DQ_COLS + gl.arange(0, DQ_COLS, layout=gl.SliceLayout(0, layout))
+                    offs = ((b * seqlen_q + rows).to(gl.int64) * nheads + h) * HEAD_DIM
+                    gl.atomic_add(DQ_ACC + offs[:, None] + cols[None, :], x,
+                                  mask=rows[:, None] < seqlen_q, sem="relaxed", scope="gpu")
+            mbarrier.arrive(dq_empty, count=1)  # the tile is in registers: free to refill
+            if DETERMINISTIC:
+                gl.thread_barrier()  # every lane's adds are issued
+                gl.atomic_add(sem, 1, sem="release", scope="gpu")
 
 
 @gluon.jit
-def _fused_dq(itq, valid, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, sm_scale,
-              WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-              HALF_N: gl.constexpr):
+def _fused_dq(itq, valid, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, dqacc_desc,
+              b, hk, group, n_m, m_lo, sm_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
+              BLOCK_M: gl.constexpr, HALF_N: gl.constexpr, TMA_REDUCE: gl.constexpr):
     """Columns [WG * D/2, (WG + 1) * D/2) of iteration ``itq``'s dQ = dS K over all 128
     keys, once both warpgroups stored their half of its dS^T (ds_bars), scaled, to the
-    writer's staging tile. Not ``valid`` (iteration -1): the GEMM runs on a stale buffer
-    and nothing is staged."""
+    writer's staging tile, or (TMA_REDUCE) to this warpgroup's own staging tile, added to
+    the fp32 dQ by a TMA reduce-add the warpgroup issues itself (FA3's way; racing).
+    Not ``valid`` (iteration -1): the GEMM runs on a stale buffer and nothing is added."""
     DQ_COLS: gl.constexpr = HEAD_DIM // 2
     dq_layout: gl.constexpr = mma_layout(gl.num_warps(), DQ_COLS)
     itq = gl.maximum(itq, 0)
@@ -778,19 +784,32 @@ def _fused_dq(itq, valid, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, 
                        use_acc=False, is_async=True)
     dq = warpgroup_mma(ds_smem.index(2 * buf + 1).permute((1, 0)), k1, dq, is_async=True)
     dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
-    # to the staging tile, once the writer drained the previous one
-    mbarrier.wait(dq_empty, (itq & 1) ^ 1, pred=valid & (itq > 0))
-    dq_smem.index(WG).store(dq * sm_scale)
-    gl.thread_barrier()
-    mbarrier.arrive(dq_full, count=1, pred=valid)
+    if TMA_REDUCE:
+        buf = dq_smem.index(WG)
+        tma.store_wait(pendings=0)  # the previous reduce has read the staging tile
+        gl.thread_barrier()
+        buf.reshape([BLOCK_M, DQ_COLS]).store(dq * sm_scale)
+        fence_async_shared()  # generic-proxy stores -> visible to the TMA engine
+        gl.thread_barrier()
+        if valid:
+            g = itq // n_m
+            j = n_m - 1 - itq % n_m  # query tiles from the last down
+            tma_reduce_add(dqacc_desc, [b, (m_lo + j) * BLOCK_M, hk * group + g,
+                                        WG * DQ_COLS], buf)
+    else:  # to the writer's staging tile, once the writer drained the previous one
+        mbarrier.wait(dq_empty, (itq & 1) ^ 1, pred=valid & (itq > 0))
+        dq_smem.index(WG).store(dq * sm_scale)
+        gl.thread_barrier()
+        mbarrier.arrive(dq_full, count=1, pred=valid)
 
 
 @gluon.jit
 def _fused_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_smem, q_bars,
-                do_bars, empty_bars, ds_bars, dq_full, dq_empty, LSE, DELTA, bh, keys, m_lo,
-                seqlen_q, diag, qk_scale, sm_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
-                BLOCK_M: gl.constexpr, HALF_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-                MASKED: gl.constexpr):
+                do_bars, empty_bars, ds_bars, dq_full, dq_empty, dqacc_desc, LSE, DELTA, bh,
+                b, hk, group, n_m, keys, m_lo, seqlen_q, diag, qk_scale, sm_scale,
+                WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                HALF_N: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr,
+                TMA_REDUCE: gl.constexpr):
     """Warpgroup WG's iteration ``it`` (query tile m_lo + j of head bh) over its 64 keys:
     S^T, dP^T (both in flight), P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q
     (register A operands), dS^T to shared memory (four buffers by iteration), then the
@@ -836,17 +855,19 @@ def _fused_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_sm
     gl.thread_barrier()
     mbarrier.arrive(empty_bars.index(s), count=1)
     # -- the previous iteration's dQ columns --
-    _fused_dq(it - 1, it > 0, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, sm_scale,
-            WG, HEAD_DIM, BLOCK_M, HALF_N)
+    _fused_dq(it - 1, it > 0, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty,
+              dqacc_desc, b, hk, group, n_m, m_lo, sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N,
+              TMA_REDUCE)
     return dk, dv
 
 
 @gluon.jit
 def _fused_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
                     q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc,
-                    dv_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m, group,
-                    seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
-                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
+                    dv_desc, dqacc_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m,
+                    group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
+                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+                    TMA_REDUCE: gl.constexpr):
     """Consumer warpgroup WG: keys [start_n + WG * 64, + 64), dK and dV resident in
     registers; every query tile of the group's heads (last tile first, the causal band
     last), then dK (scaled) and dV through its half of the K / V buffers."""
@@ -864,19 +885,22 @@ def _fused_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, d
         for t in range(0, n_m - n_band):
             dk, dv = _fused_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
                                do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
-                               ds_bars, dq_full, dq_empty, LSE, DELTA, bh, keys, m_lo,
-                               seqlen_q, diag, qk_scale, sm_scale, WG, HEAD_DIM, BLOCK_M,
-                               HALF_N, NUM_STAGES, False)
+                               ds_bars, dq_full, dq_empty, dqacc_desc, LSE, DELTA, bh, b,
+                               hk, group, n_m, keys, m_lo, seqlen_q, diag, qk_scale,
+                               sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES, False,
+                               TMA_REDUCE)
         for t in range(n_m - n_band, n_m):
             dk, dv = _fused_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
                                do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
-                               ds_bars, dq_full, dq_empty, LSE, DELTA, bh, keys, m_lo,
-                               seqlen_q, diag, qk_scale, sm_scale, WG, HEAD_DIM, BLOCK_M,
-                               HALF_N, NUM_STAGES, True)
+                               ds_bars, dq_full, dq_empty, dqacc_desc, LSE, DELTA, bh, b,
+                               hk, group, n_m, keys, m_lo, seqlen_q, diag, qk_scale,
+                               sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES, True,
+                               TMA_REDUCE)
     # the last iteration's dQ (n_m > 0 always: a runtime True); the other warpgroup's
     # last dQ GEMM reads this one's K half
     _fused_dq(group * n_m - 1, n_m > 0, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty,
-            sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N)
+              dqacc_desc, b, hk, group, n_m, m_lo, sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N,
+              TMA_REDUCE)
     mbarrier.arrive(end_bar, count=1)
     mbarrier.wait(end_bar, 0)
     _store_dkdv(dk, dv, k_smem.index(WG), v_smem.index(WG), dk_desc, dv_desc, b,
@@ -897,6 +921,7 @@ def _dq_stage_layout(cols, warps):
 def _bwd_fused_kernel(
     q_desc, k_desc, v_desc, do_desc,  # TMA: q, do (B, M, H, D); k, v (B, N, Hkv, D), 64 rows
     dk_desc, dv_desc,  # TMA: dk, dv (B, N, Hkv, D), 64-row boxes
+    dqacc_desc,  # TMA: DQ_ACC, box (1, BLOCK_M, 1, D / 2) (TMA_REDUCE)
     LSE, DELTA,  # (B, H, M) fp32: lse (natural log), rowsum(dO * O)
     DQ_ACC,  # (B, M, H, D) fp32, zeroed: dQ accumulates here
     SEM,  # (B * H, cdiv(M, BLOCK_M), 2) int32, zeroed (DETERMINISTIC only)
@@ -905,6 +930,7 @@ def _bwd_fused_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, DETERMINISTIC: gl.constexpr,
     LOAD_REGS: gl.constexpr, MMA_REGS: gl.constexpr, WRITER_WARPS: gl.constexpr,
+    TMA_REDUCE: gl.constexpr = False,
 ):
     """FA3's backward roles in Gluon: per program one key tile of BLOCK_N = 128 keys of
     one KV head; a 1-warp producer streams Q / dO through a NUM_STAGES ring; two
@@ -933,8 +959,12 @@ def _bwd_fused_kernel(
     q_smem, do_smem, q_bars, do_bars = alloc_ring_pair(q_desc, do_desc, NUM_STAGES)
     ds_smem = gl.allocate_shared_memory(dtype, [8, HALF_N, BLOCK_M],  # 4 x both halves
                                         _ds_smem_layout(HALF_N, BLOCK_M, dtype))
-    dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, HEAD_DIM // 2],
-                                        _dq_stage_layout(HEAD_DIM // 2, WRITER_WARPS))
+    if TMA_REDUCE:  # each warpgroup's staging tile, in the reduce's box and layout
+        dq_smem = gl.allocate_shared_memory(gl.float32, [2] + dqacc_desc.block_type.shape,
+                                            dqacc_desc.layout)
+    else:  # the writer's
+        dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, HEAD_DIM // 2],
+                                            _dq_stage_layout(HEAD_DIM // 2, WRITER_WARPS))
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     end_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     dq_full = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -963,20 +993,22 @@ def _bwd_fused_kernel(
     gl.warp_specialize(
         [
             (_fused_consumer, (0, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
-                              q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar,
-                              dk_desc, dv_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band,
-                              n_m, group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM,
-                              BLOCK_M, BLOCK_N, NUM_STAGES)),
+                               q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
+                               end_bar, dk_desc, dv_desc, dqacc_desc, LSE, DELTA, b, hk,
+                               start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
+                               qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
+                               TMA_REDUCE)),
             (_fused_consumer, (1, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
-                              q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar,
-                              dk_desc, dv_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band,
-                              n_m, group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM,
-                              BLOCK_M, BLOCK_N, NUM_STAGES)),
+                               q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
+                               end_bar, dk_desc, dv_desc, dqacc_desc, LSE, DELTA, b, hk,
+                               start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
+                               qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
+                               TMA_REDUCE)),
             (_fused_producer, (q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, empty_bars,
                              n_m, m_lo, b, hk, group, n_iter, BLOCK_M, NUM_STAGES)),
             (_fused_writer, (dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m,
-                           group, seqlen_q, nheads, n_iter, HEAD_DIM, BLOCK_M,
-                           DETERMINISTIC)),
+                             group, seqlen_q, nheads, n_iter, HEAD_DIM, BLOCK_M,
+                             DETERMINISTIC, TMA_REDUCE)),
         ],
         [4, 1, WRITER_WARPS],
         [MMA_REGS, LOAD_REGS, LOAD_REGS],
@@ -1126,14 +1158,17 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
     }
     if cfg.fused:  # 64-row K / V boxes (one consumer warpgroup's keys)
         jobs = {"fused": (_bwd_fused_kernel, cfg.block_m, cfg.block_n // 2, cfg.num_stages,
-                          cfg.num_warps, cfg.max_regs, ["q", "k", "v", "do", "dk", "dv"])}
+                          cfg.num_warps, cfg.max_regs,
+                          ["q", "k", "v", "do", "dk", "dv", "dqacc"])}
         scalars = dict(LSE="*fp32", DELTA="*fp32", DQ_ACC="*fp32", SEM="*i32", **{
             n: t for n, t in scalars.items() if n not in ("LSE", "DELTA")})
     out = {}
     for name, (kernel, bm, bn, stages, warps, cap, descs) in jobs.items():
-        rows = dict(q=bm, do=bm, dq=bm, k=bn, v=bn, dk=bn, dv=bn)
-        width = dict(dk=head_dim // cfg.d_split, dv=head_dim // cfg.d_split)
-        types = {f"{d}_desc": desc_signature(dtype, rows[d], width.get(d, head_dim))
+        rows = dict(q=bm, do=bm, dq=bm, k=bn, v=bn, dk=bn, dv=bn, dqacc=bm)
+        width = dict(dk=head_dim // cfg.d_split, dv=head_dim // cfg.d_split,
+                     dqacc=head_dim // 2)
+        types = {f"{d}_desc": desc_signature(torch.float32 if d == "dqacc" else dtype,
+                                             rows[d], width.get(d, head_dim))
                  for d in descs}
         types.update(scalars)
         constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=stages,
