@@ -211,17 +211,22 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
 VARLEN_ENV_VAR = "FLASHTILE_HOPPER_VARLEN_BWD"
 
 
-def hopper_varlen_bwd_supported(q, k, v, dout, causal, window, softcap,
-                                softmax_scale=None) -> bool:
+def hopper_varlen_bwd_supported(q, k, v, dout, causal, window, softcap, softmax_scale=None,
+                                max_seqlen_k=None) -> bool:
     """May ops/varlen.py's backward take the Gluon two-kernel backward over per-sequence
     device-side TMA descriptors (``hopper_varlen_backward``)? Opt-in with
     FLASHTILE_HOPPER_VARLEN_BWD=1 (built 2026-11-30, not yet run on a GPU), and what
     ``hopper_bwd_supported`` asks of the packed tensors as (1, T, H, D) views (sm_90,
-    fp16/bf16, head dim 64 or 128, full or causal, no softcap; "auto" mode's measured
-    table at the head dim), with a TMA-addressable dout."""
+    fp16/bf16, head dim 64 or 128, full or causal, no softcap; in "auto" mode the
+    measured table at the longest key sequence, ``max_seqlen_k``), with a
+    TMA-addressable dout."""
     if os.environ.get(VARLEN_ENV_VAR, "0") in ("", "0") or q.shape[-1] > 128:
         return False  # hd 256's column-block dK/dV launches: not built for varlen
     views = [x.unsqueeze(0) for x in (q, k, v)]
+    if hopper_bwd_mode() == "auto" and not configs.hopper_bwd_preferred(
+            q.shape[-1], bool(causal) or window[1] == 0,
+            k.shape[0] if max_seqlen_k is None else max_seqlen_k):
+        return False
     return (hopper_bwd_supported(*views, causal, window, softcap, 0.0, softmax_scale)
             and _tma_ok(dout))
 

@@ -401,7 +401,8 @@ def varlen_backward(
         return dq, dk, dv
     if (config is None and max_seqlen_q > 0 and max_seqlen_k > 0
             and hopper_bwd.hopper_varlen_bwd_supported(
-                q, k, v, dout, window_size[1] == 0, window_size, softcap, softmax_scale)):
+                q, k, v, dout, window_size[1] == 0, window_size, softcap, softmax_scale,
+                max_seqlen_k)):
         # sm_90, opt-in: the Gluon two-kernel backward over per-sequence TMA descriptors
         return hopper_bwd.hopper_varlen_backward(
             dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
