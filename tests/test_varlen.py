@@ -28,6 +28,23 @@ def cu_of(lens, device):
     return torch.tensor([0, *itertools.accumulate(lens)], dtype=torch.int32, device=device)
 
 
+def count_varlen_forward(monkeypatch):
+    """Record, per call of hopper_fwd.hopper_varlen_forward, whether it ran (True) or
+    left the call to the portable kernel (False)."""
+    from flashtile.ops import hopper_fwd
+
+    ran = []
+    real = hopper_fwd.hopper_varlen_forward
+
+    def counting(*args, **kwargs):
+        res = real(*args, **kwargs)
+        ran.append(res is not None)
+        return res
+
+    monkeypatch.setattr(hopper_fwd, "hopper_varlen_forward", counting)
+    return ran
+
+
 def run_varlen(lens_q, lens_k, nheads, nheads_kv, head_dim, dtype, device, backward=True,
                **kwargs):
     """Kernel vs float64 and input-precision references: list of Check."""
@@ -216,19 +233,9 @@ def test_varlen_hopper_gpu(head_dim, causal, schedule, device, monkeypatch):
     stage, and the shipped schedule), with empty sequences on either side, key-less
     causal rows (q longer than k), ragged tails and GQA; the backward (portable) from its
     out and lse."""
-    from flashtile.ops import hopper_fwd
-
     monkeypatch.setenv("FLASHTILE_HOPPER_VARLEN", "1")  # also below the 8k threshold
     monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", schedule)
-    ran = []
-    real = hopper_fwd.hopper_varlen_forward
-
-    def counting(*args, **kwargs):
-        res = real(*args, **kwargs)
-        ran.append(res is not None)
-        return res
-
-    monkeypatch.setattr(hopper_fwd, "hopper_varlen_forward", counting)
+    ran = count_varlen_forward(monkeypatch)
     lens_q = [1500, 0, 700, 1, 129, 64, 1000, 333, 0]
     lens_k = [1500, 0, 650, 900, 128, 0, 1200, 333, 77]
     checks = run_varlen(lens_q, lens_k, 16, 4, head_dim, torch.bfloat16, device,
@@ -273,18 +280,8 @@ def test_varlen_hopper_auto(device, monkeypatch):
     """FLASHTILE_HOPPER_VARLEN unset: a batch whose longest query sequence reaches
     configs.HOPPER_VARLEN_MIN_SEQLEN runs the Gluon varlen forward (and matches the
     reference), a shorter one the portable kernel."""
-    from flashtile.ops import hopper_fwd
-
     monkeypatch.delenv("FLASHTILE_HOPPER_VARLEN", raising=False)
-    ran = []
-    real = hopper_fwd.hopper_varlen_forward
-
-    def counting(*args, **kwargs):
-        res = real(*args, **kwargs)
-        ran.append(res is not None)
-        return res
-
-    monkeypatch.setattr(hopper_fwd, "hopper_varlen_forward", counting)
+    ran = count_varlen_forward(monkeypatch)
     long_ = configs.HOPPER_VARLEN_MIN_SEQLEN
     lens = [long_, 0, 300, long_ // 2 + 7]
     checks = run_varlen(lens, lens, 4, 2, 128, torch.bfloat16, device, backward=False,

@@ -397,6 +397,17 @@ def _seq_bounds(CU_Q, CU_K, b):
 
 
 @gluon.jit
+def _varlen_inputs(Q, K, V, DO, LSE, DELTA, q0, seqlen_q, k0, seqlen_k, q_desc, do_desc,
+                   k_desc, v_desc):
+    """VARLEN: (lse row stride, LSE and DELTA at the sequence's first row, and device-side
+    descriptors of Q, dO, K, V over its rows) for the backward kernels; ``q_desc`` is the
+    host descriptor over (1, TQ, H, D), so its shape[1] is lse / delta's (H, TQ) stride."""
+    return (q_desc.shape[1], LSE + q0, DELTA + q0, seq_desc(Q, q0, seqlen_q, q_desc),
+            seq_desc(DO, q0, seqlen_q, do_desc), seq_desc(K, k0, seqlen_k, k_desc),
+            seq_desc(V, k0, seqlen_k, v_desc))
+
+
+@gluon.jit
 def _q_tile_range(start_n, seqlen_q, diag, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   CAUSAL: gl.constexpr):
     """(m_lo, n_band, n_m) of the key tile at start_n: query tiles m_lo .. m_lo + n_m - 1
@@ -634,13 +645,9 @@ def _bwd_dkdv_kernel(
             # past this sequence's keys, or no query sees them: no descriptor built,
             # nothing to store (the caller's dk / dv are zeros)
             return
-        lse_stride = q_desc.shape[1]  # lse / delta (H, TQ)
-        LSE = LSE + q0
-        DELTA = DELTA + q0
-        q_desc = seq_desc(Q, q0, seqlen_q, q_desc)
-        do_desc = seq_desc(DO, q0, seqlen_q, do_desc)
-        k_desc = seq_desc(K, k0, seqlen_k, k_desc)
-        v_desc = seq_desc(V, k0, seqlen_k, v_desc)
+        lse_stride, LSE, DELTA, q_desc, do_desc, k_desc, v_desc = _varlen_inputs(
+            Q, K, V, DO, LSE, DELTA, q0, seqlen_q, k0, seqlen_k, q_desc, do_desc, k_desc,
+            v_desc)
         dk_desc = seq_desc(DK, k0, seqlen_k, dk_desc)
         dv_desc = seq_desc(DV, k0, seqlen_k, dv_desc)
     # causal: low key tiles (the most query tiles) start first
@@ -1089,14 +1096,10 @@ def _bwd_dq_kernel(
             # past this sequence's queries, or no key to see: no descriptor built,
             # nothing to store (the caller's dq is zeros)
             return
-        lse_stride = q_desc.shape[1]  # lse / delta (H, TQ)
-        LSE = LSE + q0
-        DELTA = DELTA + q0
-        q_desc = seq_desc(Q, q0, seqlen_q, q_desc)
-        do_desc = seq_desc(DO, q0, seqlen_q, do_desc)
+        lse_stride, LSE, DELTA, q_desc, do_desc, k_desc, v_desc = _varlen_inputs(
+            Q, K, V, DO, LSE, DELTA, q0, seqlen_q, k0, seqlen_k, q_desc, do_desc, k_desc,
+            v_desc)
         dq_desc = seq_desc(DQ, q0, seqlen_q, dq_desc)
-        k_desc = seq_desc(K, k0, seqlen_k, k_desc)
-        v_desc = seq_desc(V, k0, seqlen_k, v_desc)
         b = 0
         pid_bh = h  # the row of lse / delta
     diag = seqlen_k - seqlen_q
