@@ -249,7 +249,9 @@ def hopper_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
     nheads_kv = k.shape[1]
     batch = cu_seqlens_q.shape[0] - 1
     group = nheads // nheads_kv
-    cfg = config or default_config(head_dim, causal, max_seqlen_k, group)
+    # the two-kernel tiles even under FLASHTILE_HOPPER_BWD_FUSED=1 (no fused varlen build)
+    cfg = config or _default_config(head_dim, causal, max_seqlen_k, group, False,
+                                    os.environ.get(OVERRIDES_ENV_VAR, ""))
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     lse = lse.contiguous()  # the kernels index it as (H, TQ)
     views = [x.unsqueeze(0) for x in (q, k, v, dout, out, dq, dk, dv)]
