@@ -130,6 +130,15 @@ def issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, t, b, hk, p
 
 
 @gluon.jit
+def seq_bounds(CU_Q, CU_K, b):
+    """(first query row, query length, first key row, key length) of sequence ``b`` of a
+    packed varlen batch (int32 cu_seqlens)."""
+    q0 = gl.load(CU_Q + b)
+    k0 = gl.load(CU_K + b)
+    return q0, gl.load(CU_Q + b + 1) - q0, k0, gl.load(CU_K + b + 1) - k0
+
+
+@gluon.jit
 def seq_desc(base, row0, rows, like):
     """Device-side TMA descriptor over rows [row0, row0 + rows) of the packed tensor at
     ``base`` that host descriptor ``like`` ((1, T, H, D)) spans (the varlen forward's and

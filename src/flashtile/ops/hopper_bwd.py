@@ -98,6 +98,7 @@ from ._gluon_common import (
     mma_layout,
     scores_masked,
     scratch_allocator,
+    seq_bounds,
     seq_desc,
     tma_addressable,
     tma_desc,
@@ -134,11 +135,13 @@ def hopper_bwd_mode() -> str:
 
 
 def hopper_bwd_supported(
-    q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None
+    q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None,
+    seqlen_k=None,
 ):
     """True when the Gluon backward runs this call: not switched off (``hopper_bwd_mode``),
     not the interpreter, an sm_90 device, a covered problem (``hopper_bwd_problem_ok``),
-    and in "auto" mode a shape where configs.hopper_bwd_preferred holds.
+    and in "auto" mode a shape where configs.hopper_bwd_preferred holds at ``seqlen_k``
+    keys (default k.shape[1]; a varlen call's longest key sequence).
     ``window`` is the launchers' ``(left, right)`` as in ``hopper_fwd.hopper_supported``."""
     mode = hopper_bwd_mode()
     if mode == "off" or is_interpreting():
@@ -150,7 +153,8 @@ def hopper_bwd_supported(
     if not hopper_bwd_problem_ok(q, k, v, causal, window, softcap, dropout_p, softmax_scale):
         return False
     return mode == "on" or configs.hopper_bwd_preferred(
-        q.shape[-1], bool(causal) or window[1] == 0, k.shape[1])
+        q.shape[-1], bool(causal) or window[1] == 0,
+        k.shape[1] if seqlen_k is None else seqlen_k)
 
 
 def hopper_bwd_problem_ok(
@@ -178,8 +182,6 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     Call only when ``hopper_bwd_supported`` holds. Returns ``(dq, dk, dv)``.
     With a fused config (``config.fused``) dQ goes through fp32 atomics, in key-tile
     order unless ``deterministic=False``; the two-kernel path is deterministic anyway."""
-    from . import flash  # its preprocess kernel; flash imports this module at load
-
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
     cfg = config or default_config(head_dim, causal, seqlen_k, nheads // nheads_kv)
@@ -189,14 +191,9 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     outs = [g if _tma_ok(g) else torch.empty(g.shape, dtype=g.dtype, device=g.device)
             for g in (dq, dk, dv)]
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
-    delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
     group = nheads // nheads_kv
     with device_ctx(q):
-        flash._attn_bwd_preprocess_kernel[(triton.cdiv(seqlen_q, 64), batch * nheads)](
-            out, dout, delta, out.stride(0), out.stride(1), out.stride(2), dout.stride(0),
-            dout.stride(1), dout.stride(2), seqlen_q, nheads, HEAD_DIM=head_dim,
-            BLOCK_D=head_dim, BLOCK_M=64,
-        )
+        delta = _delta(out, dout)
         if cfg.fused:
             _launch_fused(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group,
                           deterministic)
@@ -223,11 +220,8 @@ def hopper_varlen_bwd_supported(q, k, v, dout, causal, window, softcap, softmax_
     if os.environ.get(VARLEN_ENV_VAR, "0") in ("", "0") or q.shape[-1] > 128:
         return False  # hd 256's column-block dK/dV launches: not built for varlen
     views = [x.unsqueeze(0) for x in (q, k, v)]
-    if hopper_bwd_mode() == "auto" and not configs.hopper_bwd_preferred(
-            q.shape[-1], bool(causal) or window[1] == 0,
-            k.shape[0] if max_seqlen_k is None else max_seqlen_k):
-        return False
-    return (hopper_bwd_supported(*views, causal, window, softcap, 0.0, softmax_scale)
+    return (hopper_bwd_supported(*views, causal, window, softcap, 0.0, softmax_scale,
+                                 seqlen_k=max_seqlen_k)
             and _tma_ok(dout))
 
 
@@ -243,9 +237,7 @@ def hopper_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
     caller put there: pass zeros. delta = rowsum(dO * O) from
     flash's preprocess over the packed rows as one batch ((1, H, TQ) = lse's layout).
     Call only when ``hopper_varlen_bwd_supported`` holds. Returns (dq, dk, dv)."""
-    from . import flash  # its preprocess kernel; flash imports this module at load
-
-    total_q, nheads, head_dim = q.shape
+    nheads, head_dim = q.shape[1:]
     nheads_kv = k.shape[1]
     batch = cu_seqlens_q.shape[0] - 1
     group = nheads // nheads_kv
@@ -254,34 +246,46 @@ def hopper_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
                                     os.environ.get(OVERRIDES_ENV_VAR, ""))
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     lse = lse.contiguous()  # the kernels index it as (H, TQ)
-    views = [x.unsqueeze(0) for x in (q, k, v, dout, out, dq, dk, dv)]
-    delta = torch.empty((nheads, total_q), dtype=torch.float32, device=q.device)
+    q4, k4, v4, do4, o4, dq4, dk4, dv4 = (x.unsqueeze(0) for x in (q, k, v, dout, out, dq,
+                                                                    dk, dv))
     with device_ctx(q), scratch_allocator(q.device):
-        o4, do4 = views[4], views[3]
-        flash._attn_bwd_preprocess_kernel[(triton.cdiv(total_q, 64), nheads)](
-            o4, do4, delta, o4.stride(0), o4.stride(1), o4.stride(2), do4.stride(0),
-            do4.stride(1), do4.stride(2), total_q, nheads, HEAD_DIM=head_dim,
-            BLOCK_D=head_dim, BLOCK_M=64,
-        )
-        _launch_split(*views[:4], lse, delta, views[5:], cfg, scale, causal, group,
-                      varlen=(batch, max_seqlen_q, max_seqlen_k, q, k, v, dout, dq, dk, dv,
-                              cu_seqlens_q, cu_seqlens_k))
+        delta = _delta(o4, do4)  # (1, H, TQ): lse's layout
+        _launch_split(q4, k4, v4, do4, lse, delta, (dq4, dk4, dv4), cfg, scale, causal,
+                      group, varlen=(batch, max_seqlen_q, max_seqlen_k, cu_seqlens_q,
+                                     cu_seqlens_k))
     return dq, dk, dv
+
+
+def _delta(out, dout):
+    """delta = rowsum(dO * O), (B, H, M) fp32, from flash's preprocess kernel over
+    (B, M, H, D) tensors (a varlen call's (1, TQ, H, D) views give lse's (H, TQ) layout)."""
+    from . import flash  # flash imports this module at load
+
+    batch, seqlen_q, nheads, head_dim = out.shape
+    delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=out.device)
+    flash._attn_bwd_preprocess_kernel[(triton.cdiv(seqlen_q, 64), batch * nheads)](
+        out, dout, delta, out.stride(0), out.stride(1), out.stride(2), dout.stride(0),
+        dout.stride(1), dout.stride(2), seqlen_q, nheads, HEAD_DIM=head_dim,
+        BLOCK_D=head_dim, BLOCK_M=64,
+    )
+    return delta
 
 
 def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, varlen=None):
     """The dK/dV kernel, then the dQ kernel (7 GEMMs per tile pair, no atomics), over 4D
-    (B, S, H, D) tensors; ``varlen`` = (batch, max_seqlen_q, max_seqlen_k, packed q, k,
-    v, dout, dq, dk, dv, cu_seqlens_q, cu_seqlens_k) for (1, T, H, D) views of packed
-    sequences (hopper_varlen_backward)."""
+    (B, S, H, D) tensors; ``varlen`` = (batch, max_seqlen_q, max_seqlen_k, cu_seqlens_q,
+    cu_seqlens_k) when they are (1, T, H, D) views of packed sequences
+    (hopper_varlen_backward): the kernels then also take the tensors as base pointers."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
     rows_q, rows_k = seqlen_q, seqlen_k
-    ptrs = (None,) * 9  # Q, K, V, DO, DQ, DK, DV, CU_Q, CU_K: constexpr None when dense
+    # Q, K, V, DO, DQ, DK, DV, CU_Q, CU_K: constexpr None when dense
+    pq = pk = pv = pdo = pdq = pdk = pdv = cu_q = cu_k = None
+    flag = {}
     if varlen is not None:
-        batch, rows_q, rows_k, *ptrs = varlen
-    pq, pk, pv, pdo, pdq, pdk, pdv, cu_q, cu_k = ptrs
-    flag = {} if varlen is None else dict(VARLEN=True)
+        batch, rows_q, rows_k, cu_q, cu_k = varlen
+        pq, pk, pv, pdo, (pdq, pdk, pdv) = q, k, v, dout, outs
+        flag = dict(VARLEN=True)
     cols = head_dim // cfg.d_split  # dK / dV columns per launch (all but at hd 256)
     descs = (tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
              tma_desc(dout, cfg.block_m), tma_desc(outs[1], cfg.block_n, cols),
@@ -317,7 +321,7 @@ def _launch_fused(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, de
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
     dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     n_mt = triton.cdiv(seqlen_q, cfg.block_m)
-    sem = (torch.zeros((batch * nheads, n_mt, 2), dtype=torch.int32, device=q.device)
+    sem = (torch.zeros((batch * nheads, n_mt), dtype=torch.int32, device=q.device)
            if deterministic else dq_acc)
     half = cfg.block_n // 2  # K, V and dK, dV boxes: one warpgroup's 64 keys
     _bwd_fused_kernel[(triton.cdiv(seqlen_k, cfg.block_n), batch * nheads_kv)](
@@ -390,15 +394,6 @@ def _row_delta(DELTA, bh, rows, seqlen_q, stride):
 
 
 @gluon.jit
-def _seq_bounds(CU_Q, CU_K, b):
-    """(first query row, query length, first key row, key length) of sequence ``b`` of a
-    packed varlen batch."""
-    q0 = gl.load(CU_Q + b)
-    k0 = gl.load(CU_K + b)
-    return q0, gl.load(CU_Q + b + 1) - q0, k0, gl.load(CU_K + b + 1) - k0
-
-
-@gluon.jit
 def _varlen_inputs(Q, K, V, DO, LSE, DELTA, q0, seqlen_q, k0, seqlen_k, q_desc, do_desc,
                    k_desc, v_desc):
     """VARLEN: (lse row stride, LSE and DELTA at the sequence's first row, and device-side
@@ -426,6 +421,24 @@ def _q_tile_range(start_n, seqlen_q, diag, BLOCK_M: gl.constexpr, BLOCK_N: gl.co
     m_lo = gl.minimum(m_lo, m_hi)
     m_full = gl.minimum(gl.maximum(m_full, m_lo), m_hi)
     return m_lo, m_full - m_lo, m_hi - m_lo
+
+
+@gluon.jit
+def _key_tile_coords(seqlen_q, seqlen_k, nheads, group, BLOCK_M: gl.constexpr,
+                     BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """A key-tile program's (pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter):
+    grid (key tiles, B * Hkv), the query tiles it visits (``_q_tile_range``; n_m at least
+    1 so it // n_m stays defined) and its ring iterations over the group's heads."""
+    pid_n = gl.program_id(0)
+    pid_bhk = gl.program_id(1)
+    nheads_kv = nheads // group
+    b = pid_bhk // nheads_kv
+    hk = pid_bhk % nheads_kv
+    start_n = pid_n * BLOCK_N
+    diag = seqlen_k - seqlen_q
+    m_lo, n_band, n_m = _q_tile_range(start_n, seqlen_q, diag, BLOCK_M, BLOCK_N, CAUSAL)
+    n_m = gl.maximum(n_m, 1)  # never 0 (seqlen_q >= 1); keeps it // n_m defined
+    return pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group * n_m
 
 
 @gluon.jit
@@ -493,18 +506,10 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     Q/dO tiles in flight, zeroed dK / dV accumulators (ACC_DIM columns: HEAD_DIM, or a
     column block of it), and K, V waited for. VARLEN: the descriptors span one sequence
     (batch coordinate 0)."""
-    pid_n = gl.program_id(0)
-    pid_bhk = gl.program_id(1)
-    nheads_kv = nheads // group
-    b = pid_bhk // nheads_kv
-    hk = pid_bhk % nheads_kv
+    pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter = _key_tile_coords(
+        seqlen_q, seqlen_k, nheads, group, BLOCK_M, BLOCK_N, CAUSAL)
     if VARLEN:
         b = 0
-    start_n = pid_n * BLOCK_N
-    diag = seqlen_k - seqlen_q
-    m_lo, n_band, n_m = _q_tile_range(start_n, seqlen_q, diag, BLOCK_M, BLOCK_N, CAUSAL)
-    n_m = gl.maximum(n_m, 1)  # never 0 (seqlen_q >= 1); keeps it // n_m defined
-    n_iter = group * n_m
 
     k_smem, v_smem, q_smem, do_smem, kv_bar, q_bars, do_bars = _resident_and_ring(
         k_desc, v_desc, q_desc, do_desc, NUM_STAGES)
@@ -641,7 +646,7 @@ def _bwd_dkdv_kernel(
     ACC_DIM: gl.constexpr = HEAD_DIM // D_SPLIT
     lse_stride = seqlen_q
     if VARLEN:  # sequence b of the packed batch: its own descriptors, b = 0 from here
-        q0, seqlen_q, k0, seqlen_k = _seq_bounds(CU_Q, CU_K,
+        q0, seqlen_q, k0, seqlen_k = seq_bounds(CU_Q, CU_K,
                                                  gl.program_id(1) // (nheads // group))
         if (gl.program_id(0) * BLOCK_N >= seqlen_k) | (seqlen_q == 0):
             # past this sequence's keys, or no query sees them: no descriptor built,
@@ -760,7 +765,7 @@ def _fused_writer(dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n
             start_m = (m_lo + j) * BLOCK_M
             mbarrier.wait(dq_full, it & 1)
             if DETERMINISTIC:
-                sem = SEM + ((b * nheads + h).to(gl.int64) * n_mt + m_lo + j) * 2
+                sem = SEM + (b * nheads + h).to(gl.int64) * n_mt + m_lo + j
                 while gl.atomic_add(sem, 0, sem="acquire", scope="gpu") < pid_n:
                     pass
             for w in gl.static_range(2):
@@ -938,7 +943,7 @@ def _bwd_fused_kernel(
     dqacc_desc,  # TMA: DQ_ACC, box (1, BLOCK_M, 1, D / 2) (TMA_REDUCE)
     LSE, DELTA,  # (B, H, M) fp32: lse (natural log), rowsum(dO * O)
     DQ_ACC,  # (B, M, H, D) fp32, zeroed: dQ accumulates here
-    SEM,  # (B * H, cdiv(M, BLOCK_M), 2) int32, zeroed (DETERMINISTIC only)
+    SEM,  # (B * H, cdiv(M, BLOCK_M)) int32, zeroed (DETERMINISTIC only)
     seqlen_q, seqlen_k, nheads, group,
     qk_scale, sm_scale,  # qk_scale = sm_scale * log2(e)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -950,23 +955,16 @@ def _bwd_fused_kernel(
     one KV head; a 1-warp producer streams Q / dO through a NUM_STAGES ring; two
     consumer warpgroups (the default partition and a 4-warp worker) each own 64 keys
     and their dK, dV, and compute half the columns of each query tile's dQ (5 GEMMs per
-    tile pair, against the two-kernel backward's 7); a 1-warp writer adds the staged dQ
-    tile to an fp32 buffer with atomics (Gluon 3.6 has no TMA reduce-add on Hopper, which
-    FA3 uses there), off the consumers' path."""
+    tile pair, against the two-kernel backward's 7). dQ goes to an fp32 buffer: ordered
+    (DETERMINISTIC), WRITER_WARPS writer warps add the staged tile with atomics in
+    key-tile order, off the consumers' path; racing with TMA_REDUCE, the consumers issue
+    TMA reduce-adds themselves (FA3's way) and the writers idle."""
     gl.static_assert(gl.num_warps() == 4, "one consumer warpgroup per partition")
     gl.static_assert(BLOCK_N == 128 and BLOCK_M == 64, "64 keys per warpgroup, 64-row Q tiles")
     dtype: gl.constexpr = q_desc.dtype
     HALF_N: gl.constexpr = BLOCK_N // 2
-    pid_n = gl.program_id(0)
-    pid_bhk = gl.program_id(1)
-    nheads_kv = nheads // group
-    b = pid_bhk // nheads_kv
-    hk = pid_bhk % nheads_kv
-    start_n = pid_n * BLOCK_N
-    diag = seqlen_k - seqlen_q
-    m_lo, n_band, n_m = _q_tile_range(start_n, seqlen_q, diag, BLOCK_M, BLOCK_N, CAUSAL)
-    n_m = gl.maximum(n_m, 1)  # never 0 (seqlen_q >= 1); keeps it // n_m defined
-    n_iter = group * n_m
+    pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter = _key_tile_coords(
+        seqlen_q, seqlen_k, nheads, group, BLOCK_M, BLOCK_N, CAUSAL)
 
     k_smem = gl.allocate_shared_memory(dtype, [2] + k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [2] + v_desc.block_type.shape, v_desc.layout)
@@ -1093,7 +1091,7 @@ def _bwd_dq_kernel(
     start_m = pid_m * BLOCK_M
     lse_stride = seqlen_q
     if VARLEN:  # sequence b of the packed batch: its own descriptors, b = 0 from here
-        q0, seqlen_q, k0, seqlen_k = _seq_bounds(CU_Q, CU_K, b)
+        q0, seqlen_q, k0, seqlen_k = seq_bounds(CU_Q, CU_K, b)
         if (start_m >= seqlen_q) | (seqlen_k == 0):
             # past this sequence's queries, or no key to see: no descriptor built,
             # nothing to store (the caller's dq is zeros)

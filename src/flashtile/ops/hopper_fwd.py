@@ -61,7 +61,14 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from .. import configs
 from ._common import device_capability, device_ctx, is_interpreting
 from ._gluon_common import GL_DTYPES as _GL_DTYPES
-from ._gluon_common import alloc_ring_pair, issue_kv, issue_kv_slot, scratch_allocator, seq_desc
+from ._gluon_common import (
+    alloc_ring_pair,
+    issue_kv,
+    issue_kv_slot,
+    scratch_allocator,
+    seq_bounds,
+    seq_desc,
+)
 from ._gluon_common import kv_tile_range as _tile_range
 from ._gluon_common import mma_layout as _mma_layout
 from ._gluon_common import scores_masked as _scores_masked
@@ -329,10 +336,7 @@ def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, se
     b = pid_bh // nheads
     h = pid_bh % nheads
     if VARLEN:
-        q0 = gl.load(CU_Q + b)
-        k0 = gl.load(CU_K + b)
-        seqlen_q = gl.load(CU_Q + b + 1) - q0
-        seqlen_k = gl.load(CU_K + b + 1) - k0
+        q0, seqlen_q, k0, seqlen_k = seq_bounds(CU_Q, CU_K, b)
         lse_rows = LSE + h.to(gl.int64) * q_desc.shape[1] + q0  # (H, TQ)
         q_desc = seq_desc(Q, q0, seqlen_q, q_desc)
         o_desc = seq_desc(O, q0, seqlen_q, o_desc)
