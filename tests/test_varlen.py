@@ -202,17 +202,24 @@ def test_hopper_varlen_modes(monkeypatch, value, mode):
     assert not hopper_fwd.hopper_varlen_supported(q, q, q, q, False, (None, None), 0.0)
 
 
-def test_hopper_varlen_bwd_opt_in(monkeypatch):
-    """The Gluon varlen backward is off unless FLASHTILE_HOPPER_VARLEN_BWD=1 (not yet
-    measured), and never on CPU tensors."""
+@pytest.mark.parametrize("value,mode", [(None, "auto"), ("1", "on"), ("0", "off"),
+                                        ("", "off")])
+def test_hopper_varlen_bwd_mode(monkeypatch, value, mode):
+    """FLASHTILE_HOPPER_VARLEN_BWD: unset is "auto" (the Gluon varlen backward from
+    configs.HOPPER_VARLEN_MIN_SEQLEN on), 1 "on", 0 or empty "off"; never on CPU
+    tensors whatever the mode and the length."""
     from flashtile.ops import hopper_bwd
 
-    q = torch.randn(10, 4, 64, dtype=torch.bfloat16)
-    monkeypatch.delenv(hopper_bwd.VARLEN_ENV_VAR, raising=False)
+    if value is None:
+        monkeypatch.delenv(hopper_bwd.VARLEN_ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(hopper_bwd.VARLEN_ENV_VAR, value)
     monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
-    assert not hopper_bwd.hopper_varlen_bwd_supported(q, q, q, q, False, (None, None), 0.0)
-    monkeypatch.setenv(hopper_bwd.VARLEN_ENV_VAR, "1")
-    assert not hopper_bwd.hopper_varlen_bwd_supported(q, q, q, q, False, (None, None), 0.0)
+    assert hopper_bwd.varlen_bwd_mode() == mode
+    q = torch.randn(10, 4, 64, dtype=torch.bfloat16)
+    long_ = configs.HOPPER_VARLEN_MIN_SEQLEN
+    assert not hopper_bwd.hopper_varlen_bwd_supported(q, q, q, q, False, (None, None), 0.0,
+                                                      None, long_, long_)
 
 
 def test_hopper_varlen_threshold():
@@ -277,22 +284,37 @@ def test_varlen_hopper_bwd_gpu(head_dim, causal, device, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.skipif(not IS_SM90, reason="the Gluon forward needs an sm_90 GPU")
 def test_varlen_hopper_auto(device, monkeypatch):
-    """FLASHTILE_HOPPER_VARLEN unset: a batch whose longest query sequence reaches
-    configs.HOPPER_VARLEN_MIN_SEQLEN runs the Gluon varlen forward (and matches the
-    reference), a shorter one the portable kernel."""
+    """FLASHTILE_HOPPER_VARLEN and FLASHTILE_HOPPER_VARLEN_BWD unset: a batch whose
+    longest query sequence reaches configs.HOPPER_VARLEN_MIN_SEQLEN runs the Gluon varlen
+    forward and backward (and matches the reference), a shorter one the portable
+    kernels."""
+    from flashtile.ops import hopper_bwd
+
     monkeypatch.delenv("FLASHTILE_HOPPER_VARLEN", raising=False)
+    monkeypatch.delenv(hopper_bwd.VARLEN_ENV_VAR, raising=False)
+    monkeypatch.delenv(hopper_bwd.ENV_VAR, raising=False)
     ran = count_varlen_forward(monkeypatch)
+    bwd = []
+    real = hopper_bwd.hopper_varlen_backward
+
+    def counting(*args, **kwargs):
+        bwd.append(args[1].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hopper_bwd, "hopper_varlen_backward", counting)
     long_ = configs.HOPPER_VARLEN_MIN_SEQLEN
     lens = [long_, 0, 300, long_ // 2 + 7]
-    checks = run_varlen(lens, lens, 4, 2, 128, torch.bfloat16, device, backward=False,
-                        causal=True)
+    checks = run_varlen(lens, lens, 4, 2, 128, torch.bfloat16, device, causal=True)
     _assert_ok(checks, lens, lens)
     assert ran == [True], ran
+    assert len(bwd) == 1, bwd
     ran.clear()
+    bwd.clear()
     lens = [long_ - 1, 5]
-    checks = run_varlen(lens, lens, 4, 2, 64, torch.bfloat16, device, backward=False)
+    checks = run_varlen(lens, lens, 4, 2, 64, torch.bfloat16, device)
     _assert_ok(checks, lens, lens)
     assert ran in ([], [False]), ran  # the portable kernel ran
+    assert bwd == [], bwd
 
 
 @pytest.mark.gpu

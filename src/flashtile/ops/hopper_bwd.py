@@ -107,7 +107,8 @@ from ._gluon_common import (
 
 __all__ = [
     "hopper_bwd_supported", "hopper_bwd_problem_ok", "hopper_bwd_mode",
-    "hopper_attention_backward", "hopper_varlen_bwd_supported", "hopper_varlen_backward",
+    "hopper_attention_backward", "varlen_bwd_mode", "hopper_varlen_bwd_supported",
+    "hopper_varlen_backward",
     "HOPPER_BWD_HEAD_DIMS", "ENV_VAR", "VARLEN_ENV_VAR",
 ]
 
@@ -208,17 +209,31 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
 VARLEN_ENV_VAR = "FLASHTILE_HOPPER_VARLEN_BWD"
 
 
+def varlen_bwd_mode() -> str:
+    """"auto" (FLASHTILE_HOPPER_VARLEN_BWD unset: the Gluon varlen backward from
+    configs.HOPPER_VARLEN_MIN_SEQLEN on, where it measured faster than the portable varlen
+    backward), "on" (=1: wherever it can run) or "off" (=0 or empty)."""
+    value = os.environ.get(VARLEN_ENV_VAR)
+    if value is None:
+        return "auto"
+    return "off" if value in ("", "0") else "on"
+
+
 def hopper_varlen_bwd_supported(q, k, v, dout, causal, window, softcap, softmax_scale=None,
-                                max_seqlen_k=None) -> bool:
+                                max_seqlen_q=0, max_seqlen_k=None) -> bool:
     """May ops/varlen.py's backward take the Gluon two-kernel backward over per-sequence
-    device-side TMA descriptors (``hopper_varlen_backward``)? Opt-in with
-    FLASHTILE_HOPPER_VARLEN_BWD=1 (built 2026-11-30, not yet run on a GPU), and what
+    device-side TMA descriptors (``hopper_varlen_backward``)? Not when ``varlen_bwd_mode``
+    is "off", nor in "auto" mode below configs.HOPPER_VARLEN_MIN_SEQLEN query rows
+    (``max_seqlen_q``; the forward's threshold, measured for the backward too); then what
     ``hopper_bwd_supported`` asks of the packed tensors as (1, T, H, D) views (sm_90,
-    fp16/bf16, head dim 64 or 128, full or causal, no softcap; in "auto" mode the
-    measured table at the longest key sequence, ``max_seqlen_k``), with a
+    fp16/bf16, head dim 64 or 128, full or causal, no softcap; in its "auto" mode the
+    measured dense table at the longest key sequence, ``max_seqlen_k``), with a
     TMA-addressable dout."""
-    if os.environ.get(VARLEN_ENV_VAR, "0") in ("", "0") or q.shape[-1] > 128:
+    mode = varlen_bwd_mode()
+    if mode == "off" or q.shape[-1] > 128:
         return False  # hd 256's column-block dK/dV launches: not built for varlen
+    if mode == "auto" and not configs.hopper_varlen_preferred(max_seqlen_q):
+        return False
     views = [x.unsqueeze(0) for x in (q, k, v)]
     return (hopper_bwd_supported(*views, causal, window, softcap, 0.0, softmax_scale,
                                  seqlen_k=max_seqlen_k)

@@ -402,8 +402,9 @@ def varlen_backward(
     if (config is None and max_seqlen_q > 0 and max_seqlen_k > 0
             and hopper_bwd.hopper_varlen_bwd_supported(
                 q, k, v, dout, window_size[1] == 0, window_size, softcap, softmax_scale,
-                max_seqlen_k)):
-        # sm_90, opt-in: the Gluon two-kernel backward over per-sequence TMA descriptors
+                max_seqlen_q, max_seqlen_k)):
+        # sm_90, from 8k-long sequences: the Gluon two-kernel backward over per-sequence
+        # TMA descriptors
         return hopper_bwd.hopper_varlen_backward(
             dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
             softmax_scale, window_size[1] == 0, dq, dk, dv)
