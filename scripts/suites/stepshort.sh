@@ -1,12 +1,12 @@
 # gpu_check.sh suite "stepshort" (sourced; $out, $commit, ft() and status are set)
 # The MiniGPT training step (train --bench, dropout 0.2) with the one-launch
-# short-sequence backward off and on, ABAB on one GPU with the host to itself (the
-# `bwdshort` run shared its host with another stream): the step is host-bound, so the
-# question is whether two fewer launches per layer outweigh the kernel's longer GPU time
-# (+29 us per layer at 64 x 256 with dropout, 2b1077d). ~3 min.
-for sh in 0 1 0 1; do
-  FLASHTILE_BWD_SHORT=$sh timeout 120 python3 -m flashtile.cli train --bench \
-    --bench-backends flashtile,sdpa-cudnn --bench-shapes 64x256,16x1024 \
-    --csv "$out/train_bench_short$sh.csv" >>"$out/train_bench_short$sh.log" 2>&1 || status=1
-  echo "FLASHTILE_BWD_SHORT=$sh"; grep -E "x (256|1024) " "$out/train_bench_short$sh.log" | tail -n 4
-done
+# short-sequence backward off and on: since session 9 the bench interleaves the backends
+# in rounds (median of round means; ratio = median of per-round ratios) and times
+# variants of one backend through NAME@VAR=VALUE, so both run in the same rounds beside
+# SDPA cuDNN (ec35cb1 timed them in separate processes: cuDNN's own step moved 10.7-14.3
+# ms within the run). ~3 min.
+timeout 240 python3 -m flashtile.cli train --bench --bench-rounds 10 --bench-steps 100 \
+  --bench-backends flashtile,flashtile@FLASHTILE_BWD_SHORT=1,sdpa-cudnn \
+  --bench-shapes 64x256,16x1024 --csv "$out/train_bench_rounds.csv" \
+  >"$out/train_bench_rounds.log" 2>&1 || status=1
+cat "$out/train_bench_rounds.log" | head -n 12

@@ -430,6 +430,8 @@ def configure_parser(p) -> None:
     p.add_argument("--bench-backends", default="flashtile,sdpa-cudnn,sdpa-flash")
     p.add_argument("--bench-shapes", default="64x256,16x1024", help="BATCHxCTX,...")
     p.add_argument("--bench-steps", type=int, default=50)
+    p.add_argument("--bench-rounds", type=int, default=5,
+                   help="--bench: interleaved rounds the steps are split into")
     p.add_argument("--bench-profile", action="store_true",
                    help="--bench: also print a torch.profiler kernel table per backend")
     p.add_argument("--csv", default=None, help="--bench: write rows here")

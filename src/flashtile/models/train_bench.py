@@ -3,15 +3,21 @@
 One step = forward + backward + gradient clipping + fused AdamW, bf16 autocast, dropout
 as in the preset (0.2), the shakespeare-char model (6 layers, 6 heads, 384 dims) at each
 ``BATCHxCTX`` shape. Batches are drawn beforehand, so the timed region holds only the
-step. Per backend and shape: ``warmup`` untimed steps (compilation, cuDNN plans), then
-``steps`` steps between two CUDA events; the mean is reported as ms/step and
-tokens/s = batch * ctx / step time. Backends run side by side in one process, so the
-ratio to SDPA cuDNN is the number to read (DESIGN.md section 6).
+step. Per shape, every backend's model is built and warmed up first (``warmup`` untimed
+steps: compilation, cuDNN plans); then ``rounds`` rounds each time ``steps / rounds``
+steps of every backend in turn between two CUDA events. The step is host-bound on the
+H200 machines and their hosts drift by up to 1.5x within a minute (session 9: cuDNN's
+step 10.7 to 14.3 ms in one run, backends timed one after the other), so a backend's
+time is the median of its round means, the ratio to SDPA cuDNN is the median of the
+per-round ratios (each round times the backends within seconds of each other), and the
+spread (max / min round mean) is printed beside it. tokens/s = batch * ctx / step time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import os
 import sys
 
 import torch
@@ -20,7 +26,7 @@ from ..bench.report import write_rows
 from .minigpt import MiniGPT
 from .train import make_optimizer, preset, train_step
 
-__all__ = ["bench_step", "run_bench", "step_fn"]
+__all__ = ["bench_rounds", "bench_step", "run_bench", "step_fn"]
 
 
 def step_fn(backend: str, batch: int, ctx: int, n_batches: int, seed: int = 0):
@@ -43,18 +49,65 @@ def step_fn(backend: str, batch: int, ctx: int, n_batches: int, seed: int = 0):
 def bench_step(backend: str, batch: int, ctx: int, steps: int = 50, warmup: int = 5,
                seed: int = 0) -> float:
     """Mean seconds of one training step of the shakespeare-char model at (batch, ctx)."""
-    n = warmup + steps
-    step = step_fn(backend, batch, ctx, n, seed)
-    for i in range(warmup):
-        step(i)
-    torch.cuda.synchronize()
+    return bench_rounds([backend], batch, ctx, steps, 1, warmup, seed)[backend][0]
+
+
+def bench_rounds(backends, batch: int, ctx: int, steps: int = 50, rounds: int = 5,
+                 warmup: int = 5, seed: int = 0) -> dict:
+    """{backend: [mean seconds per step in each round]}: all backends built and warmed up
+    first, then ``rounds`` rounds of ``max(1, steps // rounds)`` steps per backend in
+    turn. A backend that fails to build or run is left out (its error under the key
+    ``"error:" + backend``)."""
+    per = max(1, steps // rounds)
+    n = warmup + per * rounds
+    fns, out = {}, {}
+    for b in backends:
+        try:
+            with _env(b):
+                fns[b] = step_fn(b.split("@")[0], batch, ctx, n, seed)
+                for i in range(warmup):
+                    fns[b](i)
+                torch.cuda.synchronize()
+        except Exception as e:  # e.g. no SDPA kernel for this case
+            fns.pop(b, None)
+            out["error:" + b] = str(e).splitlines()[0] if str(e) else type(e).__name__
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for i in range(warmup, n):
-        step(i)
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / steps
+    for r in range(rounds):
+        for b, step in fns.items():
+            with _env(b):
+                start.record()
+                for i in range(warmup + r * per, warmup + (r + 1) * per):
+                    step(i)
+                end.record()
+                end.synchronize()
+            out.setdefault(b, []).append(start.elapsed_time(end) / 1e3 / per)
+    return out
+
+
+@contextlib.contextmanager
+def _env(backend: str):
+    """A backend named ``NAME@VAR=VALUE[@VAR=VALUE...]`` runs NAME with those environment
+    variables set (flashtile's dispatch switches are read per call), so variants of one
+    backend are timed in the same interleaved rounds."""
+    saved = {}
+    for item in backend.split("@")[1:]:
+        var, _, value = item.partition("=")
+        saved[var] = os.environ.get(var)
+        os.environ[var] = value
+    try:
+        yield
+    finally:
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+
+
+def _median(xs):
+    xs = sorted(xs)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
 def profile_step(backend: str, batch: int, ctx: int, steps: int = 3, top: int = 12) -> str:
@@ -82,24 +135,31 @@ def run_bench(args) -> int:
     shapes = [tuple(int(x) for x in s.lower().split("x")) for s in args.bench_shapes.split(",")]
     gpu = torch.cuda.get_device_name()
     rows, failed = [], False
+    rounds = max(1, getattr(args, "bench_rounds", 5))
     print(f"MiniGPT training step (6L/6H/384, bf16 autocast, dropout 0.2, fused AdamW) on "
-          f"{gpu}, mean of {args.bench_steps} steps")
-    print(f"{'batch x ctx':>12} {'backend':>12} {'ms/step':>9} {'tokens/s':>11} {'vs cuDNN':>9}")
+          f"{gpu}, {args.bench_steps} steps per backend in {rounds} interleaved rounds: "
+          f"median of the round means, ratio = median of the per-round ratios")
+    print(f"{'batch x ctx':>12} {'backend':>12} {'ms/step':>9} {'tokens/s':>11} {'vs cuDNN':>9}"
+          f" {'spread':>7}")
     for batch, ctx in shapes:
-        times = {}
+        res = bench_rounds(backends, batch, ctx, steps=args.bench_steps, rounds=rounds)
         for b in backends:
-            try:
-                times[b] = bench_step(b, batch, ctx, steps=args.bench_steps)
-            except Exception as e:  # e.g. no SDPA kernel for this case
-                print(f"{batch:>5} x {ctx:<5} {b:>12} unavailable: {str(e).splitlines()[0]}")
+            if "error:" + b in res:
+                print(f"{batch:>5} x {ctx:<5} {b:>12} unavailable: {res['error:' + b]}")
                 failed = failed or b == "flashtile"
-        ref = times.get("sdpa-cudnn")
-        for b, t in times.items():
-            ratio = f"{ref / t:.2f}x" if ref else "-"
+        ref = res.get("sdpa-cudnn")
+        for b in backends:
+            if b not in res:
+                continue
+            t = _median(res[b])
+            ratio = _median([x / y for x, y in zip(ref, res[b])]) if ref else None
+            spread = max(res[b]) / min(res[b])
             print(f"{batch:>5} x {ctx:<5} {b:>12} {1e3 * t:>9.2f} {batch * ctx / t:>11.4g} "
-                  f"{ratio:>9}")
+                  f"{(f'{ratio:.2f}x' if ratio else '-'):>9} {spread:>7.2f}")
             rows.append(dict(model="minigpt-6L384", backend=b, batch=batch, ctx=ctx,
                              ms_per_step=round(1e3 * t, 4), tokens_per_s=round(batch * ctx / t),
+                             ratio_vs_cudnn=round(ratio, 4) if ratio else "",
+                             spread=round(spread, 4), rounds=rounds,
                              gpu=gpu, torch=torch.__version__,
                              date=datetime.date.today().isoformat()))
     if getattr(args, "bench_profile", False):
