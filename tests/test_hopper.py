@@ -327,6 +327,24 @@ def test_stages_vs_reference(schedule, head_dim, causal, seqlen_q, seqlen_k, dev
                seed=seqlen_q * 7 + head_dim)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("exp2_emu", [1, 2, 4])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(1, 1), (200, 333), (1030, 1030), (333, 77)])
+def test_stage_a_exp2_emu_vs_reference(exp2_emu, head_dim, causal, seqlen_q, seqlen_k,
+                                       device):
+    """Stage A with some of the softmax's exponentials on the FMA pipe
+    (HopperFwdConfig.exp2_emu quarters, _gluon_common.exp2_fma): every output written
+    and within the bound, fully masked rows included (exp2_fma gives exactly 0 below
+    -127, so their l stays 0)."""
+    _gpu_sm90()
+    cfg = dataclasses.replace(_stage_config("A", head_dim, causal, seqlen_q),
+                              exp2_emu=exp2_emu)
+    _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, 2, head_dim, causal, torch.bfloat16, device,
+               seed=seqlen_q * 3 + exp2_emu)
+
+
 STAGE_C_SEQLENS = [(1, 1), (17, 17), (1000, 1000), (4097, 4097), (113, 239), (239, 113),
                    (300, 40), (129, 1), (1, 700)]
 

@@ -159,6 +159,10 @@ class HopperFwdConfig:
     # cap (ptxas maxnreg), None for the compiler's choice; 128 lets two 8-warp programs
     # share an SM (64K registers)
     max_regs: int | None = None
+    # stage A only: of the S tile's four column quarters, how many take their exponentials
+    # on the FMA pipe (_gluon_common.exp2_fma) instead of MUFU, which sets the pace of the
+    # hd 64 softmax (ncu, 75f7b8b: MUFU.EX2 26.5% of the stall samples at hd 64 causal 4k)
+    exp2_emu: int = 0
 
     def __post_init__(self):
         if self.pingpong and not (self.warp_specialize and self.block_m == 128

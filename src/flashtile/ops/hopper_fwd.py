@@ -63,6 +63,7 @@ from ._common import device_capability, device_ctx, is_interpreting
 from ._gluon_common import GL_DTYPES as _GL_DTYPES
 from ._gluon_common import (
     alloc_ring_pair,
+    exp2_mixed,
     issue_kv,
     issue_kv_slot,
     scratch_allocator,
@@ -266,7 +267,8 @@ def _kernel_args(cfg):
                      PINGPONG=pingpong))
     if cfg.warp_specialize:
         return _fwd_ws_kernel, cfg.block_m, cfg.num_warps, dict(LOAD_REGS=cfg.load_regs)
-    return _fwd_kernel, cfg.block_m, cfg.num_warps, dict(MASKED_FIRST=cfg.max_regs is not None)
+    return _fwd_kernel, cfg.block_m, cfg.num_warps, dict(MASKED_FIRST=cfg.max_regs is not None,
+                                                        EXP2_EMU=cfg.exp2_emu)
 
 
 def _options(cfg) -> dict:
@@ -283,16 +285,18 @@ def _options(cfg) -> dict:
 
 
 @gluon.jit
-def _softmax_step(qk, m_i, l_i, qk_scale, MASKED: gl.constexpr):
+def _softmax_step(qk, m_i, l_i, qk_scale, MASKED: gl.constexpr, EXP2_EMU: gl.constexpr = 0):
     """One online-softmax step in log2 units with the scale folded into one FMA:
     p = exp2(qk * qk_scale - m). Returns (p, alpha, m_new, l_new). Masked tiles guard
-    rows with no key yet (m = -inf) so they give p = alpha = 0, never NaN."""
+    rows with no key yet (m = -inf) so they give p = alpha = 0, never NaN. EXP2_EMU of
+    the tile's four column quarters take their exponentials on the FMA pipe
+    (``exp2_mixed``)."""
     m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
     if MASKED:
         m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
     else:
         m_use = m_new
-    p = gl.exp2(qk * qk_scale - m_use[:, None])
+    p = exp2_mixed(qk * qk_scale - m_use[:, None], EXP2_EMU)
     alpha = gl.exp2(m_i - m_use)
     l_new = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_new
@@ -368,7 +372,8 @@ def _past_seq_end(CU_Q, start, nheads, VARLEN: gl.constexpr):
 def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
                 n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM: gl.constexpr,
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-                MASKED: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr):
+                MASKED: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
+                EXP2_EMU: gl.constexpr = 0):
     """Step i: consume key tile t = _step_tile(i) from ring slot i % NUM_STAGES: S = Q K^T
     (wgmma, smem x smem), softmax in registers, O += P V (wgmma, P from registers), then
     refill the slot with the tile of step i + NUM_STAGES."""
@@ -388,7 +393,7 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
         qk = _scores_masked(qk, _step_tile(i, n_tiles, MASKED_FIRST), rows, seqlen_k, diag,
                             BLOCK_N, CAUSAL)
     # -- rescale, accumulate --
-    p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED)
+    p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED, EXP2_EMU)
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     p = gl.convert_layout(p.to(q2.dtype), p_layout)
     mbarrier.wait(v_bars.index(s), phase)
@@ -418,7 +423,7 @@ def _fwd_kernel(
     seqlen_q, seqlen_k, nheads, group, qk_scale,  # qk_scale = softmax_scale * log2(e)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
-    VARLEN: gl.constexpr = False,
+    VARLEN: gl.constexpr = False, EXP2_EMU: gl.constexpr = 0,
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -470,13 +475,13 @@ def _fwd_kernel(
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-            NUM_STAGES, MASKED_FIRST, CAUSAL, MASKED_FIRST,
+            NUM_STAGES, MASKED_FIRST, CAUSAL, MASKED_FIRST, EXP2_EMU,
         )
     for i in range(n_first, n_tiles):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-            NUM_STAGES, not MASKED_FIRST, CAUSAL, MASKED_FIRST,
+            NUM_STAGES, not MASKED_FIRST, CAUSAL, MASKED_FIRST, EXP2_EMU,
         )
     _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM)
