@@ -116,32 +116,31 @@ def _join_halves(a, b):
 @gluon.jit
 def exp2_mixed(x, EMU: gl.constexpr):
     """2^x with EMU of its four column quarters on ``exp2_fma`` and the rest on MUFU
-    (EMU = 0: all MUFU)."""
+    (EMU = 0: all MUFU, and none of the splitting is traced)."""
     if EMU == 0:
-        return gl.exp2(x)
-    a, b = _halves(x)
-    a0, a1 = _halves(a)
-    b0, b1 = _halves(b)
-    if EMU >= 1:
-        a0 = exp2_fma(a0)
+        y = gl.exp2(x)
     else:
-        a0 = gl.exp2(a0)
-    if EMU >= 2:
-        b0 = exp2_fma(b0)
+        a, b = _halves(x)
+        a0, a1 = _halves(a)
+        b0, b1 = _halves(b)
+        a0 = _exp2_either(a0, EMU >= 1)
+        b0 = _exp2_either(b0, EMU >= 2)
+        a1 = _exp2_either(a1, EMU >= 3)
+        b1 = _exp2_either(b1, EMU >= 4)
+        # the joins give x's layout with its registers in another order: the conversion
+        # back renames registers (no data leaves its thread)
+        y = gl.convert_layout(_join_halves(_join_halves(a0, a1), _join_halves(b0, b1)),
+                              x.type.layout)
+    return y
+
+
+@gluon.jit
+def _exp2_either(x, FMA: gl.constexpr):
+    if FMA:
+        y = exp2_fma(x)
     else:
-        b0 = gl.exp2(b0)
-    if EMU >= 3:
-        a1 = exp2_fma(a1)
-    else:
-        a1 = gl.exp2(a1)
-    if EMU >= 4:
-        b1 = exp2_fma(b1)
-    else:
-        b1 = gl.exp2(b1)
-    # the joins give x's layout with its registers in another order: the conversion back
-    # renames registers (no data leaves its thread)
-    return gl.convert_layout(_join_halves(_join_halves(a0, a1), _join_halves(b0, b1)),
-                             x.type.layout)
+        y = gl.exp2(x)
+    return y
 
 
 @gluon.constexpr_function
