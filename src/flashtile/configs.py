@@ -161,7 +161,10 @@ class HopperFwdConfig:
     max_regs: int | None = None
     # stage A only: of the S tile's four column quarters, how many take their exponentials
     # on the FMA pipe (_gluon_common.exp2_fma) instead of MUFU, which sets the pace of the
-    # hd 64 softmax (ncu, 75f7b8b: MUFU.EX2 26.5% of the stall samples at hd 64 causal 4k)
+    # hd 64 softmax (ncu, 75f7b8b: MUFU.EX2 26.5% of the stall samples at hd 64 causal 4k).
+    # `exp2emu` (44d83a4): emu 1 6-8% slower than 0 at hd 64 (causal and not, 1k-16k), 2
+    # and 4 slower still: the emulation's ten instructions sit on the softmax's own
+    # stream, the critical path with two programs per SM. Shipped at 0
     exp2_emu: int = 0
 
     def __post_init__(self):
