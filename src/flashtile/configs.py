@@ -248,12 +248,6 @@ def hopper_fwd_schedule(head_dim: int, causal: bool, seqlen_q: int) -> str:
     return "A"
 
 
-# The Gluon forward's program order (hopper_fwd.head_group): 0 = the 2-D grid (each
-# (batch, head)'s query tiles in turn, longest first under a causal mask), N = groups of
-# N heads with every head's longest tile first (a 1-D grid). Not yet measured: 0.
-HOPPER_HEAD_GROUP = 0
-
-
 # Packed variable-length batches (ops/varlen.py) take the Gluon forward (per-sequence
 # device-side TMA descriptors, hopper_fwd.hopper_varlen_forward) from this longest query
 # sequence on. H200, bf16, 16k tokens, `varlengluon` at ac7393a (Gluon / portable varlen

@@ -143,27 +143,6 @@ def _exp2_either(x, FMA: gl.constexpr):
     return y
 
 
-@gluon.jit
-def grouped_tile(n_m, HEAD_GROUP: gl.constexpr, LONGEST_FIRST: gl.constexpr):
-    """(tile, batch * head) of this program in a 1-D grid of n_m tiles x every (batch,
-    head): groups of HEAD_GROUP (batch, head) pairs one after another (the K/V of only
-    that many heads in flight, as the 2-D grid's head-major order keeps L2 reuse), and
-    within a group tile t of every pair before tile t + 1, tiles from the last down when
-    LONGEST_FIRST (causal: the last query tiles see the most keys). So the longest
-    programs of a group start first and the launch ends on short ones, where the 2-D
-    grid ends on the last head's full range, longest included."""
-    n_bh = gl.num_programs(0) // n_m
-    pid = gl.program_id(0)
-    g = pid // (HEAD_GROUP * n_m)
-    local = pid - g * (HEAD_GROUP * n_m)
-    size = gl.minimum(HEAD_GROUP, n_bh - g * HEAD_GROUP)  # the last group may be short
-    t = local // size
-    pid_bh = g * HEAD_GROUP + (local - t * size)
-    if LONGEST_FIRST:
-        t = n_m - 1 - t
-    return t, pid_bh
-
-
 @gluon.constexpr_function
 def mma_layout(num_warps, n):
     """wgmma accumulator layout: each warp 16 rows, n columns per instruction (n <= 256;

@@ -64,7 +64,6 @@ from ._gluon_common import GL_DTYPES as _GL_DTYPES
 from ._gluon_common import (
     alloc_ring_pair,
     exp2_mixed,
-    grouped_tile,
     issue_kv,
     issue_kv_slot,
     scratch_allocator,
@@ -160,18 +159,6 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
     return out, lse
 
 
-HEAD_GROUP_ENV_VAR = "FLASHTILE_HOPPER_HEAD_GROUP"
-
-
-def head_group() -> int:
-    """The dense forward's program order: 0 for the 2-D grid (query tiles of one (batch,
-    head) after another, longest first under a causal mask), N > 0 for the grouped 1-D
-    order (``grouped_tile``: N heads at a time, every head's longest tile first).
-    FLASHTILE_HOPPER_HEAD_GROUP=N sets it (A/B runs); unset, configs.HOPPER_HEAD_GROUP."""
-    value = os.environ.get(HEAD_GROUP_ENV_VAR)
-    return configs.HOPPER_HEAD_GROUP if value is None else int(value or 0)
-
-
 def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k,
             softmax_scale, causal, **varlen):
     """Launch ``cfg``'s kernel over (cdiv(rows, block_m), batch * H) on 4D (B, S, H, D)
@@ -180,12 +167,7 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
     head_dim, nheads, nheads_kv = q.shape[3], q.shape[2], k.shape[2]
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     kernel, block_m, num_warps, extra = _kernel_args(cfg)
-    grid = (triton.cdiv(rows, cfg.block_m), batch * nheads)
-    group = 0 if varlen else head_group()
-    if group:  # the grouped order (_gluon_common.grouped_tile): a 1-D grid
-        grid = (grid[0] * grid[1],)
-        extra = dict(extra, HEAD_GROUP=group)
-    kernel[grid](
+    kernel[(triton.cdiv(rows, cfg.block_m), batch * nheads)](
         _desc(q, block_m), _desc(k, cfg.block_n), _desc(v, cfg.block_n), _desc(out, block_m),
         lse, *varlen_ptrs, seqlen_q, seqlen_k, nheads, nheads // nheads_kv,
         float(scale) * 1.4426950408889634, HEAD_DIM=head_dim, BLOCK_M=block_m,
@@ -346,7 +328,7 @@ def _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q,
 
 @gluon.jit
 def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, seqlen_q,
-                 seqlen_k, nheads, group, VARLEN: gl.constexpr, pid_bh=None):
+                 seqlen_k, nheads, group, VARLEN: gl.constexpr):
     """What every forward program starts from: (b, h, hk, seqlen_q, seqlen_k, lse_rows,
     q_desc, k_desc, v_desc, o_desc), ``b`` the batch coordinate of the descriptors and
     ``lse_rows`` the address of this (batch, head)'s lse row 0.
@@ -358,8 +340,7 @@ def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, se
     tensor's, and the kernels' loops and masks run unchanged with b = 0. Programs past
     their sequence's end have returned before (_past_seq_end): every program here has a
     row to store (stage C's second warpgroup may not: TMA clips its whole tile)."""
-    if pid_bh is None:  # the 2-D grid (the grouped order passes its own)
-        pid_bh = gl.program_id(1)
+    pid_bh = gl.program_id(1)
     b = pid_bh // nheads
     h = pid_bh % nheads
     if VARLEN:
@@ -446,26 +427,22 @@ def _fwd_kernel(
     seqlen_q, seqlen_k, nheads, group, qk_scale,  # qk_scale = softmax_scale * log2(e)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
-    VARLEN: gl.constexpr = False, EXP2_EMU: gl.constexpr = 0, HEAD_GROUP: gl.constexpr = 0,
+    VARLEN: gl.constexpr = False, EXP2_EMU: gl.constexpr = 0,
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
     dtype: gl.constexpr = q_desc.dtype
     o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
-    pid_bh = None  # 2-D grid: _program_seq reads it
-    if HEAD_GROUP == 0:
-        pid_m = gl.program_id(0)
-        if CAUSAL:
-            pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
-    else:  # dense only: the 1-D grouped order (_launch, head_group)
-        pid_m, pid_bh = grouped_tile(gl.cdiv(seqlen_q, BLOCK_M), HEAD_GROUP, CAUSAL)
+    pid_m = gl.program_id(0)
+    if CAUSAL:
+        pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
     start_m = pid_m * BLOCK_M
     if _past_seq_end(CU_Q, start_m, nheads, VARLEN):
         return
     (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
      o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-                            seqlen_q, seqlen_k, nheads, group, VARLEN, pid_bh)
+                            seqlen_q, seqlen_k, nheads, group, VARLEN)
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
 
@@ -613,24 +590,20 @@ def _fwd_ws_kernel(
     seqlen_q, seqlen_k, nheads, group, qk_scale,  # qk_scale = softmax_scale * log2(e)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, LOAD_REGS: gl.constexpr,
-    VARLEN: gl.constexpr = False, HEAD_GROUP: gl.constexpr = 0,
+    VARLEN: gl.constexpr = False,
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each consumer warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
     dtype: gl.constexpr = q_desc.dtype
-    pid_bh = None  # 2-D grid: _program_seq reads it
-    if HEAD_GROUP == 0:
-        pid_m = gl.program_id(0)
-        if CAUSAL:
-            pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
-    else:  # dense only: the 1-D grouped order (_launch, head_group)
-        pid_m, pid_bh = grouped_tile(gl.cdiv(seqlen_q, BLOCK_M), HEAD_GROUP, CAUSAL)
+    pid_m = gl.program_id(0)
+    if CAUSAL:
+        pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
     start_m = pid_m * BLOCK_M
     if _past_seq_end(CU_Q, start_m, nheads, VARLEN):
         return
     (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
      o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-                            seqlen_q, seqlen_k, nheads, group, VARLEN, pid_bh)
+                            seqlen_q, seqlen_k, nheads, group, VARLEN)
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
 
@@ -810,7 +783,6 @@ def _fwd_c_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, LOAD_REGS: gl.constexpr,
     MMA_REGS: gl.constexpr, PINGPONG: gl.constexpr, VARLEN: gl.constexpr = False,
-    HEAD_GROUP: gl.constexpr = 0,
 ):
     """Stage C. BLOCK_M is the tile of one consumer warpgroup (64 rows: the kernel runs
     with num_warps=4, warpgroup 0; warpgroup 1 and the producer are workers); a program
@@ -836,19 +808,15 @@ def _fwd_c_kernel(
     gl.static_assert(BLOCK_M == 64, "each consumer warpgroup owns one 64-row wgmma tile")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
     dtype: gl.constexpr = q_desc.dtype
-    pid_bh = None  # 2-D grid: _program_seq reads it
-    if HEAD_GROUP == 0:
-        pid_m = gl.program_id(0)
-        if CAUSAL:
-            pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
-    else:  # dense only: the 1-D grouped order (_launch, head_group)
-        pid_m, pid_bh = grouped_tile(gl.cdiv(seqlen_q, 2 * BLOCK_M), HEAD_GROUP, CAUSAL)
+    pid_m = gl.program_id(0)
+    if CAUSAL:
+        pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
     start_cta = pid_m * (2 * BLOCK_M)
     if _past_seq_end(CU_Q, start_cta, nheads, VARLEN):
         return
     (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
      o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-                            seqlen_q, seqlen_k, nheads, group, VARLEN, pid_bh)
+                            seqlen_q, seqlen_k, nheads, group, VARLEN)
     # the later warpgroup's tile needs the most key tiles: the producer loads those
     _n_full, n_cta = _tile_range(start_cta + BLOCK_M, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N,
                                  CAUSAL)
@@ -905,7 +873,7 @@ def _fwd_c_kernel(
 
 
 def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
-                 varlen: bool = False, head_group: int = 0):
+                 varlen: bool = False):
     """Compile the Gluon forward for sm_90 on any machine (no GPU needed) with the
     argument types a real launch produces (``varlen``: hopper_varlen_forward's). Returns
     Triton's compiled kernel (``.asm`` holds ttgir/ptx/cubin, ``.metadata.shared`` the
@@ -924,8 +892,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         return f"tensordesc<{tys[dtype]}[{','.join(map(str, block))}],{layout!r}>"
 
     constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
-                      NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
-                      HEAD_GROUP=0 if varlen else head_group, **extra)
+                      NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal), **extra)
     ptrs = ("Q", "K", "V", "O", "CU_Q", "CU_K")
     sig = dict(q_desc=desc(block_m), k_desc=desc(cfg.block_n), v_desc=desc(cfg.block_n),
                o_desc=desc(block_m), LSE="*fp32")
