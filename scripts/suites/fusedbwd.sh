@@ -7,11 +7,9 @@
 # (ordered and racing adds), and Nsight Compute on the racing kernel. Since 2026-11-30
 # (end of session 8, not yet run on a GPU) the racing mode adds dQ with TMA reduce-adds
 # issued by the consumers (HopperBwdConfig.dq_tma_reduce; _gluon_common.tma_reduce_add).
-# Measured at 30970b9 (session 9): racing 0.69-0.85x at hd 128 (prediction 0.75-0.85x
-# held), ncu 30.5% of stall cycles at CTA barriers. Since then (session 9) one step
-# barrier per iteration (count 2) replaces the dS^T, slot-release and dQ-full barriers,
-# the writer issues the reduce-adds, and each consumer step has three bar.sync instead of
-# five (sm_90 PTX). Prediction: racing +5-10% at hd 128, ordered +0-5%.
+# Prediction: racing at hd 128 from 0.63-0.72x cuDNN's backward (two writer warps'
+# atomics, aed4ef9) to 0.75-0.85x, still below the two-kernel backward (the consumers'
+# chain, not the adds, is what ncu showed); the ordered mode unchanged.
 timeout 120 python3 - <<'PY' >"$out/fused_smoke.log" 2>&1 || { status=1; echo "fused smoke FAILED"; }
 import torch
 from flashtile import configs

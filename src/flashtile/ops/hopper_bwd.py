@@ -739,14 +739,14 @@ def _ds_smem_layout(block_n, block_m, dtype):
 
 
 @gluon.jit
-def _fused_producer(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, step_bars, n_m, m_lo,
+def _fused_producer(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, empty_bars, n_m, m_lo,
                     b, hk, group, n_iter, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr):
     """The 1-warp producer: Q / dO tiles of every iteration (query tiles from the last
     down, as the consumers visit them) into the ring, each slot once both consumer
-    warpgroups finished the iteration NUM_STAGES earlier (its step barrier)."""
+    warpgroups released its previous tile (empty barrier, count 2)."""
     for it in range(0, n_iter):
-        prev = gl.maximum(it - NUM_STAGES, 0)
-        mbarrier.wait(step_bars.index(prev % 4), (prev // 4) & 1, pred=it >= NUM_STAGES)
+        use = it // NUM_STAGES
+        mbarrier.wait(empty_bars.index(it % NUM_STAGES), (use & 1) ^ 1, pred=use > 0)
         _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, it, n_m, m_lo, b, hk,
                    group, True, BLOCK_M, NUM_STAGES, True)
 
@@ -759,35 +759,26 @@ def _writer_rows(cols, warps):
 
 
 @gluon.jit
-def _fused_writer(dq_smem, step_bars, dq_empty, dqacc_desc, DQ_ACC, SEM, pid_n, b, hk, m_lo,
-                  n_m, group, seqlen_q, nheads, n_iter, HEAD_DIM: gl.constexpr,
-                  BLOCK_M: gl.constexpr, DETERMINISTIC: gl.constexpr,
-                  TMA_REDUCE: gl.constexpr):
-    """The dQ writer (1 or 2 warps): iteration it's dQ tile is staged (scaled, a column
-    half per consumer warpgroup) during step it + 1, whose step barrier says both halves
-    are there. TMA_REDUCE (racing): two TMA reduce-adds into the fp32 DQ_ACC, then, once
-    the engine has read them, the staging tiles are free (dq_empty). Otherwise 16-byte
-    vector atomics from registers (rows past seqlen_q masked); DETERMINISTIC: the adds to
-    a query tile in key-tile order (a per-(head, query tile) counter in SEM: wait for
-    pid_n, add, release pid_n + 1), stalling this partition only."""
+def _fused_writer(dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m, group,
+                  seqlen_q, nheads, n_iter, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                  DETERMINISTIC: gl.constexpr, TMA_REDUCE: gl.constexpr):
+    """The dQ writer (1 or 2 warps): per iteration, once both consumer warpgroups staged their
+    column half of the (scaled) dQ tile, add it to the fp32 DQ_ACC with 16-byte vector
+    atomics (rows past seqlen_q masked), then free the staging tile. DETERMINISTIC: the
+    adds to a query tile happen in key-tile order (a per-(head, query tile) counter in
+    SEM: wait for pid_n, add, release pid_n + 1); the wait stalls this warp only.
+    TMA_REDUCE: idle (the consumers issue TMA reduce-adds themselves)."""
     DQ_COLS: gl.constexpr = HEAD_DIM // 2
     layout: gl.constexpr = _add_layout(gl.num_warps(), DQ_COLS)
     CH: gl.constexpr = _writer_rows(DQ_COLS, gl.num_warps())
     n_mt = (seqlen_q + BLOCK_M - 1) // BLOCK_M
-    for it in range(0, n_iter):
-        g = it // n_m
-        j = n_m - 1 - it % n_m
-        h = hk * group + g
-        start_m = (m_lo + j) * BLOCK_M
-        nxt = it + 1
-        mbarrier.wait(step_bars.index(nxt % 4), (nxt // 4) & 1)
-        if TMA_REDUCE:
-            for w in gl.static_range(2):
-                tma_reduce_add(dqacc_desc, [b, start_m, h, w * DQ_COLS], dq_smem.index(w))
-            tma.store_wait(pendings=0)  # the engine has read both staging tiles
-            gl.thread_barrier()  # (whichever lane issued them has waited)
-            mbarrier.arrive(dq_empty, count=1)
-        else:
+    if not TMA_REDUCE:  # (traced only when the writer has work)
+        for it in range(0, n_iter):
+            g = it // n_m
+            j = n_m - 1 - it % n_m
+            h = hk * group + g
+            start_m = (m_lo + j) * BLOCK_M
+            mbarrier.wait(dq_full, it & 1)
             if DETERMINISTIC:
                 sem = SEM + (b * nheads + h).to(gl.int64) * n_mt + m_lo + j
                 while gl.atomic_add(sem, 0, sem="acquire", scope="gpu") < pid_n:
@@ -800,64 +791,67 @@ def _fused_writer(dq_smem, step_bars, dq_empty, dqacc_desc, DQ_ACC, SEM, pid_n, 
                     offs = ((b * seqlen_q + rows).to(gl.int64) * nheads + h) * HEAD_DIM
                     gl.atomic_add(DQ_ACC + offs[:, None] + cols[None, :], x,
                                   mask=rows[:, None] < seqlen_q, sem="relaxed", scope="gpu")
-            gl.thread_barrier()  # every lane has read its part of the staging tiles
-            mbarrier.arrive(dq_empty, count=1)
+            mbarrier.arrive(dq_empty, count=1)  # the tile is in registers: free to refill
             if DETERMINISTIC:
+                gl.thread_barrier()  # every lane's adds are issued
                 gl.atomic_add(sem, 1, sem="release", scope="gpu")
 
 
 @gluon.jit
-def _fused_dq_issue(itq, k_smem, ds_smem, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
-                    BLOCK_M: gl.constexpr, HALF_N: gl.constexpr):
-    """Issue columns [WG * D/2, (WG + 1) * D/2) of iteration ``itq``'s dQ = dS K over all
-    128 keys (both warpgroups' dS^T halves: the caller waited for the other's step
-    barrier). Iteration -1 runs on a stale buffer; its result is staged and never read."""
+def _fused_dq(itq, valid, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, dqacc_desc,
+              b, hk, group, n_m, m_lo, sm_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
+              BLOCK_M: gl.constexpr, HALF_N: gl.constexpr, TMA_REDUCE: gl.constexpr):
+    """Columns [WG * D/2, (WG + 1) * D/2) of iteration ``itq``'s dQ = dS K over all 128
+    keys, once both warpgroups stored their half of its dS^T (ds_bars), scaled, to the
+    writer's staging tile, or (TMA_REDUCE) to this warpgroup's own staging tile, added to
+    the fp32 dQ by a TMA reduce-add the warpgroup issues itself (FA3's way; racing).
+    Not ``valid`` (iteration -1): the GEMM runs on a stale buffer and nothing is added."""
     DQ_COLS: gl.constexpr = HEAD_DIM // 2
     dq_layout: gl.constexpr = mma_layout(gl.num_warps(), DQ_COLS)
-    buf = gl.maximum(itq, 0) % 4
+    itq = gl.maximum(itq, 0)
+    buf = itq % 4
+    mbarrier.wait(ds_bars.index(buf), (itq // 4) & 1, pred=valid)
     k0 = k_smem.index(0).reshape([HALF_N, HEAD_DIM]).slice(WG * DQ_COLS, DQ_COLS, dim=1)
     k1 = k_smem.index(1).reshape([HALF_N, HEAD_DIM]).slice(WG * DQ_COLS, DQ_COLS, dim=1)
     dq = warpgroup_mma(ds_smem.index(2 * buf).permute((1, 0)), k0,
                        gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout),
                        use_acc=False, is_async=True)
-    return warpgroup_mma(ds_smem.index(2 * buf + 1).permute((1, 0)), k1, dq, is_async=True)
-
-
-@gluon.jit
-def _wait_staging(itq, dq_empty):
-    """Before staging iteration itq's dQ: the writer has freed the staging tiles of
-    itq - 1 (its arrive number itq - 1 on dq_empty)."""
-    prev = gl.maximum(itq - 1, 0)
-    mbarrier.wait(dq_empty, prev & 1, pred=itq >= 1)
-
-
-@gluon.jit
-def _stage_dq(dq, dq_smem, sm_scale, WG: gl.constexpr, TMA_REDUCE: gl.constexpr):
-    """Stage (scaled) dQ columns for the writer (the caller waited for ``_wait_staging``;
-    its fence, thread barrier and step arrive hand them over)."""
-    if TMA_REDUCE:  # in the reduce's box and layout
-        dq_smem.index(WG).reshape(dq.shape).store(dq * sm_scale)
-    else:
+    dq = warpgroup_mma(ds_smem.index(2 * buf + 1).permute((1, 0)), k1, dq, is_async=True)
+    dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
+    if TMA_REDUCE:
+        buf = dq_smem.index(WG)
+        tma.store_wait(pendings=0)  # the previous reduce has read the staging tile
+        gl.thread_barrier()
+        buf.reshape([BLOCK_M, DQ_COLS]).store(dq * sm_scale)
+        fence_async_shared()  # generic-proxy stores -> visible to the TMA engine
+        gl.thread_barrier()
+        if valid:
+            g = itq // n_m
+            j = n_m - 1 - itq % n_m  # query tiles from the last down
+            tma_reduce_add(dqacc_desc, [b, (m_lo + j) * BLOCK_M, hk * group + g,
+                                        WG * DQ_COLS], buf)
+    else:  # to the writer's staging tile, once the writer drained the previous one
+        mbarrier.wait(dq_empty, (itq & 1) ^ 1, pred=valid & (itq > 0))
         dq_smem.index(WG).store(dq * sm_scale)
+        gl.thread_barrier()
+        mbarrier.arrive(dq_full, count=1, pred=valid)
 
 
 @gluon.jit
 def _fused_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_smem, q_bars,
-                do_bars, step_bars, dq_empty, LSE, DELTA, bh, keys, m_lo, seqlen_q, diag,
-                qk_scale, sm_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
-                BLOCK_M: gl.constexpr, HALF_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-                MASKED: gl.constexpr, TMA_REDUCE: gl.constexpr):
+                do_bars, empty_bars, ds_bars, dq_full, dq_empty, dqacc_desc, LSE, DELTA, bh,
+                b, hk, group, n_m, keys, m_lo, seqlen_q, diag, qk_scale, sm_scale,
+                WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                HALF_N: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr,
+                TMA_REDUCE: gl.constexpr):
     """Warpgroup WG's iteration ``it`` (query tile m_lo + j of head bh) over its 64 keys:
-    S^T and dP^T in flight, the other warpgroup's dS^T of it - 1 waited for (its step
-    barrier), P^T, dV += P^T dO, dS^T, dK += dS^T Q (register A operands), the previous
-    iteration's dQ columns (dS K) in flight too; then, once every GEMM is done, three
-    shared-memory writes, each alone between thread barriers (in a warp_specialize
-    partition Triton's barrier pass treats any shared store or mbarrier arrive as
-    touching every buffer): dS^T (buffer it % 4), the dQ staging tile, and one arrive on
-    the step barrier, which tells the other warpgroup (dS^T), the writer (dQ of it - 1)
-    and the producer (slot it % NUM_STAGES free) at once. Four buffers: this warpgroup's
-    dS^T of it - 4 was last read by the other's dQ GEMM of step it - 3, done before its
-    step-(it - 1) arrive, which this step waited for."""
+    S^T, dP^T (both in flight), P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q
+    (register A operands), dS^T to shared memory (four buffers by iteration), then the
+    dQ columns of the *previous* iteration (``_fused_dq``): its dS^T halves were stored a
+    step ago, so the warpgroups rarely wait on each other and drift out of phase (one's
+    softmax under the other's GEMMs). Four buffers: a warpgroup overwrites buffer it % 4
+    after waiting (in _fused_dq of iteration it - 2) for the other's dS^T of it - 2, which
+    the other stores only after finishing its dQ of it - 4 from that buffer."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
                                                  k_width=2)
@@ -871,8 +865,6 @@ def _fused_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_sm
     s_t = warpgroup_mma(k_w, q_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
     mbarrier.wait(do_bars.index(s), phase)
     dp_t = warpgroup_mma(v_w, do_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
-    prev = gl.maximum(it - 1, 0)
-    mbarrier.wait(step_bars.index(prev % 4), (prev // 4) & 1, pred=it > 0)
     rows = (m_lo + j) * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
     lse2 = _row_lse2(LSE, bh, rows, seqlen_q, seqlen_q)
     # -- P^T, then dV += P^T dO --
@@ -882,38 +874,37 @@ def _fused_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_sm
         p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
     p_op = gl.convert_layout(p_t.to(q_buf.dtype), a_layout)
     dv = warpgroup_mma(p_op, do_buf, dv, is_async=True)
-    # -- dS^T = P^T (dP^T - delta): dK += dS^T Q from registers --
+    # -- dS^T = P^T (dP^T - delta): dK += dS^T Q from registers, and to shared memory --
     delta = _row_delta(DELTA, bh, rows, seqlen_q, seqlen_q)
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
     ds_t = (p_t * (dp_t - delta[None, :])).to(q_buf.dtype)
     ds_op = gl.convert_layout(ds_t, a_layout)
     dk = warpgroup_mma(ds_op, q_buf, dk, is_async=True)
-    # -- the previous iteration's dQ columns, then every GEMM done and the staging tile
-    #    free (the writer is done with iteration it - 2's) --
-    dq = _fused_dq_issue(it - 1, k_smem, ds_smem, WG, HEAD_DIM, BLOCK_M, HALF_N)
-    _wait_staging(it - 1, dq_empty)
-    dv, dk, dq, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0,
-                                                 deps=(dv, dk, dq, p_op, ds_op))
-    # -- the step's three shared-memory writes --
     ds_smem.index(2 * (it % 4) + WG).store(ds_t)
-    _stage_dq(dq, dq_smem, sm_scale, WG, TMA_REDUCE)
-    fence_async_shared()  # generic-proxy stores -> visible to wgmma and TMA
-    gl.thread_barrier()  # the four warps' stores are done
-    mbarrier.arrive(step_bars.index(it % 4), count=1)
+    fence_async_shared()  # generic-proxy stores -> visible to wgmma
+    gl.thread_barrier()  # the warpgroup's four warps all stored their rows
+    mbarrier.arrive(ds_bars.index(it % 4), count=1)
+    # -- slot s released once this warpgroup's GEMMs on Q / dO are done --
+    dv, dk, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, p_op, ds_op))
+    gl.thread_barrier()
+    mbarrier.arrive(empty_bars.index(s), count=1)
+    # -- the previous iteration's dQ columns --
+    _fused_dq(it - 1, it > 0, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty,
+              dqacc_desc, b, hk, group, n_m, m_lo, sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N,
+              TMA_REDUCE)
     return dk, dv
 
 
 @gluon.jit
 def _fused_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
-                    q_bars, do_bars, step_bars, dq_empty, end_bar, dk_desc, dv_desc, LSE, DELTA,
-                    b, hk, start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
-                    qk_scale, sm_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                    BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+                    q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty, end_bar, dk_desc,
+                    dv_desc, dqacc_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m,
+                    group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
+                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                     TMA_REDUCE: gl.constexpr):
     """Consumer warpgroup WG: keys [start_n + WG * 64, + 64), dK and dV resident in
     registers; every query tile of the group's heads (last tile first, the causal band
-    last); then the last iteration's dQ (staged behind a last step arrive), and dK
-    (scaled) and dV through its half of the K / V buffers."""
+    last), then dK (scaled) and dV through its half of the K / V buffers."""
     HALF_N: gl.constexpr = BLOCK_N // 2
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     d_layout: gl.constexpr = mma_layout(gl.num_warps(), HEAD_DIM)
@@ -927,29 +918,23 @@ def _fused_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, d
         bh = b * nheads + hk * group + g
         for t in range(0, n_m - n_band):
             dk, dv = _fused_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
-                                 do_smem, ds_smem, dq_smem, q_bars, do_bars, step_bars,
-                                 dq_empty, LSE, DELTA, bh, keys, m_lo, seqlen_q, diag,
-                                 qk_scale, sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N,
-                                 NUM_STAGES, False, TMA_REDUCE)
+                               do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
+                               ds_bars, dq_full, dq_empty, dqacc_desc, LSE, DELTA, bh, b,
+                               hk, group, n_m, keys, m_lo, seqlen_q, diag, qk_scale,
+                               sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES, False,
+                               TMA_REDUCE)
         for t in range(n_m - n_band, n_m):
             dk, dv = _fused_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
-                                 do_smem, ds_smem, dq_smem, q_bars, do_bars, step_bars,
-                                 dq_empty, LSE, DELTA, bh, keys, m_lo, seqlen_q, diag,
-                                 qk_scale, sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N,
-                                 NUM_STAGES, True, TMA_REDUCE)
-    # the last iteration's dQ: both dS^T halves (step barrier of n_iter - 1), staged,
-    # handed to the writer by a step arrive for iteration n_iter
-    n_iter = group * n_m
-    last = n_iter - 1
-    mbarrier.wait(step_bars.index(last % 4), (last // 4) & 1)
-    dq = _fused_dq_issue(last, k_smem, ds_smem, WG, HEAD_DIM, BLOCK_M, HALF_N)
-    _wait_staging(last, dq_empty)
-    dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
-    _stage_dq(dq, dq_smem, sm_scale, WG, TMA_REDUCE)
-    fence_async_shared()
-    gl.thread_barrier()
-    mbarrier.arrive(step_bars.index(n_iter % 4), count=1)
-    # the other warpgroup's last dQ GEMM reads this one's K half
+                               do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
+                               ds_bars, dq_full, dq_empty, dqacc_desc, LSE, DELTA, bh, b,
+                               hk, group, n_m, keys, m_lo, seqlen_q, diag, qk_scale,
+                               sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES, True,
+                               TMA_REDUCE)
+    # the last iteration's dQ (n_m > 0 always: a runtime True); the other warpgroup's
+    # last dQ GEMM reads this one's K half
+    _fused_dq(group * n_m - 1, n_m > 0, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty,
+              dqacc_desc, b, hk, group, n_m, m_lo, sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N,
+              TMA_REDUCE)
     mbarrier.arrive(end_bar, count=1)
     mbarrier.wait(end_bar, 0)
     _store_dkdv(dk, dv, k_smem.index(WG), v_smem.index(WG), dk_desc, dv_desc, b,
@@ -987,10 +972,8 @@ def _bwd_fused_kernel(
     and their dK, dV, and compute half the columns of each query tile's dQ (5 GEMMs per
     tile pair, against the two-kernel backward's 7). dQ goes to an fp32 buffer: ordered
     (DETERMINISTIC), WRITER_WARPS writer warps add the staged tile with atomics in
-    key-tile order, off the consumers' path; racing with TMA_REDUCE, the writer issues
-    TMA reduce-adds of the staged tiles. One barrier per step (count 2: both consumer
-    warpgroups) tells the other consumer, the writer and the producer what they wait
-    for (``_fused_step``)."""
+    key-tile order, off the consumers' path; racing with TMA_REDUCE, the consumers issue
+    TMA reduce-adds themselves (FA3's way) and the writers idle."""
     gl.static_assert(gl.num_warps() == 4, "one consumer warpgroup per partition")
     gl.static_assert(BLOCK_N == 128 and BLOCK_M == 64, "64 keys per warpgroup, 64-row Q tiles")
     dtype: gl.constexpr = q_desc.dtype
@@ -1011,13 +994,18 @@ def _bwd_fused_kernel(
                                             _dq_stage_layout(HEAD_DIM // 2, WRITER_WARPS))
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     end_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    dq_full = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     dq_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    step_bars = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
+    empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    ds_bars = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_bar, count=1)
     mbarrier.init(end_bar, count=2)  # one arrive per consumer warpgroup
+    mbarrier.init(dq_full, count=2)
     mbarrier.init(dq_empty, count=1)  # the writer
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(empty_bars.index(i), count=2)
     for i in gl.static_range(4):
-        mbarrier.init(step_bars.index(i), count=2)  # both consumer warpgroups
+        mbarrier.init(ds_bars.index(i), count=2)
     fence_async_shared()  # barrier inits visible to the async proxy (TMA)
     gl.thread_barrier()
     mbarrier.expect(kv_bar, 2 * (k_desc.block_type.nbytes + v_desc.block_type.nbytes))
@@ -1032,20 +1020,22 @@ def _bwd_fused_kernel(
     gl.warp_specialize(
         [
             (_fused_consumer, (0, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
-                               q_bars, do_bars, step_bars, dq_empty, end_bar, dk_desc,
-                               dv_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m,
-                               group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M,
-                               BLOCK_N, NUM_STAGES, TMA_REDUCE)),
+                               q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
+                               end_bar, dk_desc, dv_desc, dqacc_desc, LSE, DELTA, b, hk,
+                               start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
+                               qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
+                               TMA_REDUCE)),
             (_fused_consumer, (1, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
-                               q_bars, do_bars, step_bars, dq_empty, end_bar, dk_desc,
-                               dv_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m,
-                               group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM, BLOCK_M,
-                               BLOCK_N, NUM_STAGES, TMA_REDUCE)),
-            (_fused_producer, (q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, step_bars,
+                               q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
+                               end_bar, dk_desc, dv_desc, dqacc_desc, LSE, DELTA, b, hk,
+                               start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
+                               qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
+                               TMA_REDUCE)),
+            (_fused_producer, (q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, empty_bars,
                              n_m, m_lo, b, hk, group, n_iter, BLOCK_M, NUM_STAGES)),
-            (_fused_writer, (dq_smem, step_bars, dq_empty, dqacc_desc, DQ_ACC, SEM, pid_n, b,
-                             hk, m_lo, n_m, group, seqlen_q, nheads, n_iter, HEAD_DIM,
-                             BLOCK_M, DETERMINISTIC, TMA_REDUCE)),
+            (_fused_writer, (dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m,
+                             group, seqlen_q, nheads, n_iter, HEAD_DIM, BLOCK_M,
+                             DETERMINISTIC, TMA_REDUCE)),
         ],
         [4, 1, WRITER_WARPS],
         [MMA_REGS, LOAD_REGS, LOAD_REGS],
