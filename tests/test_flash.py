@@ -32,53 +32,6 @@ def test_grid(case, device):
     _assert_ok(run_case(case, device))
 
 
-def _force_short_backward(monkeypatch):
-    """FLASHTILE_BWD_SHORT=1 (and the Gluon backward off): every backward takes the
-    one-launch short-sequence kernel; returns the list its calls are counted in."""
-    from flashtile.ops import hopper_bwd
-
-    monkeypatch.setenv(flash.SHORT_ENV_VAR, "1")
-    monkeypatch.setenv(hopper_bwd.ENV_VAR, "0")
-    calls = []
-    real = flash._backward_short
-
-    def counting(*args, **kwargs):
-        calls.append(args[1].shape)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(flash, "_backward_short", counting)
-    return calls
-
-
-@pytest.mark.parametrize("case", [c for c in CPU_GRID + FP32_CASES if c.backward],
-                         ids=lambda c: c.name)
-def test_grid_short_backward(case, device, monkeypatch):
-    """The one-launch short-sequence backward (``_attn_bwd_short_kernel``: delta, dK, dV
-    and dQ of a whole (batch, KV head) in one program) over the same grid: dq, dk, dv
-    within the DESIGN.md bound, dropout replayed."""
-    calls = _force_short_backward(monkeypatch)
-    _assert_ok(run_case(case, device))
-    assert calls, "the short backward did not run"
-
-
-def test_short_backward_deterministic(device, monkeypatch):
-    """The short backward twice (GQA, causal, dropout): bitwise-equal gradients; and the
-    same gradients as the two-kernel backward up to fp32 summation order."""
-    q, k, v = make_qkv(2, 100, 90, 4, 2, 64, torch.float16, device)
-    dout = torch.randn(q.shape, device=device, dtype=q.dtype)
-    out, lse = flash.attention_forward(q, k, v, causal=True, dropout_p=0.1,
-                                       rng_state=(7, 0))
-    kw = dict(causal=True, dropout_p=0.1, rng_state=(7, 0))
-    split = flash.attention_backward(dout, q, k, v, out, lse, **kw)
-    calls = _force_short_backward(monkeypatch)
-    first = flash.attention_backward(dout, q, k, v, out, lse, **kw)
-    again = flash.attention_backward(dout, q, k, v, out, lse, **kw)
-    assert len(calls) == 2
-    for a, b, c in zip(first, again, split):
-        assert torch.equal(a, b)
-        torch.testing.assert_close(a, c, rtol=2e-2, atol=2e-2)
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", case_grid(full=True), ids=lambda c: c.name)
 def test_grid_full_gpu(case, device):

@@ -84,15 +84,6 @@ def fwd_config(
     return FwdConfig(128, 64, 8, 2)
 
 
-def bwd_short_preferred(seqlen_q: int, seqlen_k: int, programs: int) -> bool:
-    """Whether the portable backward runs as one launch per (batch, KV head)
-    (ops/flash.py, ``_attn_bwd_short_kernel``: 5 GEMMs per tile pair and one dropout draw
-    instead of 7 and two, one launch instead of three, but one program per KV head walks
-    every tile pair of its heads). Not yet measured on a GPU: off until it is
-    (FLASHTILE_BWD_SHORT=1 forces it on)."""
-    return False
-
-
 def bwd_config(
     head_dim: int, causal: bool, dtype: torch.dtype, device: torch.device, seqlen_k: int
 ) -> BwdConfig:

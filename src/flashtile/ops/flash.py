@@ -628,9 +628,6 @@ def attention_backward(
     else:
         cfg, dq_cfg = config, config.dq()
     head_dim = q.shape[-1]
-    if config is None and _short_backward(seqlen_q, seqlen_k, batch * nheads_kv):
-        return _backward_short(dout, q, k, v, out, lse, dq, dk, dv, cfg, block_d, runtime,
-                               flags)
     delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=device)
     os_, dos = out.stride(), dout.stride()
     qs, ks, vs = q.stride(), k.stride(), v.stride()
@@ -655,43 +652,6 @@ def attention_backward(
                     q, k, v, dout, lse, delta, dq, *strides, dqs[0], dqs[1], dqs[2], *runtime,
                     head_dim, block_d, dq_cfg.block_m, dq_cfg.block_n, *flags),
                 dq_cfg.num_warps, num_stages)
-    return dq, dk, dv
-
-
-SHORT_ENV_VAR = "FLASHTILE_BWD_SHORT"
-SHORT_TILE_ENV_VAR = "FLASHTILE_BWD_SHORT_TILE"  # tiles for A/B runs (bm,bn,warps,stages)
-
-
-def _short_backward(seqlen_q: int, seqlen_k: int, programs: int) -> bool:
-    """Take the one-launch short-sequence backward (``_attn_bwd_short_kernel``)?
-    FLASHTILE_BWD_SHORT=1 wherever the portable backward runs, =0 (or empty) never,
-    unset where configs.bwd_short_preferred says it measured faster."""
-    value = os.environ.get(SHORT_ENV_VAR)
-    if value is None:
-        return configs.bwd_short_preferred(seqlen_q, seqlen_k, programs)
-    return value not in ("", "0")
-
-
-def _backward_short(dout, q, k, v, out, lse, dq, dk, dv, cfg, block_d, runtime, flags):
-    """The whole portable backward as one launch per (batch, KV head) (see
-    ``_attn_bwd_short_kernel``), on the dK/dV kernel's tiles; fp32 scratch for delta and
-    dQ (B, H, M, BLOCK_D)."""
-    batch, seqlen_q, nheads, head_dim = q.shape
-    nheads_kv = k.shape[2]
-    device = q.device
-    tile = os.environ.get(SHORT_TILE_ENV_VAR)
-    if tile:  # A/B runs: "block_m,block_n,num_warps,num_stages"
-        cfg = configs.BwdConfig(*(int(x) for x in tile.split(",")))
-    delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=device)
-    dq_acc = torch.empty((batch, nheads, seqlen_q, block_d), dtype=torch.float32,
-                         device=device)
-    strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *dout.stride()[:3],
-               *out.stride()[:3], *dq.stride()[:3], *dk.stride()[:3], *dv.stride()[:3])
-    with device_ctx(q):
-        _launch(_attn_bwd_short_kernel, (batch * nheads_kv,), device, 11, (
-            q, k, v, out, dout, lse, delta, dq_acc, dq, dk, dv, *strides, *runtime,
-            head_dim, block_d, cfg.block_m, cfg.block_n, *flags), cfg.num_warps,
-            cfg.num_stages)
     return dq, dk, dv
 
 
@@ -834,12 +794,9 @@ def _bwd_dkdv_tiles(
     dropout_p, seed, rng_offset, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
     HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, DROPOUT: tl.constexpr, UPCAST: tl.constexpr,
-    DOT_PREC: tl.constexpr, dqacc_base=None, FUSED_DQ: tl.constexpr = False,
+    DOT_PREC: tl.constexpr,
 ):
-    """Accumulate dK, dV of one key tile over query tiles [lo, hi) (transposed scores).
-    FUSED_DQ (the short-sequence backward, ``_attn_bwd_short_kernel``): also add each
-    query tile's dQ share dS K into its fp32 rows at ``dqacc_base`` ((M, BLOCK_D), owned
-    by the calling program: a plain load-add-store)."""
+    """Accumulate dK, dV of one key tile over query tiles [lo, hi) (transposed scores)."""
     d_ok = offs_d < HEAD_DIM
     q_offs = offs_m[:, None] * stride_qm + offs_d[None, :]
     do_offs = offs_m[:, None] * stride_dom + offs_d[None, :]
@@ -876,14 +833,7 @@ def _bwd_dkdv_tiles(
         dsT = pT * (dpT - delta[None, :])
         if SOFTCAP:
             dsT = dsT * (1.0 - tT * tT)
-        dsT = dsT.to(q.dtype)
-        dk += tl.dot(dsT, q, input_precision=DOT_PREC)
-        if FUSED_DQ:
-            dq_ptrs = (dqacc_base + tl.cast(start_m, tl.int64) * BLOCK_D
-                       + offs_m[:, None] * BLOCK_D + offs_d[None, :])
-            row_ok = (rows < seqlen_q)[:, None]
-            upd = tl.dot(tl.trans(dsT), k, input_precision=DOT_PREC)
-            tl.store(dq_ptrs, tl.load(dq_ptrs, mask=row_ok, other=0.0) + upd, mask=row_ok)
+        dk += tl.dot(dsT.to(q.dtype), q, input_precision=DOT_PREC)
     return dk, dv
 
 
@@ -1001,118 +951,6 @@ def _bwd_dq_tiles(
             ds = ds * (1.0 - t * t)
         dq += tl.dot(ds.to(k.dtype), k, input_precision=DOT_PREC)
     return dq
-
-
-@triton.jit(do_not_specialize=_NO_SPECIALIZE)
-def _attn_bwd_short_kernel(
-    Q, K, V, O, DO, LSE, DELTA, DQ_ACC, DQ, DK,
-    DV,  # Q, O, DO, DQ: (B, M, H, D); K, V, DK, DV: (B, N, Hkv, D); DELTA (B, H, M) fp32;
-    # DQ_ACC (B, H, M, BLOCK_D) fp32 scratch
-    stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn,
-    stride_vh, stride_dob, stride_dom, stride_doh, stride_ob, stride_om, stride_oh,
-    stride_dqb, stride_dqm, stride_dqh, stride_dkb, stride_dkn, stride_dkh, stride_dvb,
-    stride_dvn, stride_dvh, seqlen_q, seqlen_k, nheads, group, sm_scale, softcap,
-    window_left, window_right, dropout_p, seed, rng_offset, HEAD_DIM: tl.constexpr,
-    BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
-    DROPOUT: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
-):
-    """The whole backward of one (batch, KV head) in one program, for short sequences
-    (configs.bwd_short_preferred): (1) delta = rowsum(dO * O) of every query row of the
-    group's heads, their fp32 dQ rows zeroed; (2) per key tile, dK and dV over every
-    query tile (``_bwd_dkdv_tiles``) with each tile's dQ share added to its fp32 rows (5
-    GEMMs per tile pair and one dropout draw, against the two-kernel backward's 7 and
-    two); (3) dQ scaled and cast. Deterministic: the program owns its rows, no atomics;
-    thread barriers between the passes make one pass's global stores visible to the
-    next's loads. One launch instead of three."""
-    pid = tl.program_id(0)
-    nheads_kv = nheads // group
-    b = pid // nheads_kv
-    hk = pid % nheads_kv
-    diag = seqlen_k - seqlen_q
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, BLOCK_D)
-    d_ok = offs_d < HEAD_DIM
-    # -- (1) delta, zeroed dQ accumulators --
-    for g in range(0, group):
-        h = hk * group + g
-        bh = b * nheads + h
-        acc_base = DQ_ACC + bh.to(tl.int64) * seqlen_q * BLOCK_D
-        for start_m in tl.range(0, seqlen_q, BLOCK_M):
-            rows = start_m + offs_m
-            mask = (rows < seqlen_q)[:, None] & d_ok[None, :]
-            r64 = rows[:, None].to(tl.int64)
-            o = tl.load(O + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
-                        + r64 * stride_om + offs_d[None, :], mask=mask, other=0.0)
-            do = tl.load(DO + b.to(tl.int64) * stride_dob + h.to(tl.int64) * stride_doh
-                         + r64 * stride_dom + offs_d[None, :], mask=mask, other=0.0)
-            tl.store(DELTA + bh.to(tl.int64) * seqlen_q + rows,
-                     tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1),
-                     mask=rows < seqlen_q)
-            tl.store(acc_base + r64 * BLOCK_D + offs_d[None, :],
-                     tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32),
-                     mask=(rows < seqlen_q)[:, None])
-    tl.debug_barrier()
-    # -- (2) key tiles: dK, dV, and dQ shares --
-    for start_n in tl.range(0, seqlen_k, BLOCK_N):
-        cols = start_n + offs_n
-        kv_mask = (cols < seqlen_k)[:, None] & d_ok[None, :]
-        rows_n = cols[:, None].to(tl.int64)
-        k = tl.load(K + b.to(tl.int64) * stride_kb + hk.to(tl.int64) * stride_kh
-                    + rows_n * stride_kn + offs_d[None, :], mask=kv_mask, other=0.0)
-        v = tl.load(V + b.to(tl.int64) * stride_vb + hk.to(tl.int64) * stride_vh
-                    + rows_n * stride_vn + offs_d[None, :], mask=kv_mask, other=0.0)
-        if UPCAST:
-            k = k.to(tl.float32)
-            v = v.to(tl.float32)
-        dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-        dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-        lo, mid_lo, mid_hi, hi = q_tile_ranges(
-            start_n, seqlen_q, seqlen_k, diag, window_left, window_right, BLOCK_M, BLOCK_N,
-            HAS_LEFT, HAS_RIGHT,
-        )
-        for g in range(0, group):
-            h = hk * group + g
-            bh = b * nheads + h
-            q_base = Q + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
-            do_base = DO + b.to(tl.int64) * stride_dob + h.to(tl.int64) * stride_doh
-            acc_base = DQ_ACC + bh.to(tl.int64) * seqlen_q * BLOCK_D
-            for stage in tl.static_range(3):
-                if stage == 0:
-                    s_lo, s_hi = lo, mid_lo
-                elif stage == 1:
-                    s_lo, s_hi = mid_lo, mid_hi
-                else:
-                    s_lo, s_hi = mid_hi, hi
-                dk, dv = _bwd_dkdv_tiles(
-                    dk, dv, k, v, q_base, do_base, LSE, DELTA, bh, stride_qm, stride_dom,
-                    s_lo, s_hi, offs_m, cols, offs_d, seqlen_q, seqlen_k, diag, window_left,
-                    window_right, sm_scale, softcap, dropout_p, seed, rng_offset, HEAD_DIM,
-                    BLOCK_D, BLOCK_M, stage != 1, HAS_LEFT, HAS_RIGHT, SOFTCAP, DROPOUT,
-                    UPCAST, DOT_PREC, acc_base, True,
-                )
-        tl.store(DK + b.to(tl.int64) * stride_dkb + hk.to(tl.int64) * stride_dkh
-                 + rows_n * stride_dkn + offs_d[None, :],
-                 cast_out(dk * sm_scale, DK.dtype.element_ty, UPCAST), mask=kv_mask)
-        tl.store(DV + b.to(tl.int64) * stride_dvb + hk.to(tl.int64) * stride_dvh
-                 + rows_n * stride_dvn + offs_d[None, :],
-                 cast_out(dv, DV.dtype.element_ty, UPCAST), mask=kv_mask)
-        tl.debug_barrier()  # this key tile's dQ shares are stored before the next's loads
-    # -- (3) dQ --
-    for g in range(0, group):
-        h = hk * group + g
-        bh = b * nheads + h
-        acc_base = DQ_ACC + bh.to(tl.int64) * seqlen_q * BLOCK_D
-        for start_m in tl.range(0, seqlen_q, BLOCK_M):
-            rows = start_m + offs_m
-            r64 = rows[:, None].to(tl.int64)
-            dq = tl.load(acc_base + r64 * BLOCK_D + offs_d[None, :],
-                         mask=(rows < seqlen_q)[:, None], other=0.0)
-            tl.store(DQ + b.to(tl.int64) * stride_dqb + h.to(tl.int64) * stride_dqh
-                     + r64 * stride_dqm + offs_d[None, :],
-                     cast_out(dq * sm_scale, DQ.dtype.element_ty, UPCAST),
-                     mask=(rows < seqlen_q)[:, None] & d_ok[None, :])
 
 
 # ==================================================================================
