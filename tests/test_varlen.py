@@ -45,6 +45,22 @@ def count_varlen_forward(monkeypatch):
     return ran
 
 
+def count_varlen_backward(monkeypatch):
+    """Record the q shape of each call of hopper_bwd.hopper_varlen_backward (the Gluon
+    varlen backward ran)."""
+    from flashtile.ops import hopper_bwd
+
+    calls = []
+    real = hopper_bwd.hopper_varlen_backward
+
+    def counting(*args, **kwargs):
+        calls.append(args[1].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hopper_bwd, "hopper_varlen_backward", counting)
+    return calls
+
+
 def run_varlen(lens_q, lens_k, nheads, nheads_kv, head_dim, dtype, device, backward=True,
                **kwargs):
     """Kernel vs float64 and input-precision references: list of Check."""
@@ -265,14 +281,7 @@ def test_varlen_hopper_bwd_gpu(head_dim, causal, device, monkeypatch):
 
     monkeypatch.setenv(hopper_bwd.VARLEN_ENV_VAR, "1")
     monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
-    calls = []
-    real = hopper_bwd.hopper_varlen_backward
-
-    def counting(*args, **kwargs):
-        calls.append(args[1].shape)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(hopper_bwd, "hopper_varlen_backward", counting)
+    calls = count_varlen_backward(monkeypatch)
     lens_q = [1500, 0, 700, 1, 129, 64, 1000, 333, 0]
     lens_k = [1500, 0, 650, 900, 128, 0, 1200, 333, 77]
     checks = run_varlen(lens_q, lens_k, 16, 4, head_dim, torch.bfloat16, device,
@@ -294,14 +303,7 @@ def test_varlen_hopper_auto(device, monkeypatch):
     monkeypatch.delenv(hopper_bwd.VARLEN_ENV_VAR, raising=False)
     monkeypatch.delenv(hopper_bwd.ENV_VAR, raising=False)
     ran = count_varlen_forward(monkeypatch)
-    bwd = []
-    real = hopper_bwd.hopper_varlen_backward
-
-    def counting(*args, **kwargs):
-        bwd.append(args[1].shape)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(hopper_bwd, "hopper_varlen_backward", counting)
+    bwd = count_varlen_backward(monkeypatch)
     long_ = configs.HOPPER_VARLEN_MIN_SEQLEN
     lens = [long_, 0, 300, long_ // 2 + 7]
     checks = run_varlen(lens, lens, 4, 2, 128, torch.bfloat16, device, causal=True)
