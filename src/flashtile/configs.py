@@ -338,12 +338,18 @@ def parse_overrides(text: str | None) -> dict:
 #   293/337/341, causal 258/323/337 vs 212/278/304 (cuDNN 359/427/449, 249/371/433):
 #   Gluon at hd 64 too from 1k keys (below 1k not measured: the portable tiles there were
 #   swept at 256, the MiniGPT shape).
+#   and below 1k (2026-11-30, session 9, fe92472 `shortbwd`, 16k tokens), Gluon vs portable
+#   backward TFLOPS at 512 / 640 keys: hd 64 non-causal 312.6 / 306.5 vs 248.7 / 262.4,
+#   causal 143.1 / 201.3 vs 165.2 / 184.0 (cuDNN 277.9 / 315.2, 170.8 / 197.6); hd 128
+#   Gluon at both (268.6 / 355.7 vs 231.7 / 254.3; causal 241.6 / 264.0 vs 149.8 /
+#   166.8). So hd 64 takes the Gluon backward from 512 keys non-causal, 640 causal
+#   (between 512 and 640 causal, and below 512, not measured: portable).
 #   hd 256: the Gluon backward (dK / dV column blocks, d_split = 2) is built and compiled
 #   for sm_90 (2026-11-30) but has not run on a GPU: portable until measured.
 def hopper_bwd_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
     if head_dim > 128:
         return False
-    return head_dim > 64 or seqlen_k >= 1024
+    return head_dim > 64 or seqlen_k >= (640 if causal else 512)
 
 
 def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig | None:
