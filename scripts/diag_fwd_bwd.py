@@ -3,8 +3,13 @@ profiler), beside the do_bench medians of the forward and of forward+backward. W
 for the hd 128 causal 1k shape that benches slower inside the full 18-shape run than
 alone (benchmarks/results.md, session 4).
 
-    python scripts/diag_fwd_bwd.py
+    python scripts/diag_fwd_bwd.py [B,S,H,D,causal ...]
+
+(session 9: also the varlen bench's dense baseline at 640 tokens, hd 128, which read
+94-125 TFLOPS forward+backward where its kernels bench at ~260.)
 """
+
+import sys
 
 import torch
 import triton
@@ -16,7 +21,9 @@ SHAPES = [(16, 1024, 16, 128, True), (16, 1024, 16, 128, False), (4, 4096, 16, 1
 
 def main() -> None:
     torch.manual_seed(0)
-    for batch, seqlen, heads, head_dim, causal in SHAPES:
+    shapes = [tuple(int(x) for x in a.split(",")) for a in sys.argv[1:]] or SHAPES
+    for batch, seqlen, heads, head_dim, causal in shapes:
+        causal = bool(causal)
         q, k, v, dout = (torch.randn(batch, seqlen, heads, head_dim, device="cuda",
                                      dtype=torch.bfloat16) for _ in range(4))
         be = get_backend("flashtile")(q, k, v, causal, dout=dout)
