@@ -62,6 +62,29 @@ def test_compiles_for_sm90(name, compiled):
         assert rec["overlap"], f"{name}: no wgmma wait with a group left in flight: {rec}"
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("block_rows,block_cols", [(128, None), (64, None), (64, 32)])
+def test_tma_desc_fields(dtype, block_rows, block_cols):
+    """_gluon_common.tma_desc skips TensorDescriptor's own validation for speed: its
+    fields must be the ones the validating constructor sets (padded and strided views
+    included), and its layout the one get_default_for gives."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from flashtile.ops._gluon_common import GL_DTYPES, tma_desc
+
+    base = torch.zeros(2, 300, 6, 80, dtype=dtype)
+    for x in (base[..., :64], base[:, :257, :4, :64].transpose(1, 1), torch.ones(1, 5, 3, 64,
+                                                                                dtype=dtype)):
+        got = tma_desc(x, block_rows, block_cols)
+        block = [1, block_rows, 1, block_cols or x.shape[-1]]
+        want = TensorDescriptor(x, list(x.shape), list(x.stride()), block,
+                                gl.NVMMASharedLayout.get_default_for(block, GL_DTYPES[dtype]))
+        assert got.base is x and type(got) is TensorDescriptor
+        for field in ("shape", "strides", "block_shape", "layout", "padding"):
+            assert getattr(got, field) == getattr(want, field), field
+
+
 @pytest.mark.parametrize("config_fn", [configs.hopper_fwd_config, configs.hopper_fwd_config_c])
 def test_configs_fit_smem(config_fn):
     for hd in hopper_fwd.HOPPER_HEAD_DIMS:

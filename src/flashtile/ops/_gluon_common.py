@@ -7,6 +7,7 @@ ranges and score masks. Index conventions as ops/_common.py: query row i, key co
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 from triton._C.libtriton import ir
@@ -37,11 +38,29 @@ def tma_addressable(x: torch.Tensor) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=256)
+def _box_layout(block: tuple, dtype: torch.dtype):
+    """The NVMMA shared layout of a TMA box (a pure function of the box and dtype;
+    building it costs ~10 us of Python per call, a descriptor's largest share)."""
+    return gl.NVMMASharedLayout.get_default_for(list(block), GL_DTYPES[dtype])
+
+
 def tma_desc(x: torch.Tensor, block_rows: int, block_cols: int | None = None) -> TensorDescriptor:
-    """4D TMA descriptor over (B, S, H, D) with box (1, block_rows, 1, block_cols or D)."""
+    """4D TMA descriptor over (B, S, H, D) with box (1, block_rows, 1, block_cols or D).
+    The callers have checked ``tma_addressable`` (or copied) and that no dimension is
+    empty, so the dataclass's own validation (``__post_init__``: the same checks, ~15 us
+    of Python per descriptor, up to 11 descriptors per forward+backward) is skipped:
+    the fields are the ones ``TensorDescriptor(x, shape, strides, block, layout)`` sets
+    (tests/test_hopper.py compares them)."""
     block = [1, block_rows, 1, block_cols or x.shape[-1]]
-    layout = gl.NVMMASharedLayout.get_default_for(block, GL_DTYPES[x.dtype])
-    return TensorDescriptor(x, list(x.shape), list(x.stride()), block, layout)
+    desc = object.__new__(TensorDescriptor)
+    desc.base = x
+    desc.shape = list(x.shape)
+    desc.strides = list(x.stride())
+    desc.block_shape = block
+    desc.layout = _box_layout(tuple(block), x.dtype)
+    desc.padding = "zero"
+    return desc
 
 
 def desc_signature(dtype: torch.dtype, rows: int, head_dim: int) -> str:
