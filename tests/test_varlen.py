@@ -238,6 +238,18 @@ def test_hopper_varlen_bwd_mode(monkeypatch, value, mode):
                                                       None, long_, long_)
 
 
+def test_hopper_varlen_bwd_threshold():
+    """configs.hopper_varlen_bwd_preferred as measured: from 8k everywhere, from 2k at hd
+    128 non-causal."""
+    long_ = configs.HOPPER_VARLEN_MIN_SEQLEN
+    for d in (64, 128):
+        for causal in (False, True):
+            assert configs.hopper_varlen_bwd_preferred(d, causal, long_)
+            assert not configs.hopper_varlen_bwd_preferred(d, causal, 2047)
+            assert configs.hopper_varlen_bwd_preferred(d, causal, 2048) == (
+                d == 128 and not causal)
+
+
 def test_hopper_varlen_threshold():
     assert configs.hopper_varlen_preferred(configs.HOPPER_VARLEN_MIN_SEQLEN)
     assert configs.hopper_varlen_preferred(16384)

@@ -259,6 +259,17 @@ def hopper_varlen_preferred(max_seqlen_q: int) -> bool:
     return max_seqlen_q >= HOPPER_VARLEN_MIN_SEQLEN
 
 
+def hopper_varlen_bwd_preferred(head_dim: int, causal: bool, max_seqlen_q: int) -> bool:
+    """The Gluon varlen backward: from HOPPER_VARLEN_MIN_SEQLEN, and at hd 128 non-causal
+    from 2k, where it won both runs (Gluon / portable varlen backward, forward+backward
+    TFLOPS at 2k-long sequences: 308.0 / 264.5 at 30970b9, 305.0 / 261.1 at 2b1077d; hd
+    128 causal 150.6 / 185.8 and 182.9 / 186.1, hd 64 lost both times). Below 2k not
+    measured."""
+    if head_dim == 128 and not causal and max_seqlen_q >= 2048:
+        return True
+    return hopper_varlen_preferred(max_seqlen_q)
+
+
 # ----------------------------------------------------------------------------------
 # Hopper (sm_90) Gluon backward, ops/hopper_bwd.py
 # ----------------------------------------------------------------------------------

@@ -223,8 +223,8 @@ def hopper_varlen_bwd_supported(q, k, v, dout, causal, window, softcap, softmax_
                                 max_seqlen_q=0, max_seqlen_k=None) -> bool:
     """May ops/varlen.py's backward take the Gluon two-kernel backward over per-sequence
     device-side TMA descriptors (``hopper_varlen_backward``)? Not when ``varlen_bwd_mode``
-    is "off", nor in "auto" mode below configs.HOPPER_VARLEN_MIN_SEQLEN query rows
-    (``max_seqlen_q``; the forward's threshold, measured for the backward too); then what
+    is "off", nor in "auto" mode where configs.hopper_varlen_bwd_preferred does not
+    hold at ``max_seqlen_q`` (the forward's 8k threshold, 2k at hd 128 non-causal); then what
     ``hopper_bwd_supported`` asks of the packed tensors as (1, T, H, D) views (sm_90,
     fp16/bf16, head dim 64 or 128, full or causal, no softcap; in its "auto" mode the
     measured dense table at the longest key sequence, ``max_seqlen_k``), with a
@@ -232,7 +232,8 @@ def hopper_varlen_bwd_supported(q, k, v, dout, causal, window, softcap, softmax_
     mode = varlen_bwd_mode()
     if mode == "off" or q.shape[-1] > 128:
         return False  # hd 256's column-block dK/dV launches: not built for varlen
-    if mode == "auto" and not configs.hopper_varlen_preferred(max_seqlen_q):
+    if mode == "auto" and not configs.hopper_varlen_bwd_preferred(q.shape[-1], causal,
+                                                                   max_seqlen_q):
         return False
     views = [x.unsqueeze(0) for x in (q, k, v)]
     return (hopper_bwd_supported(*views, causal, window, softcap, 0.0, softmax_scale,
