@@ -247,7 +247,8 @@ def hopper_fwd_schedule(head_dim: int, causal: bool, seqlen_q: int) -> str:
 # its own descriptors: a fixed cost short sequences do not amortise). Between 2k and 8k
 # not measured: the portable kernel there.
 # The varlen backward (hopper_bwd.hopper_varlen_backward, the same per-sequence
-# descriptors in the dense two-kernel backward) takes the same threshold: `varlenbwd` at
+# descriptors in the dense two-kernel backward) takes the same threshold, and 2k at hd 128
+# non-causal (hopper_varlen_bwd_preferred below): `varlenbwd` at
 # 30970b9, forward+backward TFLOPS with the Gluon / portable varlen backward, 8k-long
 # sequences: 372.5 / 356.7 and 330.1 / 245.3 (hd 64 non-causal / causal), 453.2 / 381.6
 # and 382.4 / 312.4 (hd 128); 2k-long: 262.5 / 291.4, 146.3 / 174.8, 308.0 / 264.5,
