@@ -22,6 +22,7 @@ still lowers the loss, and the same seed replays it bitwise.
 """
 
 import math
+import os
 
 import pytest
 import torch
@@ -356,3 +357,21 @@ def test_flashtile_matches_sdpa_logits_gpu():
     for i, name in enumerate(("logits", "grad")):
         err, noise = (ft[i] - ref[i]).abs().max().item(), (lp[i] - ref[i]).abs().max().item()
         assert err <= 2 * noise + 1e-6, (name, err, noise)
+
+
+def test_bench_variant_env_and_median(monkeypatch):
+    """`train --bench` helpers: a backend named NAME@VAR=VALUE runs with those variables
+    set and restored after (unset ones removed again); the median of the round means."""
+    from flashtile.models import train_bench
+
+    monkeypatch.setenv("FLASHTILE_TEST_A", "old")
+    monkeypatch.delenv("FLASHTILE_TEST_B", raising=False)
+    with train_bench._env("flashtile@FLASHTILE_TEST_A=1@FLASHTILE_TEST_B=x"):
+        assert os.environ["FLASHTILE_TEST_A"] == "1"
+        assert os.environ["FLASHTILE_TEST_B"] == "x"
+    assert os.environ["FLASHTILE_TEST_A"] == "old"
+    assert "FLASHTILE_TEST_B" not in os.environ
+    with train_bench._env("sdpa-cudnn"):  # no variables: nothing changes
+        assert os.environ["FLASHTILE_TEST_A"] == "old"
+    assert train_bench._median([3.0, 1.0, 2.0]) == 2.0
+    assert train_bench._median([4.0, 1.0, 2.0, 3.0]) == 2.5
