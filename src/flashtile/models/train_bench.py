@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import statistics
 import sys
 
 import torch
@@ -49,18 +50,21 @@ def step_fn(backend: str, batch: int, ctx: int, n_batches: int, seed: int = 0):
 def bench_step(backend: str, batch: int, ctx: int, steps: int = 50, warmup: int = 5,
                seed: int = 0) -> float:
     """Mean seconds of one training step of the shakespeare-char model at (batch, ctx)."""
-    return bench_rounds([backend], batch, ctx, steps, 1, warmup, seed)[backend][0]
+    times, errors = bench_rounds([backend], batch, ctx, steps, 1, warmup, seed)
+    if backend in errors:
+        raise RuntimeError(f"{backend}: {errors[backend]}")
+    return times[backend][0]
 
 
 def bench_rounds(backends, batch: int, ctx: int, steps: int = 50, rounds: int = 5,
                  warmup: int = 5, seed: int = 0) -> dict:
-    """{backend: [mean seconds per step in each round]}: all backends built and warmed up
-    first, then ``rounds`` rounds of ``max(1, steps // rounds)`` steps per backend in
-    turn. A backend that fails to build or run is left out (its error under the key
-    ``"error:" + backend``)."""
+    """({backend: [mean seconds per step in each round]}, {backend: error}): all backends
+    built and warmed up first, then ``rounds`` rounds of ``max(1, steps // rounds)``
+    steps per backend in turn. A backend that fails to build or run is left out of the
+    times, its error's first line in the second dict."""
     per = max(1, steps // rounds)
     n = warmup + per * rounds
-    fns, out = {}, {}
+    fns, out, errors = {}, {}, {}
     for b in backends:
         try:
             with _env(b):
@@ -70,7 +74,7 @@ def bench_rounds(backends, batch: int, ctx: int, steps: int = 50, rounds: int = 
                 torch.cuda.synchronize()
         except Exception as e:  # e.g. no SDPA kernel for this case
             fns.pop(b, None)
-            out["error:" + b] = str(e).splitlines()[0] if str(e) else type(e).__name__
+            errors[b] = str(e).splitlines()[0] if str(e) else type(e).__name__
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for r in range(rounds):
         for b, step in fns.items():
@@ -81,7 +85,7 @@ def bench_rounds(backends, batch: int, ctx: int, steps: int = 50, rounds: int = 
                 end.record()
                 end.synchronize()
             out.setdefault(b, []).append(start.elapsed_time(end) / 1e3 / per)
-    return out
+    return out, errors
 
 
 @contextlib.contextmanager
@@ -104,10 +108,8 @@ def _env(backend: str):
                 os.environ[var] = value
 
 
-def _median(xs):
-    xs = sorted(xs)
-    mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+# the median of round means (the bench harness's statistics too)
+_median = statistics.median
 
 
 def profile_step(backend: str, batch: int, ctx: int, steps: int = 3, top: int = 12) -> str:
@@ -142,11 +144,11 @@ def run_bench(args) -> int:
     print(f"{'batch x ctx':>12} {'backend':>12} {'ms/step':>9} {'tokens/s':>11} {'vs cuDNN':>9}"
           f" {'spread':>7}")
     for batch, ctx in shapes:
-        res = bench_rounds(backends, batch, ctx, steps=args.bench_steps, rounds=rounds)
-        for b in backends:
-            if "error:" + b in res:
-                print(f"{batch:>5} x {ctx:<5} {b:>12} unavailable: {res['error:' + b]}")
-                failed = failed or b == "flashtile"
+        res, errors = bench_rounds(backends, batch, ctx, steps=args.bench_steps,
+                                   rounds=rounds)
+        for b, err in errors.items():
+            print(f"{batch:>5} x {ctx:<5} {b:>12} unavailable: {err}")
+            failed = failed or b == "flashtile"
         ref = res.get("sdpa-cudnn")
         for b in backends:
             if b not in res:

@@ -54,6 +54,15 @@ def device_ctx(t: torch.Tensor):
     return torch.cuda.device(device)
 
 
+def env_mode(name: str) -> str:
+    """A three-way dispatch switch: "auto" when the variable is unset (the measured
+    table decides), "off" when it is empty or 0, "on" otherwise."""
+    value = os.environ.get(name)
+    if value is None:
+        return "auto"
+    return "off" if value in ("", "0") else "on"
+
+
 def is_interpreting() -> bool:
     """True when Triton runs kernels under its CPU interpreter (TRITON_INTERPRET=1)."""
     return os.environ.get("TRITON_INTERPRET", "0") == "1"

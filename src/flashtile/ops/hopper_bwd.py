@@ -89,7 +89,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from .. import configs
 from . import hopper_fwd
-from ._common import device_capability, device_ctx, is_interpreting
+from ._common import device_capability, device_ctx, env_mode, is_interpreting
 from ._gluon_common import (
     alloc_ring_pair,
     desc_signature,
@@ -129,10 +129,7 @@ def hopper_bwd_mode() -> str:
     too)."""
     if hopper_fwd._hopper_disabled():
         return "off"
-    value = os.environ.get(ENV_VAR)
-    if value is None:
-        return "auto"
-    return "off" if value in ("", "0") else "on"
+    return env_mode(ENV_VAR)
 
 
 def hopper_bwd_supported(
@@ -213,10 +210,7 @@ def varlen_bwd_mode() -> str:
     """"auto" (FLASHTILE_HOPPER_VARLEN_BWD unset: the Gluon varlen backward from
     configs.HOPPER_VARLEN_MIN_SEQLEN on, where it measured faster than the portable varlen
     backward), "on" (=1: wherever it can run) or "off" (=0 or empty)."""
-    value = os.environ.get(VARLEN_ENV_VAR)
-    if value is None:
-        return "auto"
-    return "off" if value in ("", "0") else "on"
+    return env_mode(VARLEN_ENV_VAR)
 
 
 def hopper_varlen_bwd_supported(q, k, v, dout, causal, window, softcap, softmax_scale=None,

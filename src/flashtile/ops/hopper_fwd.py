@@ -59,7 +59,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .. import configs
-from ._common import device_capability, device_ctx, is_interpreting
+from ._common import device_capability, device_ctx, env_mode, is_interpreting
 from ._gluon_common import GL_DTYPES as _GL_DTYPES
 from ._gluon_common import (
     alloc_ring_pair,
@@ -192,10 +192,7 @@ def varlen_mode() -> str:
     """"auto" (FLASHTILE_HOPPER_VARLEN unset: the Gluon varlen forward from
     configs.HOPPER_VARLEN_MIN_SEQLEN on, where it measured faster than the portable
     varlen kernel), "on" (=1: wherever it can run) or "off" (=0 or empty)."""
-    value = os.environ.get("FLASHTILE_HOPPER_VARLEN")
-    if value is None:
-        return "auto"
-    return "off" if value in ("", "0") else "on"
+    return env_mode("FLASHTILE_HOPPER_VARLEN")
 
 
 def varlen_disabled() -> bool:
