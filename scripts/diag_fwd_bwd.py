@@ -7,9 +7,17 @@ alone (benchmarks/results.md, session 4).
 
 (session 9: also the varlen bench's dense baseline at 640 tokens, hd 128, which read
 94-125 TFLOPS forward+backward where its kernels bench at ~260.)
+
+Session 10: per shape also the host's own time per forward+backward call (perf_counter
+around 50 calls, no sync) and a cProfile of 20 calls by own time: where the host time of
+the short, launch-bound shapes goes on the GPU machine's CPU.
 """
 
+import cProfile
+import io
+import pstats
 import sys
+import time
 
 import torch
 import triton
@@ -38,6 +46,29 @@ def main() -> None:
               f"fwd {f * 1e3:.0f} us, fwd+bwd {fb * 1e3:.0f} us")
         print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=8,
                                         max_name_column_width=50))
+        host_profile(be.fwd_bwd)
+
+
+def host_profile(fn, calls: int = 50, profiled: int = 20, top: int = 22) -> None:
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host_us = (time.perf_counter() - t0) * 1e6 / calls
+    torch.cuda.synchronize()
+    wall_us = (time.perf_counter() - t0) * 1e6 / calls
+    print(f"host {host_us:.0f} us per fwd+bwd call (no sync), wall {wall_us:.0f} us")
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(profiled):
+        fn()
+    prof.disable()
+    torch.cuda.synchronize()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+    text = buf.getvalue()
+    print(f"-- cProfile, {profiled} calls, by own time")
+    print(text[text.find("   ncalls"):].rstrip(), flush=True)
 
 
 if __name__ == "__main__":
