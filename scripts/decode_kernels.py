@@ -16,6 +16,13 @@ intercept. Where do those 15 us go? Per shape and backend:
             graphs the whole step sees, the graph's own start and the flush amortised.
 
 GB/s counts the K and V bytes read, as the decode bench does.
+
+The first run (a6549c9) flushed L2 as do_bench does, by zeroing 256 MiB: that leaves L2
+full of dirty lines, and a kernel reading less than L2 then pays their write-back (up to
+the whole L2, ~12 us at 4 TB/s). Both backends showed a ~7 us intercept that fits it.
+Timings now flush with a read (``--flush clean``: L2 left holding clean lines), and the
+kernel table shows both flushes. flashtile runs in variants: PDL off / on
+(kvcache.DECODE_PDL) and the combine's chunk (kvcache.COMBINE_CHUNK).
 """
 
 from __future__ import annotations
@@ -25,36 +32,67 @@ import collections
 import sys
 
 import torch
-import triton
 
 NHEADS = 32
+# (name, kvcache.DECODE_PDL, kvcache.COMBINE_CHUNK); "sdpa-cudnn" ignores the two
+VARIANTS = [("flashtile", False, 16), ("flashtile+pdl", True, 16),
+            ("flashtile+pdl+chunk32", True, 32), ("sdpa-cudnn", False, 16)]
 
 
-def _flush_buffer(device):
-    return torch.empty(256 * 2**20, dtype=torch.int8, device=device)
+_FLUSH: dict = {}
 
 
-def kernel_times(fn, device, calls: int = 20) -> dict[str, float]:
+def flush_l2(device, mode: str) -> None:
+    """Evict L2: ``dirty`` zeroes 256 MiB (do_bench's way: L2 left full of dirty lines),
+    ``clean`` reads 256 MiB (a sum: L2 left holding clean lines)."""
+    buf = _FLUSH.get(device)
+    if buf is None:
+        buf = _FLUSH[device] = torch.zeros(64 * 2**20, dtype=torch.float32, device=device)
+    if mode == "dirty":
+        buf.zero_()
+    else:
+        buf.sum()
+
+
+_SKIP = ("elementwise", "fill", "reduce_kernel", "memset")
+
+
+def kernel_times(fn, device, flush: str, calls: int = 20) -> dict[str, float]:
     """Mean GPU microseconds per call of each kernel ``fn`` runs (flush kernels left
     out), from the torch profiler."""
-    flush = _flush_buffer(device)
     acts = [torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=acts) as prof:
         for _ in range(calls):
-            flush.zero_()
+            flush_l2(device, flush)
             fn()
         torch.cuda.synchronize(device)
     total = collections.defaultdict(float)
     for evt in prof.events():
-        if evt.device_type == torch.autograd.DeviceType.CUDA and "elementwise" not in evt.name \
-                and "fill" not in evt.name.lower():
-            total[evt.name[:60]] += evt.time_range.elapsed_us() / calls
+        if evt.device_type == torch.autograd.DeviceType.CUDA and not any(
+                s in evt.name.lower() for s in _SKIP):
+            total[evt.name[:40]] += evt.time_range.elapsed_us() / calls
     return dict(total)
 
 
-def graph_us(fns, device) -> float:
-    """do_bench median (us) of one CUDA graph running every closure of ``fns`` in turn,
-    divided by their number."""
+def timed_us(fn, device, flush: str, reps: int = 100) -> float:
+    """Median GPU microseconds of ``fn`` between two events, L2 flushed before each."""
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for _ in range(5):
+        fn()
+    for s, e in zip(starts, ends):
+        flush_l2(device, flush)
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize(device)
+    times = sorted(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends))
+    return times[len(times) // 2]
+
+
+def graph_us(fns, device, flush: str = "clean") -> float:
+    """Median (us) of one CUDA graph running every closure of ``fns`` in turn, L2
+    flushed before each replay, divided by their number."""
     stream = torch.cuda.Stream(device)
     stream.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(stream):
@@ -66,8 +104,7 @@ def graph_us(fns, device) -> float:
     with torch.cuda.graph(graph):
         for fn in fns:
             fn()
-    ms = triton.testing.do_bench(graph.replay, warmup=25, rep=200, return_mode="median")
-    return ms * 1e3 / len(fns)
+    return timed_us(graph.replay, device, flush) / len(fns)
 
 
 def closures(backend, qs, ks, vs, lens):
@@ -102,6 +139,9 @@ def main() -> int:
         print("decode_kernels: needs a GPU")
         return 2
     device = torch.device("cuda")
+    from flashtile.ops import kvcache
+
+    saved = kvcache.DECODE_PDL, kvcache.COMBINE_CHUNK
     d = args.head_dim
     rows = []
     for g in map(int, args.groups.split(",")):
@@ -115,20 +155,28 @@ def main() -> int:
             qs = [torch.randn(1, 1, NHEADS, d, device=device, dtype=torch.bfloat16)
                   for _ in range(layers)]
             lens = torch.full((1,), ctx, dtype=torch.int32, device=device)
-            for backend in ("flashtile", "sdpa-cudnn"):
+            name = f"g{g} ctx {ctx // 1024}k ({nbytes / 2**20:.0f} MiB)"
+            for variant, pdl, chunk in VARIANTS:
+                kvcache.DECODE_PDL, kvcache.COMBINE_CHUNK = pdl, chunk
+                backend = "sdpa-cudnn" if variant == "sdpa-cudnn" else "flashtile"
                 fns = closures(backend, qs, ks, vs, lens)
-                kt = kernel_times(fns[0], device)
-                one = graph_us(fns[:1], device)
-                many = graph_us(fns, device)
-                name = f"g{g} ctx {ctx // 1024}k ({nbytes / 2**20:.0f} MiB)"
-                rows.append((name, backend, sum(kt.values()), one, many, layers,
+                for flush in ("dirty", "clean"):
+                    kt = kernel_times(fns[0], device, flush)
+                    print(f"{name} {variant}, {flush} flush: kernels " + ", ".join(
+                        f"{k} {t:.1f} us" for k, t in kt.items()), flush=True)
+                try:
+                    one = graph_us(fns[:1], device)
+                    many = graph_us(fns, device)
+                except Exception as exc:  # report the rest
+                    print(f"{name} {variant}: graph failed: {exc}", flush=True)
+                    one = many = float("nan")
+                rows.append((name, variant, sum(kt.values()), one, many, layers,
                              nbytes / many / 1e3))
-                print(f"{name} {backend}: kernels " + ", ".join(
-                    f"{k} {t:.1f} us" for k, t in kt.items()), flush=True)
+            kvcache.DECODE_PDL, kvcache.COMBINE_CHUNK = saved
             del ks, vs
             torch.cuda.empty_cache()
-    print("\n| shape | backend | kernel us (sum) | 1 call, graph us | per layer, graph of L us "
-          "| L | GB/s per layer |")
+    print("\n| shape | variant | kernel us (sum, clean flush) | 1 call, graph us "
+          "| per layer, graph of L us | L | GB/s per layer |")
     print("|---|---|---|---|---|---|---|")
     for name, backend, ksum, one, many, layers, gbs in rows:
         print(f"| {name} | {backend} | {ksum:.1f} | {one:.1f} | {many:.1f} | {layers} | "
