@@ -20,9 +20,11 @@ GB/s counts the K and V bytes read, as the decode bench does.
 The first run (a6549c9) flushed L2 as do_bench does, by zeroing 256 MiB: that leaves L2
 full of dirty lines, and a kernel reading less than L2 then pays their write-back (up to
 the whole L2, ~12 us at 4 TB/s). Both backends showed a ~7 us intercept that fits it.
-Timings now flush with a read (``--flush clean``: L2 left holding clean lines), and the
-kernel table shows both flushes. flashtile runs in variants: PDL off / on
-(kvcache.DECODE_PDL) and the combine's chunk (kvcache.COMBINE_CHUNK).
+Timings now flush with a read (L2 left holding clean lines); the kernel lines show both
+flushes. flashtile also runs in variants of the split kernel's tile (``VARIANTS``: a
+DecodeConfig replacing kvcache.decode_config's pick; the split heuristic follows it).
+The second run (96c0b31) measured the combine launched with PDL (lost, removed) and
+the combine's chunk (32 kept).
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ import sys
 import torch
 
 NHEADS = 32
-# (name, kvcache.DECODE_PDL, kvcache.COMBINE_CHUNK); "sdpa-cudnn" ignores the two
-VARIANTS = [("flashtile", False, 16), ("flashtile+pdl", True, 16),
-            ("flashtile+pdl+chunk32", True, 32), ("sdpa-cudnn", False, 16)]
+# (name, DecodeConfig fields or None for the shipped pick); "sdpa-cudnn" is the baseline
+VARIANTS = [("flashtile", None), ("ft 16x64 w4 s3 x2", (16, 64, 4, 3, 2)),
+            ("ft 16x128 w4 s2", (16, 128, 4, 2, 1)), ("ft 16x64 w8 s4", (16, 64, 8, 4, 1)),
+            ("sdpa-cudnn", None)]
 
 
 _FLUSH: dict = {}
@@ -141,7 +144,7 @@ def main() -> int:
     device = torch.device("cuda")
     from flashtile.ops import kvcache
 
-    saved = kvcache.DECODE_PDL, kvcache.COMBINE_CHUNK
+    shipped = kvcache.decode_config
     d = args.head_dim
     rows = []
     for g in map(int, args.groups.split(",")):
@@ -156,11 +159,15 @@ def main() -> int:
                   for _ in range(layers)]
             lens = torch.full((1,), ctx, dtype=torch.int32, device=device)
             name = f"g{g} ctx {ctx // 1024}k ({nbytes / 2**20:.0f} MiB)"
-            for variant, pdl, chunk in VARIANTS:
-                kvcache.DECODE_PDL, kvcache.COMBINE_CHUNK = pdl, chunk
+            for variant, fields in VARIANTS:
+                if fields is not None and g == 1:
+                    continue  # the tile variants are for the GQA rows (block_m 16)
+                kvcache._PLANS.clear()
+                kvcache.decode_config = shipped if fields is None else (
+                    lambda *a, fields=fields, **k: kvcache.DecodeConfig(*fields))
                 backend = "sdpa-cudnn" if variant == "sdpa-cudnn" else "flashtile"
                 fns = closures(backend, qs, ks, vs, lens)
-                for flush in ("dirty", "clean"):
+                for flush in ("dirty", "clean") if fields is None else ("clean",):
                     kt = kernel_times(fns[0], device, flush)
                     print(f"{name} {variant}, {flush} flush: kernels " + ", ".join(
                         f"{k} {t:.1f} us" for k, t in kt.items()), flush=True)
@@ -172,7 +179,8 @@ def main() -> int:
                     one = many = float("nan")
                 rows.append((name, variant, sum(kt.values()), one, many, layers,
                              nbytes / many / 1e3))
-            kvcache.DECODE_PDL, kvcache.COMBINE_CHUNK = saved
+            kvcache.decode_config = shipped
+            kvcache._PLANS.clear()
             del ks, vs
             torch.cuda.empty_cache()
     print("\n| shape | variant | kernel us (sum, clean flush) | 1 call, graph us "

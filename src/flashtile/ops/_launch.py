@@ -34,15 +34,11 @@ _PARAMS: dict = {}
 MAX_CACHED = 4096
 
 
-def plain_launch(fn, grid, args, num_warps, num_stages, pdl=False):
-    """``fn[grid](*args, num_warps=, num_stages=)`` (options left out when None), with
-    ``launch_pdl=True`` when ``pdl`` (programmatic dependent launch: the kernel may start
-    while the previous one on the stream finishes, and waits for it in ``gdc_wait``);
-    returns what Triton's launch returns (the compiled kernel)."""
+def plain_launch(fn, grid, args, num_warps, num_stages):
+    """``fn[grid](*args, num_warps=, num_stages=)`` (options left out when None); returns
+    what Triton's launch returns (the compiled kernel)."""
     if num_warps is None:
-        return fn[grid](*args, launch_pdl=True) if pdl else fn[grid](*args)
-    if pdl:
-        return fn[grid](*args, num_warps=num_warps, num_stages=num_stages, launch_pdl=True)
+        return fn[grid](*args)
     return fn[grid](*args, num_warps=num_warps, num_stages=num_stages)
 
 
@@ -58,7 +54,7 @@ def _int_class(x):
 
 
 def cached_launch(cache: dict, fn, grid, device, n_ptr, args, num_warps, num_stages,
-                  run=None, pdl=False) -> None:
+                  run=None) -> None:
     """Launch ``fn`` over ``grid`` with ``args`` (every parameter in signature order,
     constexprs included, the ``n_ptr`` tensors first) through ``cache`` (see the module
     docstring). ``run(kernel, grid, stream, args)`` launches a cached kernel (default
@@ -70,13 +66,12 @@ def cached_launch(cache: dict, fn, grid, device, n_ptr, args, num_warps, num_sta
     specialised argument), which finds the kernel when only values change that Triton
     does not specialise on: strides and lengths of a KV cache growing by a token per
     call, say. A kernel found that way is launched without a raw entry, so the cache
-    does not grow with every new length. ``pdl`` (``plain_launch``) is part of both keys:
-    the compiled kernel carries it in its metadata."""
+    does not grow with every new length."""
     fid = id(fn)
     entry = _PARAMS.get(fid)
     if entry is None:
         if not isinstance(fn, JITFunction):
-            plain_launch(fn, grid, args, num_warps, num_stages, pdl)
+            plain_launch(fn, grid, args, num_warps, num_stages)
             return
         entry = _PARAMS[fid] = (
             fn, tuple(i for i, p in enumerate(fn.params) if p.do_not_specialize),
@@ -90,16 +85,16 @@ def cached_launch(cache: dict, fn, grid, device, n_ptr, args, num_warps, num_sta
             values[i - n_ptr] = (type(x), type(x) is int and -2**31 <= x < 2**31,
                                  type(x) is int and -2**63 <= x < 2**63)
     ptrs = [(t.dtype, t.data_ptr() & 15) for t in args[:n_ptr]]
-    key = (fid, device.index, num_warps, num_stages, pdl, *values, *ptrs)
+    key = (fid, device.index, num_warps, num_stages, *values, *ptrs)
     kernel = cache.get(key)
     if kernel is None:
         for i in entry[2]:
             if i >= n_ptr:
                 values[i - n_ptr] = _int_class(args[i])
-        class_key = ("class", fid, device.index, num_warps, num_stages, pdl, *values, *ptrs)
+        class_key = ("class", fid, device.index, num_warps, num_stages, *values, *ptrs)
         kernel = cache.get(class_key)
         if kernel is None:
-            kernel = plain_launch(fn, grid, args, num_warps, num_stages, pdl)
+            kernel = plain_launch(fn, grid, args, num_warps, num_stages)
             if kernel is not None and not hasattr(kernel, "result"):  # not an async compile
                 if len(cache) > MAX_CACHED:
                     cache.clear()

@@ -55,7 +55,6 @@ import triton.language as tl
 from ._checks import check_device, check_scalars, check_tensor, check_window
 from ._common import (
     cast_out,
-    device_capability,
     device_ctx,
     fwd_scores,
     is_interpreting,
@@ -94,15 +93,13 @@ EAGER_FAST_PATH = True
 # against 19.6 / 34.3 with the combine kernel: one program merging a whole tile's splits
 # serially costs more than the launch it saves.
 FUSED_COMBINE = os.environ.get("FLASHTILE_DECODE_FUSED_COMBINE", "0") not in ("", "0")
-# Split-KV: the combine kernel is launched with programmatic dependent launch (PDL, sm_90):
-# the split kernel lets it launch once every split program has started, and its programs
-# wait in `griddepcontrol.wait` for the split kernel's results, so the combine's launch
-# latency hides behind the split kernel. Session 10 (scripts/decode_kernels.py): batch-1
-# GQA 8:1 hd 128 per layer, the split 11.5 us and the combine 3.5 us at 8k.
-# FLASHTILE_DECODE_PDL=0 turns it off; the interpreter and pre-Hopper GPUs never use it.
-DECODE_PDL = os.environ.get("FLASHTILE_DECODE_PDL", "1") not in ("", "0")
-# partials merged per step of the combine kernel (a [CHUNK, D] tile)
-COMBINE_CHUNK = 16
+# Partials merged per step of the combine kernel (a [CHUNK, D] tile of fp32). Session 10
+# (scripts/decode_kernels.py, 96c0b31; B1 GQA 8:1 hd 128, 32 splits): 16 -> 32 took the
+# combine from 3.5 to 3.0 us at 8k, one step instead of two. Launching the combine with
+# programmatic dependent launch (griddepcontrol; the split kernel releasing it at its
+# start) was measured in the same run and lost: 14.5 -> 17.5 us per layer at 8k under a
+# CUDA graph, 25.7 -> 28.5 at 32k; not kept.
+COMBINE_CHUNK = 32
 # launches skip Triton's per-call argument binding once a kernel is cached (_launch).
 # H200 (836b108): the KV-cache GPU tests pass with it (65); eager batch-1 decode, GQA
 # 8:1 hd 128, 8k: 25.7 us per call with it vs 45.5 us without (CUDA-graph replay 25.1).
@@ -471,7 +468,6 @@ class _Plan:
     ws_numel: int  # fp32 split workspace: S*B*H*M*D partial outputs, S*B*H*M m, S*B*H*M l
     o_part_strides: tuple[int, int, int]  # (b, m, h) strides of the partials
     fused_combine: bool  # the split kernel merges (FUSED_COMBINE and more than 1 split)
-    pdl: bool  # the combine kernel is launched with PDL (DECODE_PDL, sm_90, splits)
 
 
 _PLANS: dict = {}
@@ -488,7 +484,7 @@ def _plan(q, k_cache, page_table, seqlen_new, num_splits, config, has_seqlens, h
         k_cache.shape[0], -((k_cache.shape[1] + 15) // 16), *k_cache.shape[2:])
     key = (q.shape, kshape, page_table.shape[1] if paged else -1, q.dtype, q.device,
            seqlen_new, num_splits, config, has_seqlens, has_left, has_right, has_softcap,
-           FUSED_COMBINE, DECODE_PDL, COMBINE_CHUNK)
+           FUSED_COMBINE, COMBINE_CHUNK)
     plan = _PLANS.get(key)
     if plan is None:
         if len(_PLANS) > 1024:
@@ -522,11 +518,9 @@ def _make_plan(q, k_cache, page_table, seqlen_new, num_splits, config, has_seqle
     num_splits = max(1, min(num_splits, MAX_SPLITS))
     split = num_splits > 1
     fused = split and FUSED_COMBINE
-    pdl = (split and not fused and DECODE_PDL and q.device.type == "cuda" and not interp
-           and device_capability(q.device) >= (9, 0))
     fwd_meta = (head_dim, block_d, cfg.block_m, cfg.block_n, group_p2, paged,
                 max(page_size, 1), has_seqlens, has_left, has_right, has_softcap, split, upcast,
-                "ieee" if q.dtype == torch.float32 else "tf32", fused, pdl)
+                "ieee" if q.dtype == torch.float32 else "tf32", fused)
     rows = batch * nheads * seqlen_q
     return _Plan(
         cfg=cfg, num_splits=num_splits, grid=(num_splits, m_tiles, batch * nheads_kv),
@@ -534,11 +528,11 @@ def _make_plan(q, k_cache, page_table, seqlen_new, num_splits, config, has_seqle
         append_grid=(triton.cdiv(seqlen_new, 16 if interp else 64), batch * nheads_kv, 1),
         fwd_meta=fwd_meta,
         combine_meta=(head_dim, block_d, next_pow2(num_splits),
-                      min(next_pow2(num_splits), COMBINE_CHUNK), upcast, pdl),
+                      min(next_pow2(num_splits), COMBINE_CHUNK), upcast),
         append_meta=(head_dim, block_d, 16 if interp else 64, paged, max(page_size, 1)),
         ws_numel=num_splits * rows * (head_dim + 2) if split else 0,
         o_part_strides=(nheads * seqlen_q * head_dim, head_dim, seqlen_q * head_dim),
-        fused_combine=fused, pdl=pdl,
+        fused_combine=fused,
     )
 
 
@@ -608,7 +602,7 @@ def kvcache_forward(
         if plan.num_splits > 1 and not plan.fused_combine:
             _launch(_combine_kernel, plan.combine_grid, device, 3, (
                 ws, out, lse, *out.stride()[:3], batch * nheads * seqlen_q, seqlen_q, nheads,
-                plan.num_splits, *plan.combine_meta), 4, 3, pdl=plan.pdl)
+                plan.num_splits, *plan.combine_meta), 4, 3)
     return out, lse
 
 
@@ -635,18 +629,17 @@ _FAST_LAUNCH_DEVICES = ("cuda",)  # scripts/decode_host_overhead.py adds "cpu" (
 _run_compiled = run_compiled  # the CPU check replaces it with a spy
 
 
-def _launch(fn, grid, device, n_ptr, args, num_warps, num_stages, pdl=False):
-    """``fn[grid](*args, num_warps=, num_stages=)`` (``launch_pdl=True`` with ``pdl``);
-    ``args`` holds every parameter of
+def _launch(fn, grid, device, n_ptr, args, num_warps, num_stages):
+    """``fn[grid](*args, num_warps=, num_stages=)``; ``args`` holds every parameter of
     ``fn`` in signature order (constexprs included), its ``n_ptr`` tensors first. With
     FAST_LAUNCH (the default) the compiled kernel is cached and launched directly
     (ops/_launch.cached_launch: Triton's own run() rebinds every argument each call,
     about half the host time of a decode call, scripts/decode_host_overhead.py)."""
     if FAST_LAUNCH and device.type in _FAST_LAUNCH_DEVICES:
         cached_launch(_KERNELS, fn, grid, device, n_ptr, args, num_warps, num_stages,
-                      _run_compiled, pdl)
+                      _run_compiled)
     else:
-        plain_launch(fn, grid, args, num_warps, num_stages, pdl)
+        plain_launch(fn, grid, args, num_warps, num_stages)
 
 
 @triton.jit(do_not_specialize=["seqlen_new"])
@@ -711,14 +704,10 @@ def _kvcache_fwd_kernel(
     GROUP_P2: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr,
     HAS_SEQLENS: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     SOFTCAP: tl.constexpr, SPLIT: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
-    FUSED_COMBINE: tl.constexpr, PDL: tl.constexpr,
+    FUSED_COMBINE: tl.constexpr,
 ):
     ROWS: tl.constexpr = BLOCK_M // GROUP_P2
     tl.static_assert(ROWS * GROUP_P2 == BLOCK_M)
-    if PDL:
-        # every split program has started: the combine kernel may launch (its programs
-        # wait for this grid's results in gdc_wait)
-        tl.extra.cuda.gdc_launch_dependents()
     split = tl.program_id(0)
     start_i = tl.program_id(1) * ROWS
     pid_bh = tl.program_id(2)
@@ -897,17 +886,13 @@ def _combine_kernel(
     O, LSE,  # (B, M, H, D) in q's dtype; (B, H, M) fp32
     stride_ob, stride_om, stride_oh, rows_per_split, seqlen_q, nheads, num_splits,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, SPLITS_P2: tl.constexpr,
-    CHUNK: tl.constexpr, UPCAST: tl.constexpr, PDL: tl.constexpr,
+    CHUNK: tl.constexpr, UPCAST: tl.constexpr,
 ):
     """Merge the splits of one query row: with m = max_s m_s and w_s = exp2(m_s - m) l_s,
     out = sum_s w_s o_s / sum_s w_s and lse = (m + log2 sum_s w_s) ln 2; rows where every
     split saw no key give 0 and -inf. Grid (M, B * H). The partials are read CHUNK
     splits per step (a [CHUNK, D] tile): a loop of one split per step is a chain of S
     dependent ~1 us load latencies."""
-    if PDL:
-        # launched early (programmatic dependent launch): the split kernel's partials are
-        # complete and visible only after this
-        tl.extra.cuda.gdc_wait()
     i = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // nheads
