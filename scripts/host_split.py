@@ -1,0 +1,95 @@
+"""Host microseconds per call of each layer of one flashtile forward+backward (GPU).
+
+    PYTHONPATH=src python scripts/host_split.py [B,S,H,D,causal ...]
+
+Session 10: a forward+backward at B25 S640 H16 D128 causal spends ~1 ms of host time
+against 550 us of kernels on the GPU machine (diag_fwd_bwd.py), 3-4x what the CPU box
+measures with Triton's driver faked. Which layer holds it? Per shape, host time per call
+(``time.perf_counter`` around 200 calls, no sync; the kernels are short enough that the
+GPU keeps up only if the host is the bound, so this is the host's cost) of:
+
+  launchers   attention_forward, then attention_backward (ops/flash.py: no autograd)
+  fwd (grad)  flash_attn_func on inputs that require grad (autograd.Function forward)
+  autograd    torch.autograd.grad of that output (engine + Function.backward + launchers)
+  sdpa        the same forward and autograd.grad through SDPA's cuDNN backend
+
+and, for the launchers, the Triton launch alone: ``kernel[grid]`` of a trivial kernel.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from flashtile.ops import flash
+
+SHAPES = [(2, 640, 16, 128, 1), (4, 256, 6, 64, 1)]  # small batches: host-bound
+
+
+def host_us(fn, n: int = 200) -> float:
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    us = (time.perf_counter() - t0) * 1e6 / n
+    torch.cuda.synchronize()
+    return us
+
+
+@triton.jit
+def _noop(X, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    tl.store(X + offs, tl.load(X + offs, mask=offs < n), mask=offs < n)
+
+
+def main() -> int:
+    if not torch.cuda.is_available():
+        print("host_split: needs a GPU")
+        return 2
+    shapes = [tuple(int(x) for x in a.split(",")) for a in sys.argv[1:]] or SHAPES
+    x = torch.zeros(1024, device="cuda")
+    rows = [("triton kernel[grid], trivial kernel", host_us(lambda: _noop[(4,)](x, 1024,
+                                                                               BLOCK=256)))]
+    for b, s, h, d, causal in shapes:
+        causal = bool(causal)
+        name = f"B{b} S{s} H{h} D{d}{' causal' if causal else ''}"
+        q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+                         for _ in range(4))
+        out, lse = flash.attention_forward(q, k, v, causal=causal)
+        rows.append((f"{name}: attention_forward", host_us(
+            lambda: flash.attention_forward(q, k, v, causal=causal))))
+        rows.append((f"{name}: attention_backward", host_us(
+            lambda: flash.attention_backward(dout, q, k, v, out, lse, causal=causal))))
+        qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+        rows.append((f"{name}: flash_attn_func fwd (grad)", host_us(
+            lambda: flash.flash_attn_func(qg, kg, vg, causal=causal))))
+        o = flash.flash_attn_func(qg, kg, vg, causal=causal)
+        rows.append((f"{name}: autograd.grad (backward)", host_us(
+            lambda: torch.autograd.grad(o, (qg, kg, vg), dout, retain_graph=True))))
+        qt, kt, vt, dt = (t.transpose(1, 2) for t in (qg, kg, vg, dout))
+
+        def sdpa():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+        rows.append((f"{name}: sdpa cuDNN fwd (grad)", host_us(sdpa)))
+        so = sdpa()
+        rows.append((f"{name}: sdpa cuDNN autograd.grad", host_us(
+            lambda: torch.autograd.grad(so, (qg, kg, vg), dt, retain_graph=True))))
+    print("| call | host us per call |")
+    print("|---|---|")
+    for n, us in rows:
+        print(f"| {n} | {us:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
