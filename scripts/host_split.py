@@ -59,36 +59,43 @@ def main() -> int:
     x = torch.zeros(1024, device="cuda")
     rows = [("triton kernel[grid], trivial kernel", host_us(lambda: _noop[(4,)](x, 1024,
                                                                                BLOCK=256)))]
-    for b, s, h, d, causal in shapes:
-        causal = bool(causal)
-        name = f"B{b} S{s} H{h} D{d}{' causal' if causal else ''}"
-        q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
-                         for _ in range(4))
-        out, lse = flash.attention_forward(q, k, v, causal=causal)
-        rows.append((f"{name}: attention_forward", host_us(
-            lambda: flash.attention_forward(q, k, v, causal=causal))))
-        rows.append((f"{name}: attention_backward", host_us(
-            lambda: flash.attention_backward(dout, q, k, v, out, lse, causal=causal))))
-        qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
-        rows.append((f"{name}: flash_attn_func fwd (grad)", host_us(
-            lambda: flash.flash_attn_func(qg, kg, vg, causal=causal))))
-        o = flash.flash_attn_func(qg, kg, vg, causal=causal)
-        rows.append((f"{name}: autograd.grad (backward)", host_us(
-            lambda: torch.autograd.grad(o, (qg, kg, vg), dout, retain_graph=True))))
-        qt, kt, vt, dt = (t.transpose(1, 2) for t in (qg, kg, vg, dout))
-
-        def sdpa():
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-        rows.append((f"{name}: sdpa cuDNN fwd (grad)", host_us(sdpa)))
-        so = sdpa()
-        rows.append((f"{name}: sdpa cuDNN autograd.grad", host_us(
-            lambda: torch.autograd.grad(so, (qg, kg, vg), dt, retain_graph=True))))
+    for shape in shapes:
+        rows += shape_rows(*shape)
     print("| call | host us per call |")
     print("|---|---|")
     for n, us in rows:
         print(f"| {n} | {us:.1f} |")
     return 0
+
+
+def shape_rows(b, s, h, d, causal) -> list[tuple[str, float]]:
+    """The rows of one shape (closures used at once, in this scope)."""
+    rows = []
+    causal = bool(causal)
+    name = f"B{b} S{s} H{h} D{d}{' causal' if causal else ''}"
+    q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+                     for _ in range(4))
+    out, lse = flash.attention_forward(q, k, v, causal=causal)
+    rows.append((f"{name}: attention_forward", host_us(
+        lambda: flash.attention_forward(q, k, v, causal=causal))))
+    rows.append((f"{name}: attention_backward", host_us(
+        lambda: flash.attention_backward(dout, q, k, v, out, lse, causal=causal))))
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    rows.append((f"{name}: flash_attn_func fwd (grad)", host_us(
+        lambda: flash.flash_attn_func(qg, kg, vg, causal=causal))))
+    o = flash.flash_attn_func(qg, kg, vg, causal=causal)
+    rows.append((f"{name}: autograd.grad (backward)", host_us(
+        lambda: torch.autograd.grad(o, (qg, kg, vg), dout, retain_graph=True))))
+    qt, kt, vt, dt = (t.transpose(1, 2) for t in (qg, kg, vg, dout))
+
+    def sdpa():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+    rows.append((f"{name}: sdpa cuDNN fwd (grad)", host_us(sdpa)))
+    so = sdpa()
+    rows.append((f"{name}: sdpa cuDNN autograd.grad", host_us(
+        lambda: torch.autograd.grad(so, (qg, kg, vg), dt, retain_graph=True))))
+    return rows
 
 
 if __name__ == "__main__":
