@@ -169,8 +169,9 @@ def hopper_main(as_json: bool) -> None:
 def hopper_bwd_variants():
     """(name, head_dim, causal, dtype, config): every shipped Gluon backward config
     (ops/hopper_bwd.py) in both dtypes, plus the other hd 128 Q/dO tile and the hd 64
-    dK/dV kernel without its register cap for A/B runs, and (names ending " varlen") the
-    varlen build of the shipped kernels at hd 64 / 128."""
+    dK/dV kernel without its register cap for A/B runs, (names ending " gqa-expand") the
+    dK/dV kernel with one program per query head (HopperBwdConfig.gqa_expand), and
+    (names ending " varlen") the varlen build of the shipped kernels at hd 64 / 128."""
     import dataclasses
 
     import torch
@@ -189,6 +190,10 @@ def hopper_bwd_variants():
             if hd == 64 and not causal:  # the shipped dK/dV tiles without their cap
                 free = dataclasses.replace(cfg, max_regs=None)
                 yield f"{tag} bfloat16 uncapped", hd, causal, torch.bfloat16, free
+            if hd <= 128:  # GQA with per-query-head dK/dV programs (gqa_expand)
+                gqa = dataclasses.replace(configs.hopper_bwd_config(hd, causal, 4096),
+                                          gqa_expand=True)
+                yield f"{tag} bfloat16 gqa-expand", hd, causal, torch.bfloat16, gqa
             if hd <= 128:  # the same kernels over packed varlen sequences (opt-in)
                 yield f"{tag} bfloat16 varlen", hd, causal, torch.bfloat16, cfg
             fused = configs.hopper_bwd_fused_config(hd, causal)

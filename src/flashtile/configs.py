@@ -310,6 +310,11 @@ class HopperBwdConfig:
     # fused, racing mode (deterministic=False): the consumers add dQ with TMA reduce-adds
     # (cp.reduce.async.bulk.tensor, FA3's way) instead of the writer warps' atomics
     dq_tma_reduce: bool = True
+    # two-kernel GQA (group > 1, dense): one dK/dV program per (key tile, query head)
+    # instead of per KV head, writing per-query-head dK / dV partials that a sum over each
+    # group reduces (the launcher: 2 x B x N x H x D elements more of memory, one rounding
+    # more per partial); the programs are then MHA's, with MHA's register cap
+    gqa_expand: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

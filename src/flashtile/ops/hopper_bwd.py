@@ -297,17 +297,28 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         pq, pk, pv, pdo, (pdq, pdk, pdv) = q, k, v, dout, outs
         flag = dict(VARLEN=True)
     cols = head_dim // cfg.d_split  # dK / dV columns per launch (all but at hd 256)
+    dk_t, dv_t, key_heads, dkdv_flag = outs[1], outs[2], nheads_kv, dict(flag)
+    if cfg.gqa_expand and group > 1 and varlen is None:
+        # per-query-head partials (HopperBwdConfig.gqa_expand), summed over groups below
+        dk_t, dv_t = (torch.empty((batch, seqlen_k, nheads, head_dim), dtype=k.dtype,
+                                  device=k.device) for _ in range(2))
+        key_heads = nheads
+        dkdv_flag["EXPAND"] = True
     descs = (tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
-             tma_desc(dout, cfg.block_m), tma_desc(outs[1], cfg.block_n, cols),
-             tma_desc(outs[2], cfg.block_n, cols))
+             tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
+             tma_desc(dv_t, cfg.block_n, cols))
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
-        _bwd_dkdv_kernel[(triton.cdiv(rows_k, cfg.block_n), batch * nheads_kv)](
+        _bwd_dkdv_kernel[(triton.cdiv(rows_k, cfg.block_n), batch * key_heads)](
             *descs, lse, delta, pq, pk, pv, pdo, pdk, pdv, cu_q, cu_k, seqlen_q, seqlen_k,
             nheads, group, float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages,
             CAUSAL=bool(causal), PREFETCH=cfg.prefetch_stats, D_SPLIT=cfg.d_split,
-            HALF=half, num_warps=cfg.num_warps, **_maxnreg(cfg.max_regs), **flag,
+            HALF=half, num_warps=cfg.num_warps, **_maxnreg(cfg.max_regs), **dkdv_flag,
         )
+    if key_heads != nheads_kv:  # fp32 accumulation, one rounding (torch's sum of bf16)
+        for part, grad in ((dk_t, outs[1]), (dv_t, outs[2])):
+            torch.sum(part.view(batch, seqlen_k, nheads_kv, group, head_dim), dim=3,
+                      out=grad)
     _bwd_dq_kernel[(triton.cdiv(rows_q, cfg.dq_block_m), batch * nheads)](
         tma_desc(q, cfg.dq_block_m), tma_desc(k, cfg.dq_block_n),
         tma_desc(v, cfg.dq_block_n), tma_desc(dout, cfg.dq_block_m),
@@ -509,15 +520,26 @@ def _resident_and_ring(res_a_desc, res_b_desc, ring_a_desc, ring_b_desc,
 def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group,
                     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, REVERSE: gl.constexpr,
-                    ACC_DIM: gl.constexpr, VARLEN: gl.constexpr = False):
+                    ACC_DIM: gl.constexpr, VARLEN: gl.constexpr = False,
+                    EXPAND: gl.constexpr = False):
     """What the dK/dV kernel starts with: this program's (batch, KV head, key tile), the
     query tiles it visits (``_q_tile_range``), shared memory for the resident K, V and
     the Q/dO ring with their barriers, the TMA loads of K, V and the first NUM_STAGES
     Q/dO tiles in flight, zeroed dK / dV accumulators (ACC_DIM columns: HEAD_DIM, or a
     column block of it), and K, V waited for. VARLEN: the descriptors span one sequence
-    (batch coordinate 0)."""
-    pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter = _key_tile_coords(
-        seqlen_q, seqlen_k, nheads, group, BLOCK_M, BLOCK_N, CAUSAL)
+    (batch coordinate 0). EXPAND (GQA): the program owns one query head (grid axis 1 is
+    B * H), returned in place of the KV head: its Q/dO tiles are head hk * 1, its K / V
+    head hk // group."""
+    if EXPAND:
+        pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter = _key_tile_coords(
+            seqlen_q, seqlen_k, nheads, 1, BLOCK_M, BLOCK_N, CAUSAL)
+        kv_head = hk // group
+        q_group = 1
+    else:
+        pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter = _key_tile_coords(
+            seqlen_q, seqlen_k, nheads, group, BLOCK_M, BLOCK_N, CAUSAL)
+        kv_head = hk
+        q_group = group
     if VARLEN:
         b = 0
 
@@ -526,11 +548,11 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
 
     # -- K and V, and the first NUM_STAGES Q/dO tiles in flight --
     mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(k_desc, [b, start_n, hk, 0], kv_bar, k_smem)
-    tma.async_copy_global_to_shared(v_desc, [b, start_n, hk, 0], kv_bar, v_smem)
+    tma.async_copy_global_to_shared(k_desc, [b, start_n, kv_head, 0], kv_bar, k_smem)
+    tma.async_copy_global_to_shared(v_desc, [b, start_n, kv_head, 0], kv_bar, v_smem)
     for i in gl.static_range(NUM_STAGES):
         _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i, n_m, m_lo, b, hk,
-                   group, i < n_iter, BLOCK_M, NUM_STAGES, REVERSE)
+                   q_group, i < n_iter, BLOCK_M, NUM_STAGES, REVERSE)
 
     # -- the key indices, zeroed dK / dV accumulators, and K, V once they have landed --
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
@@ -648,8 +670,13 @@ def _bwd_dkdv_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PREFETCH: gl.constexpr,
     D_SPLIT: gl.constexpr = 1, HALF: gl.constexpr = 0, VARLEN: gl.constexpr = False,
+    EXPAND: gl.constexpr = False,
 ):
+    # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
+    # dv descriptors over (B, N, H, D) per-query-head partials, which the launcher sums
+    # over each group
     gl.static_assert(BLOCK_N == 16 * gl.num_warps(), "each warp owns 16 key rows")
+    gl.static_assert(not (EXPAND and VARLEN), "EXPAND is built for dense batches")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_M <= 256, "wgmma n is at most 256")
     gl.static_assert(HEAD_DIM % (64 * D_SPLIT) == 0 and HALF < D_SPLIT,
                      "column blocks of whole 64-column swizzle atoms")
@@ -671,11 +698,15 @@ def _bwd_dkdv_kernel(
     (pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter, k_smem, v_smem, q_smem,
      do_smem, q_bars, do_bars, keys, dk, dv, k2, v2) = _key_tile_setup(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
-        BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN)
+        BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND)
+    if EXPAND:  # hk is this program's query head
+        q_group = 1
+    else:
+        q_group = group
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
     #    (masked), then the query tiles that see every key of this tile --
-    bh0 = b * nheads + hk * group
+    bh0 = b * nheads + hk * q_group
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     if PREFETCH:  # the first iteration's row statistics; each step loads the next's
         lse2, delta = _iter_stats(LSE, DELTA, 0, m_lo, n_m, n_iter, bh0, seqlen_q,
@@ -683,19 +714,19 @@ def _bwd_dkdv_kernel(
     else:
         lse2 = 0.0
         delta = 0.0
-    for g in range(0, group):
+    for g in range(0, q_group):
         bh = bh0 + g
         for j in range(0, n_band):
             dk, dv, lse2, delta = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
-                group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+                q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF)
         for j in range(n_band, n_m):
             dk, dv, lse2, delta = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
-                group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+                q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, False, PREFETCH, D_SPLIT, HALF)
 
     # -- epilogue: dK (scaled) and dV through the K and V buffers, or (a column block)
@@ -1196,6 +1227,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         if name == "dkdv":
             constexprs["PREFETCH"] = bool(cfg.prefetch_stats)
             constexprs.update(D_SPLIT=cfg.d_split, HALF=cfg.d_split - 1)  # the last block
+            if cfg.gqa_expand:
+                constexprs["EXPAND"] = True
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
         ptrs = [n for n in ("Q", "K", "V", "DO", "DQ", "DK", "DV", "CU_Q", "CU_K")
                 if n in kernel.arg_names]
