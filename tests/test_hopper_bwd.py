@@ -91,26 +91,33 @@ def _qkv(head_dim=64, dtype=torch.bfloat16, seqlen=33, hkv=2, device="cpu"):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_gqa_uncapped(monkeypatch, causal):
-    """The hd 64 dK/dV register cap applies without GQA only (measured slower with it),
-    both in the config table and in the config a call resolves to."""
+def test_gqa_expand_config(monkeypatch, causal):
+    """Dense GQA runs one dK/dV program per query head (gqa_expand) with MHA's hd 64
+    register cap; the varlen backward, which loops over the group, stays uncapped (the
+    cap measured slower with the loop): in the config table, in the config a call
+    resolves to, and in what the launcher is given."""
     monkeypatch.delenv(hopper_bwd.OVERRIDES_ENV_VAR, raising=False)
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
-    assert configs.hopper_bwd_config(64, causal, 8192, group=1).max_regs == 168
-    assert configs.hopper_bwd_config(64, causal, 8192, group=4).max_regs is None
-    assert hopper_bwd.default_config(64, causal, 8192, 4).max_regs is None
-    assert hopper_bwd.default_config(64, causal, 8192).max_regs == 168
+    mha = configs.hopper_bwd_config(64, causal, 8192, group=1)
+    gqa = configs.hopper_bwd_config(64, causal, 8192, group=4)
+    loop = configs.hopper_bwd_config(64, causal, 8192, group=4, expand=False)
+    assert (mha.max_regs, mha.gqa_expand) == (168, False)
+    assert (gqa.max_regs, gqa.gqa_expand) == (168, True)
+    assert (loop.max_regs, loop.gqa_expand) == (None, False)
+    assert configs.hopper_bwd_config(128, causal, 8192, group=2).gqa_expand
+    assert not configs.hopper_bwd_config(128, causal, 8192, group=1).gqa_expand
+    assert hopper_bwd.default_config(64, causal, 8192, 4).gqa_expand
     # the launcher resolves the group from the shapes (kernels stubbed; the preprocess
     # kernel runs under the interpreter)
     seen = []
-    monkeypatch.setattr(hopper_bwd, "_launch_split", lambda *a: seen.append(a[7]))
+    monkeypatch.setattr(hopper_bwd, "_launch_split", lambda *a, **k: seen.append(a[7]))
     for hkv in (4, 1):
         q, k, v = _qkv(64, seqlen=16, hkv=hkv)
         out, lse = torch.randn_like(q), torch.zeros(2, 4, 16)
         hopper_bwd.hopper_attention_backward(torch.randn_like(q), q, k, v, out, lse, None,
                                              causal, torch.empty_like(q), torch.empty_like(k),
                                              torch.empty_like(v))
-    assert [c.max_regs for c in seen] == [168, None], seen
+    assert [(c.max_regs, c.gqa_expand) for c in seen] == [(168, False), (168, True)], seen
 
 
 def test_config_overrides_env(monkeypatch):

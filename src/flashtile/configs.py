@@ -385,12 +385,21 @@ def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig | No
 
 
 def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
-                      group: int = 1) -> HopperBwdConfig:
+                      group: int = 1, expand: bool = True) -> HopperBwdConfig:
     """Gluon backward tiles for fp16/bf16 on sm_90 (head dim 64, 128 or 256). Resources from
     compiling for sm_90 on the CPU (ptxas -v; tests/test_hopper_bwd.py: no spills but
     the ones listed there, fits 227 KB). First guesses were FA3's shapes (128 keys per
     dK/dV program over two warpgroups); the sweeps below replaced them at both head dims
-    with one-warpgroup programs, two or more per SM."""
+    with one-warpgroup programs, two or more per SM.
+
+    GQA (``group`` > 1) at hd 64 / 128 runs MHA's dK/dV programs, one per query head
+    (``gqa_expand``), unless ``expand`` is False (the varlen backward, which has no such
+    build): `gqaexp` (5114cb8), backward TFLOPS at the HF Llama's attention shape (B1 H32
+    KV8, causal): hd 64 at 8k / 32k 311.8 / 344.1 looping over the group (uncapped)
+    against 362.6 / 373.5 expanded with MHA's 168-register cap (325.6 / 332.0 expanded
+    uncapped); hd 128 at 8k 389.7 against 410.8. The HF training step: 0.95x / 0.92x
+    sdpa at 8k / 32k -> 0.98x / 0.95x. Extra memory: 2 x B x N x H x D elements."""
+    gqa_expand = group > 1 and expand
     if head_dim <= 64:
         # one warpgroup per program, so two or three programs share an SM and one's
         # softmax overlaps another's GEMMs (as the forward's capped stage A): dK/dV 64 keys
@@ -410,8 +419,11 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
         # TFLOPS at the HF Llama's attention shape (B1 H32 D64 causal): KV8 (group 4) capped
         # 252.7 / 313.8 at 8k / 32k against 311.8 / 354.8 uncapped; KV32 (MHA) 365.0 capped
         # against 327.4. The HF training step: 0.91x / 0.89x sdpa capped, 0.95x / 0.93x not
+        # Since 5114cb8 GQA runs these MHA programs too (gqa_expand), so the cap holds
+        # for it; only the varlen backward's group loop stays uncapped.
         return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 3,
-                               max_regs=168 if group == 1 else None)
+                               max_regs=168 if group == 1 or gqa_expand else None,
+                               gqa_expand=gqa_expand)
     if head_dim > 128:
         # hd 256 (opt-in, FLASHTILE_HOPPER_BWD=1; 0e01b69 `bwd256`: 156-198 TFLOPS, below the
         # portable backward's swept tiles, 206-239, so not preferred): a 64-key dK and
@@ -431,4 +443,5 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
     # Non-causal, lse / delta loaded a step ahead (251 regs, no spills): `bwdcap` (604b370)
     # 423.0/443.0/449.9 against 402.7/430.9/440.5 (+2-5%); causal it spills 60 B and
     # measured 4-9% slower. 32-key dQ tiles (three dQ programs per SM): 6-10% slower
-    return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 2, prefetch_stats=not causal)
+    return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 2, prefetch_stats=not causal,
+                           gqa_expand=gqa_expand)

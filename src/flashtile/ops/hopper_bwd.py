@@ -253,7 +253,7 @@ def hopper_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
     group = nheads // nheads_kv
     # the two-kernel tiles even under FLASHTILE_HOPPER_BWD_FUSED=1 (no fused varlen build)
     cfg = config or _default_config(head_dim, causal, max_seqlen_k, group, False,
-                                    os.environ.get(OVERRIDES_ENV_VAR, ""))
+                                    os.environ.get(OVERRIDES_ENV_VAR, ""), expand=False)
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     lse = lse.contiguous()  # the kernels index it as (H, TQ)
     q4, k4, v4, do4, o4, dq4, dk4, dv4 = (x.unsqueeze(0) for x in (q, k, v, dout, out, dq,
@@ -381,10 +381,10 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int,
 
 
 @functools.lru_cache(maxsize=1024)
-def _default_config(head_dim, causal, seqlen_k, group, fused, overrides):
+def _default_config(head_dim, causal, seqlen_k, group, fused, overrides, expand=True):
     # no fused tiles (None) at hd 256: the two-kernel backward runs there
     cfg = (fused and configs.hopper_bwd_fused_config(head_dim, causal)
-           or configs.hopper_bwd_config(head_dim, causal, seqlen_k, group))
+           or configs.hopper_bwd_config(head_dim, causal, seqlen_k, group, expand))
     return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
 
 
