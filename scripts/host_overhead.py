@@ -155,6 +155,67 @@ def check_fast_launch(flash) -> int:
     return cases
 
 
+def _gluon_step(hd, causal, group, batch, seqlen, dt=torch.bfloat16):
+    """One Gluon forward and backward on new CPU tensors (launches stubbed)."""
+    from flashtile.ops import hopper_bwd, hopper_fwd
+
+    q = torch.randn(batch, seqlen, 8, hd, dtype=dt)
+    k, v = (torch.randn(batch, seqlen, 8 // group, hd, dtype=dt) for _ in range(2))
+    out = torch.empty_like(q)
+    lse = torch.empty(batch, 8, seqlen)
+    hopper_fwd.hopper_attention_forward(q, k, v, None, causal, out, lse)
+    grads = [torch.empty_like(t) for t in (q, k, v)]
+    hopper_bwd.hopper_attention_backward(torch.randn_like(q), q, k, v, out, lse, None, causal,
+                                         *grads)
+
+
+def check_gluon_launch() -> int:
+    """ops/_gluon_common.launch (the cached Gluon launch) must launch the kernel Triton's
+    run() picks: the Gluon forward (every schedule the table ships at hd 64 / 128) and
+    the two-kernel backward (preprocess, dK/dV, dQ), MHA and GQA (the expanded dK/dV
+    programs), causal or not, two batches and two lengths, each call on new tensors.
+    Returns the number of cases checked; raises on a mismatch."""
+    from flashtile.ops import _gluon_common, flash, hopper_bwd, hopper_fwd
+
+    kernels = {"fwd": hopper_fwd._fwd_kernel, "fwd_ws": hopper_fwd._fwd_ws_kernel,
+               "fwd_c": hopper_fwd._fwd_c_kernel, "dkdv": hopper_bwd._bwd_dkdv_kernel,
+               "dq": hopper_bwd._bwd_dq_kernel, "delta": flash._attn_bwd_preprocess_kernel}
+    for name, fn in kernels.items():
+        stub_compile(fn, name)
+    picked: dict = {}
+    _gluon_common._FAST_LAUNCH_DEVICES = ("cuda", "cpu")
+    _gluon_common._run_compiled = lambda kernel, grid, stream, args: picked.__setitem__(
+        kernel.name, kernel)
+    real_runs = {name: fn.run for name, fn in kernels.items()}
+    cases = 0
+    for hd in (64, 128):
+        for causal in (False, True):
+            for group in (1, 4):
+                for batch, seqlen in ((1, 4096), (2, 1000)):
+                    step = functools.partial(_gluon_step, hd, causal, group, batch,
+                                             seqlen)
+                    _gluon_common.FAST_LAUNCH = True
+                    step()  # misses: Triton's run() compiles (a stub) and caches
+                    picked.clear()
+                    step()  # hits: launched by cached_launch_kw, recorded in picked
+                    got: dict = {}
+                    for name, fn in kernels.items():
+                        fn.run = functools.partial(_recording_run, real_runs[name], name, got)
+                    _gluon_common.FAST_LAUNCH = False
+                    step()
+                    for name, fn in kernels.items():
+                        fn.run = real_runs[name]
+                    if sorted(picked) != sorted(got) or len(got) != 4:
+                        raise AssertionError(f"hits {sorted(picked)}, Triton ran {sorted(got)}")
+                    for name in got:
+                        if picked[name] is not got[name]:
+                            raise AssertionError(
+                                f"{name}: hd {hd}, causal {causal}, group {group}, batch "
+                                f"{batch}, seqlen {seqlen}: a different kernel than Triton's")
+                    cases += 1
+    return cases
+
+
 def closures(dropout_p, causal=True, dtype=torch.bfloat16, batch=2, seqlen=256, nheads=6,
              head_dim=64):
     import flashtile
@@ -191,10 +252,15 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--check", action="store_true",
                     help="only check that the fast launch picks Triton's own kernels")
+    ap.add_argument("--check-gluon", action="store_true",
+                    help="the same for the cached Gluon launch (ops/_gluon_common.launch)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     counts: dict = {}
-    flash = install("triton" if args.check else args.mode, counts)
+    flash = install("triton" if args.check or args.check_gluon else args.mode, counts)
+    if args.check_gluon:
+        print(f"gluon launch ok: {check_gluon_launch()} cases")
+        return
     if args.check:
         print(f"fast launch ok: {check_fast_launch(flash)} cases")
         return

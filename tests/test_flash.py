@@ -187,6 +187,34 @@ def test_double_backward_raises(device):
         torch.autograd.grad(out.sum(), q, create_graph=True)
 
 
+def test_backward_gets_no_lse_zeros(device, monkeypatch):
+    """The backward is handed None, not a materialised tensor of zeros, for the lse's
+    gradient (set_materialize_grads(False): one fill kernel and one allocation fewer per
+    call), with or without return_lse, and still returns the right gradients."""
+    from flashtile import reference
+    from flashtile.ops import flash
+
+    seen = []
+    real = flash.FlashAttnFunction.backward
+
+    def spy(ctx, dout, dlse):
+        seen.append((dout is not None, dlse))
+        return real(ctx, dout, dlse)
+
+    monkeypatch.setattr(flash.FlashAttnFunction, "backward", staticmethod(spy))
+    q, k, v = (t.requires_grad_() for t in make_qkv(1, 20, 24, 2, 1, 32, torch.float32, device))
+    dout = torch.randn_like(q)
+    for return_lse in (False, True):
+        res = flashtile.flash_attn_func(q, k, v, causal=True, return_lse=return_lse)
+        out = res[0] if return_lse else res
+        got = torch.autograd.grad(out, (q, k, v), dout)
+        ref = torch.autograd.grad(reference.flash_attn_func(q, k, v, causal=True), (q, k, v),
+                                  dout)
+        for g, r in zip(got, ref):
+            torch.testing.assert_close(g, r, atol=1e-4, rtol=1e-4)
+    assert seen == [(True, None), (True, None)], seen
+
+
 def test_empty_inputs(device):
     q, k, v = make_qkv(1, 8, 8, 2, 2, 32, torch.float16, device)
     out = flashtile.flash_attn_func(q[:, :0], k, v)

@@ -231,6 +231,23 @@ def test_fast_launch_picks_tritons_kernels():
     assert res.returncode == 0 and "fast launch ok: 24 cases" in res.stdout, res.stderr[-3000:]
 
 
+def test_gluon_fast_launch_picks_tritons_kernels():
+    """ops/_gluon_common.launch (cached_launch_kw) must launch the kernel Triton's run()
+    would for the Gluon forward and backward (hd 64 / 128, causal or not, MHA and GQA,
+    two batches and lengths). Fake driver, stub compiles, a subprocess without
+    TRITON_INTERPRET."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(root / "src")
+    res = subprocess.run([sys.executable, str(root / "scripts/host_overhead.py"),
+                          "--check-gluon"], capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0 and "gluon launch ok: 16 cases" in res.stdout, res.stderr[-3000:]
+
+
 def test_fast_launch_on_by_default():
     """The cached launch is the default (FLASHTILE_FAST_LAUNCH=0 turns it off)."""
     assert flash.FAST_LAUNCH == (os.environ.get("FLASHTILE_FAST_LAUNCH", "1") not in ("", "0"))

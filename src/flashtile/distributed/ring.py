@@ -130,6 +130,7 @@ class RingFlashAttnFunction(torch.autograd.Function):
             ctx.save_for_backward(q, k, v, out, lse)
             ctx.args = (softmax_scale, ring, comm)
         ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)  # as FlashAttnFunction: no zeros for dlse
         return out, lse
 
     @staticmethod
@@ -137,6 +138,8 @@ class RingFlashAttnFunction(torch.autograd.Function):
         if torch.is_grad_enabled():
             raise RuntimeError("flashtile: double backward through ring attention is not "
                                "supported; the backward kernels are not differentiable")
+        if dout is None:  # out did not reach the loss
+            return (None,) * 6
         q, k, v, out, lse = ctx.saved_tensors
         softmax_scale, ring, comm = ctx.args
         dq, dk, dv = ring_attention_backward(dout, q, k, v, out, lse, ring=ring,

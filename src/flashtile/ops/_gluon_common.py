@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 
 import torch
 from triton._C.libtriton import ir
@@ -17,6 +18,8 @@ from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from triton.runtime import _allocation
+
+from ._launch import cached_launch_kw, run_compiled
 
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16, torch.float32: gl.float32}
 _TY_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
@@ -38,10 +41,11 @@ def tma_addressable(x: torch.Tensor) -> bool:
     )
 
 
-@functools.lru_cache(maxsize=256)
+@functools.cache
 def _box_layout(block: tuple, dtype: torch.dtype):
     """The NVMMA shared layout of a TMA box (a pure function of the box and dtype;
-    building it costs ~10 us of Python per call, a descriptor's largest share)."""
+    building it costs ~10 us of Python per call, a descriptor's largest share). Kept for
+    the life of the process: the cached launch keys descriptors by their layout's id."""
     return gl.NVMMASharedLayout.get_default_for(list(block), GL_DTYPES[dtype])
 
 
@@ -61,6 +65,27 @@ def tma_desc(x: torch.Tensor, block_rows: int, block_cols: int | None = None) ->
     desc.layout = _box_layout(tuple(block), x.dtype)
     desc.padding = "zero"
     return desc
+
+
+# The Gluon launches (and the delta preprocess of their backward) skip Triton's per-call
+# argument binding once a kernel is cached (ops/_launch.cached_launch_kw), under the
+# switch the portable kernels use (FLASHTILE_FAST_LAUNCH=0 turns it off). Session 10
+# (scripts/host_split.py on the GPU machine): the Gluon backward's launchers took 215-307
+# us of host time per call against 109-191 us for the portable backward's three cached
+# launches.
+FAST_LAUNCH = os.environ.get("FLASHTILE_FAST_LAUNCH", "1") not in ("", "0")
+_FAST_LAUNCH_DEVICES = ("cuda",)  # the CPU check (scripts/host_overhead.py) adds "cpu"
+_KERNELS: dict = {}
+_run_compiled = run_compiled  # the CPU check replaces it with a spy
+
+
+def launch(fn, grid, device, *args, **kwargs) -> None:
+    """``fn[grid](*args, **kwargs)``, through the cached launch when FAST_LAUNCH is on for
+    ``device``'s type."""
+    if FAST_LAUNCH and device.type in _FAST_LAUNCH_DEVICES:
+        cached_launch_kw(_KERNELS, fn, grid, device, args, kwargs, _run_compiled)
+    else:
+        fn[grid](*args, **kwargs)
 
 
 def desc_signature(dtype: torch.dtype, rows: int, head_dim: int) -> str:

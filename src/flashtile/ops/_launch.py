@@ -20,11 +20,12 @@ on the CPU (fake driver, stub compiles) that the kernel picked is the one run() 
 
 from __future__ import annotations
 
+import torch
 from triton import knobs
 from triton.runtime.driver import driver as _driver
 from triton.runtime.jit import JITFunction
 
-__all__ = ["cached_launch", "plain_launch", "run_compiled"]
+__all__ = ["cached_launch", "cached_launch_kw", "plain_launch", "run_compiled"]
 
 # id(kernel) -> (kernel, positions of its do_not_specialize parameters, positions of its
 # other non-constexpr parameters). Keyed by id: a JITFunction hashes through a locked
@@ -101,6 +102,77 @@ def cached_launch(cache: dict, fn, grid, device, n_ptr, args, num_warps, num_sta
                 cache[key] = cache[class_key] = kernel
             return
     (run or run_compiled)(kernel, grid, _driver.active.get_current_stream(device.index), args)
+
+
+# id(kernel) -> (kernel, parameter names, {name: position}, defaults, positions of the
+# do_not_specialize parameters): cached_launch_kw's view of a kernel's signature
+_SIGS: dict = {}
+
+
+def _signature(fn):
+    entry = _SIGS.get(id(fn))
+    if entry is None:
+        names = tuple(p.name for p in fn.params)
+        entry = _SIGS[id(fn)] = (
+            fn, names, frozenset(names), tuple(p.default for p in fn.params),
+            frozenset(i for i, p in enumerate(fn.params) if p.do_not_specialize))
+    return entry
+
+
+_PLAIN = frozenset((int, float, bool, str, type(None)))
+
+
+def _arg_key(x):
+    """What Triton 3.6 specialises an argument on, as a hashable value: a tensor by dtype
+    and 16-byte alignment; a TMA descriptor (Gluon's TensorDescriptor) by its base's
+    dtype, box and shared layout (its type, ``tensordesc<bf16[1, 64, 1, 128],
+    NVMMASharedLayout(...)>``: shapes and strides are runtime values), the layout by
+    identity (``_gluon_common.tma_desc``'s layouts live as long as the process, so an id
+    never comes back for another layout); anything else (ints, floats, bools, None,
+    strings: constexprs and scalars) by value."""
+    if type(x) in _PLAIN:
+        return x
+    if isinstance(x, torch.Tensor):
+        return (x.dtype, x.data_ptr() & 15)
+    layout = getattr(x, "layout", None)
+    if layout is not None and hasattr(x, "block_shape"):
+        return (x.base.dtype, tuple(x.block_shape), id(layout))
+    return x
+
+
+def cached_launch_kw(cache: dict, fn, grid, device, args, kwargs, run=None) -> None:
+    """``fn[grid](*args, **kwargs)`` through ``cache``, for launches written with keyword
+    constexprs and options (the Gluon kernels): the first call runs Triton's own launch
+    and keeps the compiled kernel under a key of the device, the options (keywords that
+    are not parameters: num_warps, maxnreg), and every parameter's ``_arg_key`` in
+    signature order (defaults filled in; a ``do_not_specialize`` int by its i32 / i64
+    range only, as Triton does); later calls with the same key launch it directly
+    (``run_compiled``). Values keyed exactly where Triton only classifies them (ints
+    by == 1 / % 16) cost a miss, never a wrong kernel."""
+    entry = _signature(fn)
+    _, names, params, defaults, nospec = entry
+    full = list(args)
+    for i in range(len(args), len(names)):
+        full.append(kwargs.get(names[i], defaults[i]))
+    parts = [id(fn), device.index]
+    for k, val in kwargs.items():
+        if k not in params:
+            parts.append((k, val))
+    for i, x in enumerate(full):
+        if type(x) in _PLAIN:
+            parts.append((int, -2**31 <= x < 2**31) if i in nospec and type(x) is int else x)
+        else:
+            parts.append(_arg_key(x))
+    key = tuple(parts)
+    kernel = cache.get(key)
+    if kernel is None:
+        kernel = fn[grid](*args, **kwargs)
+        if kernel is not None and not hasattr(kernel, "result"):  # not an async compile
+            if len(cache) > MAX_CACHED:
+                cache.clear()
+            cache[key] = kernel
+        return
+    (run or run_compiled)(kernel, grid, _driver.active.get_current_stream(device.index), full)
 
 
 def run_compiled(kernel, grid, stream, args):

@@ -166,6 +166,9 @@ class FlashAttnFunction(torch.autograd.Function):
             ctx.args = (scale, left, right, softcap, dropout_p, deterministic)
             ctx.rng = rng  # (seed, offset) from the eager path; else the op's rng tensor
         ctx.mark_non_differentiable(lse)
+        # no zeros for the lse's gradient (always unused; a fill kernel and an allocation
+        # per backward call, seen in session 10's host profile) nor for an unused out
+        ctx.set_materialize_grads(False)
         return out, lse
 
     @staticmethod
@@ -175,6 +178,8 @@ class FlashAttnFunction(torch.autograd.Function):
                 "flashtile: double backward (create_graph=True through attention) is not "
                 "supported; the backward kernels are not differentiable"
             )
+        if dout is None:  # out did not reach the loss: no gradient flows
+            return (None,) * 9
         q, k, v, out, lse, *rng_saved = ctx.saved_tensors
         scale, left, right, softcap, dropout_p, deterministic = ctx.args
         if _eager_ok(dout, q, k, v):

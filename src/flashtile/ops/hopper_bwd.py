@@ -95,6 +95,7 @@ from ._gluon_common import (
     desc_signature,
     issue_kv,
     kv_tile_range,
+    launch,
     mma_layout,
     scores_masked,
     scratch_allocator,
@@ -273,8 +274,9 @@ def _delta(out, dout):
 
     batch, seqlen_q, nheads, head_dim = out.shape
     delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=out.device)
-    flash._attn_bwd_preprocess_kernel[(triton.cdiv(seqlen_q, 64), batch * nheads)](
-        out, dout, delta, out.stride(0), out.stride(1), out.stride(2), dout.stride(0),
+    launch(
+        flash._attn_bwd_preprocess_kernel, (triton.cdiv(seqlen_q, 64), batch * nheads),
+        out.device, out, dout, delta, out.stride(0), out.stride(1), out.stride(2), dout.stride(0),
         dout.stride(1), dout.stride(2), seqlen_q, nheads, HEAD_DIM=head_dim,
         BLOCK_D=head_dim, BLOCK_M=64,
     )
@@ -308,7 +310,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
              tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
              tma_desc(dv_t, cfg.block_n, cols))
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
-        _bwd_dkdv_kernel[(triton.cdiv(rows_k, cfg.block_n), batch * key_heads)](
+        launch(
+            _bwd_dkdv_kernel, (triton.cdiv(rows_k, cfg.block_n), batch * key_heads), q.device,
             *descs, lse, delta, pq, pk, pv, pdo, pdk, pdv, cu_q, cu_k, seqlen_q, seqlen_k,
             nheads, group, float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages,
@@ -319,7 +322,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         for part, grad in ((dk_t, outs[1]), (dv_t, outs[2])):
             torch.sum(part.view(batch, seqlen_k, nheads_kv, group, head_dim), dim=3,
                       out=grad)
-    _bwd_dq_kernel[(triton.cdiv(rows_q, cfg.dq_block_m), batch * nheads)](
+    launch(
+        _bwd_dq_kernel, (triton.cdiv(rows_q, cfg.dq_block_m), batch * nheads), q.device,
         tma_desc(q, cfg.dq_block_m), tma_desc(k, cfg.dq_block_n),
         tma_desc(v, cfg.dq_block_n), tma_desc(dout, cfg.dq_block_m),
         tma_desc(outs[0], cfg.dq_block_m), lse, delta, pq, pk, pv, pdo, pdq, cu_q, cu_k,

@@ -71,6 +71,7 @@ from ._gluon_common import (
     seq_desc,
 )
 from ._gluon_common import kv_tile_range as _tile_range
+from ._gluon_common import launch as _gluon_launch
 from ._gluon_common import mma_layout as _mma_layout
 from ._gluon_common import scores_masked as _scores_masked
 from ._gluon_common import tma_addressable as _tma_addressable
@@ -167,8 +168,9 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
     head_dim, nheads, nheads_kv = q.shape[3], q.shape[2], k.shape[2]
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     kernel, block_m, num_warps, extra = _kernel_args(cfg)
-    kernel[(triton.cdiv(rows, cfg.block_m), batch * nheads)](
-        _desc(q, block_m), _desc(k, cfg.block_n), _desc(v, cfg.block_n), _desc(out, block_m),
+    _gluon_launch(
+        kernel, (triton.cdiv(rows, cfg.block_m), batch * nheads), q.device, _desc(q, block_m),
+        _desc(k, cfg.block_n), _desc(v, cfg.block_n), _desc(out, block_m),
         lse, *varlen_ptrs, seqlen_q, seqlen_k, nheads, nheads // nheads_kv,
         float(scale) * 1.4426950408889634, HEAD_DIM=head_dim, BLOCK_M=block_m,
         BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),

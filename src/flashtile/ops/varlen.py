@@ -179,6 +179,7 @@ class FlashAttnVarlenFunction(torch.autograd.Function):
             ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
             ctx.args = (max_q, max_k, scale, left, right, softcap)
         ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)  # as FlashAttnFunction: no zeros for dlse
         return out, lse
 
     @staticmethod
@@ -187,6 +188,8 @@ class FlashAttnVarlenFunction(torch.autograd.Function):
             raise RuntimeError(
                 "flashtile: double backward through flash_attn_varlen_func is not supported"
             )
+        if dout is None:  # out did not reach the loss
+            return (None,) * 11
         q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
         dq, dk, dv = torch.ops.flashtile.varlen_bwd(dout, q, k, v, out, lse, cu_q, cu_k, *ctx.args)
         return dq, dk, dv, None, None, None, None, None, None, None, None
