@@ -112,6 +112,32 @@ def _recording_run(real_run, name, got, *args, **kwargs):
     return kernel
 
 
+def _same_picks(step, kernels: dict, module, picked: dict, n: int, what: str) -> None:
+    """Run ``step`` with ``module.FAST_LAUNCH`` on twice (Triton compiles a stub and the
+    cache fills; then the cached launches record their kernels in ``picked``) and once
+    off with Triton's own run() of each of ``kernels`` recorded. Raises unless Triton ran
+    ``n`` of them and every one was a cache hit launching the same compiled kernel."""
+    real_runs = {name: fn.run for name, fn in kernels.items()}
+    module.FAST_LAUNCH = True
+    step()
+    picked.clear()
+    step()
+    got: dict = {}
+    for name, fn in kernels.items():
+        fn.run = functools.partial(_recording_run, real_runs[name], name, got)
+    module.FAST_LAUNCH = False
+    try:
+        step()
+    finally:
+        for name, fn in kernels.items():
+            fn.run = real_runs[name]
+    if len(got) != n or sorted(picked) != sorted(got):
+        raise AssertionError(f"{what}: cache hits {sorted(picked)}, Triton ran {sorted(got)}")
+    for name in got:
+        if picked[name] is not got[name]:
+            raise AssertionError(f"{name}: {what}: a different kernel than Triton's")
+
+
 def check_fast_launch(flash) -> int:
     """ops/flash._launch must launch the kernel that Triton's own run() picks, for all
     four kernels: aligned / misaligned q, contiguous / padded head strides, batch 1 / 2,
@@ -121,7 +147,7 @@ def check_fast_launch(flash) -> int:
     flash._FAST_LAUNCH_DEVICES = ("cuda", "cpu")
     flash._run_compiled = lambda kernel, grid, stream, args: picked.__setitem__(
         kernel.name, kernel)
-    real_runs = {name: getattr(flash, name).run for name in KERNELS}
+    kernels = {name: getattr(flash, name) for name in KERNELS}
     dt, cases = torch.bfloat16, 0
     for batch in (1, 2):
         for seqlen in (256, 100):
@@ -133,24 +159,9 @@ def check_fast_launch(flash) -> int:
                 dout = torch.randn(batch, seqlen, 6, 64, dtype=dt)
                 for p in (0.0, 0.2):
                     step = functools.partial(_launchers_step, flash, q, k, v, dout, p)
-                    flash.FAST_LAUNCH = True
-                    step()  # misses: Triton's run() compiles (a stub) and caches
-                    picked.clear()
-                    step()  # hits: launched by _launch, recorded in picked
-                    if sorted(picked) != sorted(KERNELS):
-                        raise AssertionError(f"no cache hit for {set(KERNELS) - set(picked)}")
-                    got: dict = {}
-                    for name in KERNELS:
-                        getattr(flash, name).run = functools.partial(
-                            _recording_run, real_runs[name], name, got)
-                    flash.FAST_LAUNCH = False
-                    step()
-                    for name in KERNELS:
-                        getattr(flash, name).run = real_runs[name]
-                        if picked[name] is not got[name]:
-                            raise AssertionError(
-                                f"{name}: batch {batch}, seqlen {seqlen}, pad {pad}, offset "
-                                f"{offset}, dropout {p}: a different kernel than Triton's")
+                    _same_picks(step, kernels, flash, picked, len(KERNELS),
+                                f"batch {batch}, seqlen {seqlen}, pad {pad}, offset {offset}, "
+                                f"dropout {p}")
                     cases += 1
     return cases
 
@@ -186,32 +197,15 @@ def check_gluon_launch() -> int:
     _gluon_common._FAST_LAUNCH_DEVICES = ("cuda", "cpu")
     _gluon_common._run_compiled = lambda kernel, grid, stream, args: picked.__setitem__(
         kernel.name, kernel)
-    real_runs = {name: fn.run for name, fn in kernels.items()}
     cases = 0
     for hd in (64, 128):
         for causal in (False, True):
             for group in (1, 4):
                 for batch, seqlen in ((1, 4096), (2, 1000)):
-                    step = functools.partial(_gluon_step, hd, causal, group, batch,
-                                             seqlen)
-                    _gluon_common.FAST_LAUNCH = True
-                    step()  # misses: Triton's run() compiles (a stub) and caches
-                    picked.clear()
-                    step()  # hits: launched by cached_launch_kw, recorded in picked
-                    got: dict = {}
-                    for name, fn in kernels.items():
-                        fn.run = functools.partial(_recording_run, real_runs[name], name, got)
-                    _gluon_common.FAST_LAUNCH = False
-                    step()
-                    for name, fn in kernels.items():
-                        fn.run = real_runs[name]
-                    if sorted(picked) != sorted(got) or len(got) != 4:
-                        raise AssertionError(f"hits {sorted(picked)}, Triton ran {sorted(got)}")
-                    for name in got:
-                        if picked[name] is not got[name]:
-                            raise AssertionError(
-                                f"{name}: hd {hd}, causal {causal}, group {group}, batch "
-                                f"{batch}, seqlen {seqlen}: a different kernel than Triton's")
+                    step = functools.partial(_gluon_step, hd, causal, group, batch, seqlen)
+                    _same_picks(step, kernels, _gluon_common, picked, 4,
+                                f"hd {hd}, causal {causal}, group {group}, batch {batch}, "
+                                f"seqlen {seqlen}")
                     cases += 1
     return cases
 
