@@ -1,6 +1,7 @@
 """Host microseconds per call of each layer of one flashtile forward+backward (GPU).
 
     PYTHONPATH=src python scripts/host_split.py [B,S,H,D,causal ...]
+    PYTHONPATH=src python scripts/host_split.py --ab [B,S,H,D,causal ...]
 
 Session 10: a forward+backward at B25 S640 H16 D128 causal spends ~1 ms of host time
 against 550 us of kernels on the GPU machine (diag_fwd_bwd.py), 3-4x what the CPU box
@@ -54,11 +55,53 @@ def _noop(X, n, BLOCK: tl.constexpr):
     tl.store(X + offs, tl.load(X + offs, mask=offs < n), mask=offs < n)
 
 
+def ab_rows(b, s, h, d, causal, rounds: int = 4) -> list[tuple[str, float]]:
+    """The cached Gluon launch off / on (``_gluon_common.FAST_LAUNCH``) in one process,
+    interleaved over ``rounds`` rounds: median host us of the launchers and of
+    autograd.grad per setting (the GPU machine's host speed moves 30% between runs, so
+    only same-process A/B says what a change is worth)."""
+    import statistics
+
+    from flashtile.ops import _gluon_common
+
+    causal = bool(causal)
+    name = f"B{b} S{s} H{h} D{d}{' causal' if causal else ''}"
+    q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+                     for _ in range(4))
+    out, lse = flash.attention_forward(q, k, v, causal=causal)
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    o = flash.flash_attn_func(qg, kg, vg, causal=causal)
+    calls = {
+        "attention_forward": lambda: flash.attention_forward(q, k, v, causal=causal),
+        "attention_backward": lambda: flash.attention_backward(dout, q, k, v, out, lse,
+                                                               causal=causal),
+        "autograd.grad": lambda: torch.autograd.grad(o, (qg, kg, vg), dout,
+                                                     retain_graph=True),
+    }
+    times: dict = {}
+    for _ in range(rounds):
+        for on in (False, True):
+            _gluon_common.FAST_LAUNCH = on
+            for label, fn in calls.items():
+                times.setdefault((label, on), []).append(host_us(fn))
+    _gluon_common.FAST_LAUNCH = True
+    return [(f"{name}: {label}, Gluon launch {'cached' if on else 'Triton run()'}",
+             statistics.median(ts)) for (label, on), ts in times.items()]
+
+
 def main() -> int:
     if not torch.cuda.is_available():
         print("host_split: needs a GPU")
         return 2
-    shapes = [tuple(int(x) for x in a.split(",")) for a in sys.argv[1:]] or SHAPES
+    args = [a for a in sys.argv[1:] if a != "--ab"]
+    shapes = [tuple(int(x) for x in a.split(",")) for a in args] or SHAPES
+    if "--ab" in sys.argv[1:]:
+        rows = [r for shape in shapes for r in ab_rows(*shape)]
+        print("| call | host us per call (median of 4 rounds) |")
+        print("|---|---|")
+        for n, us in sorted(rows):
+            print(f"| {n} | {us:.1f} |")
+        return 0
     x = torch.zeros(1024, device="cuda")
     rows = [("triton kernel[grid], trivial kernel", host_us(lambda: _noop[(4,)](x, 1024,
                                                                                BLOCK=256)))]
