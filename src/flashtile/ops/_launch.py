@@ -1,4 +1,5 @@
-"""Cached kernel launches shared by the kernel families (ops/flash.py, ops/kvcache.py).
+"""Cached kernel launches shared by the kernel families (ops/flash.py, ops/kvcache.py,
+the Gluon kernels through ops/_gluon_common.launch).
 
 Triton's ``JITFunction.run`` binds and specialises every argument again on each call:
 tens of microseconds of host time per launch, which decode and small training steps
@@ -12,6 +13,9 @@ everything Triton specialises on, and launches it directly the next time:
     their Python type and i32 / i64 range only, as in Triton (lengths, seeds: they
     change every call without a recompile); on a miss, a second key with every
     specialised argument reduced to its class (``_int_class``).
+
+``cached_launch_kw`` does the same for launches written with keyword constexprs and
+options (the Gluon kernels, whose TMA descriptors count by dtype, box and layout).
 
 A family owns its cache dict and its on/off switch; ``run_compiled`` is the tail of
 Triton 3.6's run(). scripts/decode_host_overhead.py and scripts/host_overhead.py check
@@ -104,7 +108,7 @@ def cached_launch(cache: dict, fn, grid, device, n_ptr, args, num_warps, num_sta
     (run or run_compiled)(kernel, grid, _driver.active.get_current_stream(device.index), args)
 
 
-# id(kernel) -> (kernel, parameter names, {name: position}, defaults, positions of the
+# id(kernel) -> (kernel, parameter names, the set of them, defaults, positions of the
 # do_not_specialize parameters): cached_launch_kw's view of a kernel's signature
 _SIGS: dict = {}
 

@@ -36,7 +36,10 @@ warpgroup issuing its own wgmma.
         memory and loops over the group's query heads in order (GQA sums without atomics:
         deterministic), and per head over the query tiles that see its keys: the causal
         diagonal band first (masked), then the rest (no mask). Iteration it = g * n_m + j
-        streams Q and dO tile j of head g through a NUM_STAGES-deep TMA ring.
+        streams Q and dO tile j of head g through a NUM_STAGES-deep TMA ring. Dense GQA
+        at hd 64 / 128 instead runs one program per query head (grid (cdiv(N, BLOCK_N),
+        B * H), EXPAND; HopperBwdConfig.gqa_expand): per-head dK / dV partials, summed
+        over each group by the launcher (still deterministic).
         Transposed scores: S^T = K Q^T and dP^T = V dO^T (smem x smem, both in flight),
         then dV += P^T dO and dK += dS^T Q with P^T, dS^T as register A operands.
     dQ grid (cdiv(M, BLOCK_M), B * H), heaviest (causal: last) query tiles first. Q and dO
@@ -532,8 +535,8 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     Q/dO tiles in flight, zeroed dK / dV accumulators (ACC_DIM columns: HEAD_DIM, or a
     column block of it), and K, V waited for. VARLEN: the descriptors span one sequence
     (batch coordinate 0). EXPAND (GQA): the program owns one query head (grid axis 1 is
-    B * H), returned in place of the KV head: its Q/dO tiles are head hk * 1, its K / V
-    head hk // group."""
+    B * H), which is returned in place of the KV head: its Q/dO tiles are that head's,
+    its K / V those of head // group."""
     if EXPAND:
         pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter = _key_tile_coords(
             seqlen_q, seqlen_k, nheads, 1, BLOCK_M, BLOCK_N, CAUSAL)
