@@ -194,6 +194,8 @@ def hopper_bwd_variants():
                 gqa = dataclasses.replace(configs.hopper_bwd_config(hd, causal, 4096),
                                           gqa_expand=True)
                 yield f"{tag} bfloat16 gqa-expand", hd, causal, torch.bfloat16, gqa
+                # and over packed varlen sequences (opt-in there: gqa_expand=1 override)
+                yield f"{tag} bfloat16 gqa-expand varlen", hd, causal, torch.bfloat16, gqa
             if hd <= 128:  # the same kernels over packed varlen sequences (opt-in)
                 yield f"{tag} bfloat16 varlen", hd, causal, torch.bfloat16, cfg
             fused = configs.hopper_bwd_fused_config(hd, causal)

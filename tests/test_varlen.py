@@ -283,16 +283,20 @@ def test_varlen_hopper_gpu(head_dim, causal, schedule, device, monkeypatch):
 @pytest.mark.skipif(not IS_SM90, reason="the Gluon backward needs an sm_90 GPU")
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_varlen_hopper_bwd_gpu(head_dim, causal, device, monkeypatch):
+@pytest.mark.parametrize("overrides", ["", "gqa_expand=1"], ids=["loop", "expand"])
+def test_varlen_hopper_bwd_gpu(head_dim, causal, overrides, device, monkeypatch):
     """sm_90, FLASHTILE_HOPPER_VARLEN_BWD=1 (and FLASHTILE_HOPPER_BWD=1, so short
     sequences qualify too): the backward runs the Gluon two-kernel backward over
     per-sequence device-side TMA descriptors (hopper_bwd.hopper_varlen_backward), with
     empty sequences on either side, key-less causal rows, ragged tails and GQA; dq / dk /
-    dv against the reference."""
+    dv against the reference. "expand": the GQA programs per query head (opt-in for
+    varlen through FLASHTILE_HOPPER_BWD_OVERRIDES), whose zeroed partials must leave the
+    rows of empty sequences at the caller's zeros."""
     from flashtile.ops import hopper_bwd
 
     monkeypatch.setenv(hopper_bwd.VARLEN_ENV_VAR, "1")
     monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
+    monkeypatch.setenv(hopper_bwd.OVERRIDES_ENV_VAR, overrides)
     calls = count_varlen_backward(monkeypatch)
     lens_q = [1500, 0, 700, 1, 129, 64, 1000, 333, 0]
     lens_k = [1500, 0, 650, 900, 128, 0, 1200, 333, 77]

@@ -303,12 +303,17 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         flag = dict(VARLEN=True)
     cols = head_dim // cfg.d_split  # dK / dV columns per launch (all but at hd 256)
     dk_t, dv_t, key_heads, dkdv_flag = outs[1], outs[2], nheads_kv, dict(flag)
-    if cfg.gqa_expand and group > 1 and varlen is None:
-        # per-query-head partials (HopperBwdConfig.gqa_expand), summed over groups below
-        dk_t, dv_t = (torch.empty((batch, seqlen_k, nheads, head_dim), dtype=k.dtype,
-                                  device=k.device) for _ in range(2))
+    if cfg.gqa_expand and group > 1:
+        # per-query-head partials (HopperBwdConfig.gqa_expand), summed over groups below;
+        # varlen: zeroed, as the rows no sequence's program writes must sum to the zeros
+        # the caller passed
+        alloc = torch.empty if varlen is None else torch.zeros
+        dk_t, dv_t = (alloc((k.shape[0], k.shape[1], nheads, head_dim), dtype=k.dtype,
+                            device=k.device) for _ in range(2))
         key_heads = nheads
         dkdv_flag["EXPAND"] = True
+        if varlen is not None:
+            pdk, pdv = dk_t, dv_t
     descs = (tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
              tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
              tma_desc(dv_t, cfg.block_n, cols))
@@ -323,7 +328,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         )
     if key_heads != nheads_kv:  # fp32 accumulation, one rounding (torch's sum of bf16)
         for part, grad in ((dk_t, outs[1]), (dv_t, outs[2])):
-            torch.sum(part.view(batch, seqlen_k, nheads_kv, group, head_dim), dim=3,
+            torch.sum(part.view(k.shape[0], k.shape[1], nheads_kv, group, head_dim), dim=3,
                       out=grad)
     launch(
         _bwd_dq_kernel, (triton.cdiv(rows_q, cfg.dq_block_m), batch * nheads), q.device,
@@ -680,18 +685,21 @@ def _bwd_dkdv_kernel(
     EXPAND: gl.constexpr = False,
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
-    # dv descriptors over (B, N, H, D) per-query-head partials, which the launcher sums
-    # over each group
+    # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
+    # partials, which the launcher sums over each group
     gl.static_assert(BLOCK_N == 16 * gl.num_warps(), "each warp owns 16 key rows")
-    gl.static_assert(not (EXPAND and VARLEN), "EXPAND is built for dense batches")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_M <= 256, "wgmma n is at most 256")
     gl.static_assert(HEAD_DIM % (64 * D_SPLIT) == 0 and HALF < D_SPLIT,
                      "column blocks of whole 64-column swizzle atoms")
     ACC_DIM: gl.constexpr = HEAD_DIM // D_SPLIT
     lse_stride = seqlen_q
     if VARLEN:  # sequence b of the packed batch: its own descriptors, b = 0 from here
+        if EXPAND:  # grid axis 1 is B * H
+            heads_per_seq = nheads
+        else:
+            heads_per_seq = nheads // group
         q0, seqlen_q, k0, seqlen_k = seq_bounds(CU_Q, CU_K,
-                                                 gl.program_id(1) // (nheads // group))
+                                                 gl.program_id(1) // heads_per_seq)
         if (gl.program_id(0) * BLOCK_N >= seqlen_k) | (seqlen_q == 0):
             # past this sequence's keys, or no query sees them: no descriptor built,
             # nothing to store (the caller's dk / dv are zeros)
