@@ -108,8 +108,34 @@ def _launchers_step(flash, q, k, v, dout, p):
 
 def _recording_run(real_run, name, got, *args, **kwargs):
     kernel = real_run(*args, **kwargs)
-    got.setdefault(name, kernel)
+    got.setdefault(name, (kernel, args, kwargs))
     return kernel
+
+
+# arguments that differ between two calls of the same step by design: a new RNG draw
+_PER_CALL = frozenset(("seed", "rng_offset"))
+
+
+def _arg_sig(fn, args, kwargs=None) -> list:
+    """Every parameter of ``fn`` as the launch gave it (keywords and defaults filled in),
+    tensors as (shape, strides, dtype), descriptors as (box, base shape, base strides),
+    the per-call RNG state left out: what a launch's arguments must agree on."""
+    from flashtile.ops._launch import _signature
+
+    _, names, _, defaults, _ = _signature(fn)
+    kwargs = kwargs or {}
+    full = list(args) + [kwargs.get(n, defaults[i]) for i, n in enumerate(names)
+                         if i >= len(args)]
+    sig = []
+    for n, x in zip(names, full):
+        if n in _PER_CALL:
+            continue
+        if isinstance(x, torch.Tensor):
+            x = (tuple(x.shape), x.stride(), x.dtype)
+        elif hasattr(x, "block_shape"):
+            x = (tuple(x.block_shape), tuple(x.base.shape), x.base.stride())
+        sig.append((n, x))
+    return sig
 
 
 def _same_picks(step, kernels: dict, module, picked: dict, n: int, what: str) -> None:
@@ -133,9 +159,13 @@ def _same_picks(step, kernels: dict, module, picked: dict, n: int, what: str) ->
             fn.run = real_runs[name]
     if len(got) != n or sorted(picked) != sorted(got):
         raise AssertionError(f"{what}: cache hits {sorted(picked)}, Triton ran {sorted(got)}")
-    for name in got:
-        if picked[name] is not got[name]:
+    for name, (kernel, args, kwargs) in got.items():
+        mine, my_args = picked[name]
+        if mine is not kernel:
             raise AssertionError(f"{name}: {what}: a different kernel than Triton's")
+        fn = kernels[name]
+        if _arg_sig(fn, my_args) != _arg_sig(fn, args, kwargs):
+            raise AssertionError(f"{name}: {what}: other arguments than Triton's launch got")
 
 
 def check_fast_launch(flash) -> int:
@@ -146,7 +176,7 @@ def check_fast_launch(flash) -> int:
     picked: dict = {}
     flash._FAST_LAUNCH_DEVICES = ("cuda", "cpu")
     flash._run_compiled = lambda kernel, grid, stream, args: picked.__setitem__(
-        kernel.name, kernel)
+        kernel.name, (kernel, args))
     kernels = {name: getattr(flash, name) for name in KERNELS}
     dt, cases = torch.bfloat16, 0
     for batch in (1, 2):
@@ -196,7 +226,7 @@ def check_gluon_launch() -> int:
     picked: dict = {}
     _gluon_common._FAST_LAUNCH_DEVICES = ("cuda", "cpu")
     _gluon_common._run_compiled = lambda kernel, grid, stream, args: picked.__setitem__(
-        kernel.name, kernel)
+        kernel.name, (kernel, args))
     cases = 0
     for hd in (64, 128):
         for causal in (False, True):

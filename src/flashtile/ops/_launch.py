@@ -59,7 +59,7 @@ def _int_class(x):
 
 
 def cached_launch(cache: dict, fn, grid, device, n_ptr, args, num_warps, num_stages,
-                  run=None) -> None:
+                  run=None):
     """Launch ``fn`` over ``grid`` with ``args`` (every parameter in signature order,
     constexprs included, the ``n_ptr`` tensors first) through ``cache`` (see the module
     docstring). ``run(kernel, grid, stream, args)`` launches a cached kernel (default
@@ -71,13 +71,14 @@ def cached_launch(cache: dict, fn, grid, device, n_ptr, args, num_warps, num_sta
     specialised argument), which finds the kernel when only values change that Triton
     does not specialise on: strides and lengths of a KV cache growing by a token per
     call, say. A kernel found that way is launched without a raw entry, so the cache
-    does not grow with every new length."""
+    does not grow with every new length. Returns the compiled kernel it launched (None
+    for the interpreter's kernels or an asynchronous compile)."""
     fid = id(fn)
     entry = _PARAMS.get(fid)
     if entry is None:
         if not isinstance(fn, JITFunction):
             plain_launch(fn, grid, args, num_warps, num_stages)
-            return
+            return None
         entry = _PARAMS[fid] = (
             fn, tuple(i for i, p in enumerate(fn.params) if p.do_not_specialize),
             tuple(i for i, p in enumerate(fn.params)
@@ -100,12 +101,14 @@ def cached_launch(cache: dict, fn, grid, device, n_ptr, args, num_warps, num_sta
         kernel = cache.get(class_key)
         if kernel is None:
             kernel = plain_launch(fn, grid, args, num_warps, num_stages)
-            if kernel is not None and not hasattr(kernel, "result"):  # not an async compile
-                if len(cache) > MAX_CACHED:
-                    cache.clear()
-                cache[key] = cache[class_key] = kernel
-            return
+            if kernel is None or hasattr(kernel, "result"):  # an async compile
+                return None
+            if len(cache) > MAX_CACHED:
+                cache.clear()
+            cache[key] = cache[class_key] = kernel
+            return kernel
     (run or run_compiled)(kernel, grid, _driver.active.get_current_stream(device.index), args)
+    return kernel
 
 
 # id(kernel) -> (kernel, parameter names, the set of them, defaults, positions of the
