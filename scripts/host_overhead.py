@@ -264,6 +264,27 @@ def closures(dropout_p, causal=True, dtype=torch.bfloat16, batch=2, seqlen=256, 
     return fwd, bwd, fwd_nograd
 
 
+def ab_plans(flash, reps: int, rounds: int) -> None:
+    """The launch plans off / on in one process, rounds interleaved (the box's load
+    moves between runs): fastest round per setting, us per call."""
+    print(f"torch {torch.__version__}, triton {triton.__version__}; B2 S256 H6 D64 bf16 "
+          "causal, CPU tensors, launches stubbed (fast); launch plans off / on")
+    for p in (0.2, 0.0):
+        fns = dict(zip(("forward", "backward", "forward, no_grad"), closures(p)))
+        best: dict = {}
+        for _ in range(rounds):
+            for on in (False, True):
+                flash.USE_PLANS = on
+                for label, fn in fns.items():
+                    us = per_call_us(fn, reps, 1, warmup=50)
+                    best[label, on] = min(us, best.get((label, on), us))
+        for label in fns:
+            off, on = best[label, False], best[label, True]
+            print(f"dropout {p}: {label:<18} {off:8.1f} -> {on:8.1f} us/call "
+                  f"({(on / off - 1) * 100:+.0f}%)", flush=True)
+    flash.USE_PLANS = True
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=500)
@@ -276,17 +297,23 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--check", action="store_true",
                     help="only check that the fast launch picks Triton's own kernels")
+    ap.add_argument("--ab-plans", action="store_true",
+                    help="fast mode, launch plans (flash.USE_PLANS) off / on, interleaved")
     ap.add_argument("--check-gluon", action="store_true",
                     help="the same for the cached Gluon launch (ops/_gluon_common.launch)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     counts: dict = {}
-    flash = install("triton" if args.check or args.check_gluon else args.mode, counts)
+    mode = "fast" if args.ab_plans else args.mode
+    flash = install("triton" if args.check or args.check_gluon else mode, counts)
     if args.check_gluon:
         print(f"gluon launch ok: {check_gluon_launch()} cases")
         return
     if args.check:
         print(f"fast launch ok: {check_fast_launch(flash)} cases")
+        return
+    if args.ab_plans:
+        ab_plans(flash, args.reps, args.rounds)
         return
     if args.ops:
         flash.EAGER_FAST_PATH = False

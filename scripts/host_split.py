@@ -56,8 +56,9 @@ def _noop(X, n, BLOCK: tl.constexpr):
 
 
 def ab_rows(b, s, h, d, causal, rounds: int = 4) -> list[tuple[str, float]]:
-    """The cached Gluon launch off / on (``_gluon_common.FAST_LAUNCH``) in one process,
-    interleaved over ``rounds`` rounds: median host us of the launchers and of
+    """Session 10's host paths off / on in one process, interleaved over ``rounds``
+    rounds: the cached Gluon launch (``_gluon_common.FAST_LAUNCH``) and the portable
+    kernels' launch plans (``flash.USE_PLANS``); median host us of the launchers and of
     autograd.grad per setting (the GPU machine's host speed moves 30% between runs, so
     only same-process A/B says what a change is worth)."""
     import statistics
@@ -81,11 +82,11 @@ def ab_rows(b, s, h, d, causal, rounds: int = 4) -> list[tuple[str, float]]:
     times: dict = {}
     for _ in range(rounds):
         for on in (False, True):
-            _gluon_common.FAST_LAUNCH = on
+            _gluon_common.FAST_LAUNCH = flash.USE_PLANS = on
             for label, fn in calls.items():
                 times.setdefault((label, on), []).append(host_us(fn))
-    _gluon_common.FAST_LAUNCH = True
-    return [(f"{name}: {label}, Gluon launch {'cached' if on else 'Triton run()'}",
+    _gluon_common.FAST_LAUNCH = flash.USE_PLANS = True
+    return [(f"{name}: {label}, session 10 host paths {'on' if on else 'off'}",
              statistics.median(ts)) for (label, on), ts in times.items()]
 
 

@@ -215,6 +215,34 @@ def test_backward_gets_no_lse_zeros(device, monkeypatch):
     assert seen == [(True, None), (True, None)], seen
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dropout_p", [0.0, 0.2])
+def test_launch_plans_bitwise_gpu(dropout_p, device, monkeypatch):
+    """A repeated call runs its launch plan (flash._PLANS: the forward's and the
+    backward's kernels with every argument but tensors and RNG state kept): out and the
+    gradients are bitwise those of the planless path, dropout masks included."""
+    from flashtile.ops import flash
+
+    q, k, v = (t.requires_grad_() for t in make_qkv(2, 256, 256, 4, 2, 64, torch.bfloat16,
+                                                      device))
+    dout = torch.randn_like(q)
+
+    def run(use):
+        monkeypatch.setattr(flash, "USE_PLANS", use)
+        torch.manual_seed(7)
+        out = flashtile.flash_attn_func(q, k, v, causal=True, dropout_p=dropout_p)
+        return (out, *torch.autograd.grad(out, (q, k, v), dout))
+
+    flash._PLANS.clear()
+    want = run(False)
+    assert not flash._PLANS
+    run(True)  # makes the plans
+    assert {key[0] for key in flash._PLANS} == {"fwd", "bwd"}, list(flash._PLANS)
+    got = run(True)  # runs them
+    for name, a, b in zip(("out", "dq", "dk", "dv"), got, want):
+        assert torch.equal(a, b), name
+
+
 def test_empty_inputs(device):
     q, k, v = make_qkv(1, 8, 8, 2, 2, 32, torch.float16, device)
     out = flashtile.flash_attn_func(q[:, :0], k, v)

@@ -392,6 +392,7 @@ def _launch(fn, grid, device, n_ptr, args, num_warps, num_stages):
 # GPU, sets a MiniGPT training step's time.
 _PLANS: dict = {}
 MAX_PLANS = 1024
+USE_PLANS = True  # A/B switch (scripts/host_overhead.py --ab-plans, host_split.py --ab)
 
 
 def _plan_key(tag, tensors, *rest):
@@ -459,7 +460,8 @@ def attention_forward(
     if dropout_p > 0 and rng_state is None:
         rng_state = draw_rng_state()
     key = None
-    if fresh and config is None and FAST_LAUNCH and device.type in _FAST_LAUNCH_DEVICES:
+    if (fresh and config is None and USE_PLANS and FAST_LAUNCH
+            and device.type in _FAST_LAUNCH_DEVICES):
         key = _plan_key("fwd", (q, k, v), q.dtype, device, softmax_scale, window_size,
                         softcap, dropout_p)
         plan = _PLANS.get(key)
@@ -679,7 +681,8 @@ def attention_backward(
         )
     delta_shape = (batch, nheads, seqlen_q)
     key = None
-    if fresh and config is None and FAST_LAUNCH and device.type in _FAST_LAUNCH_DEVICES:
+    if (fresh and config is None and USE_PLANS and FAST_LAUNCH
+            and device.type in _FAST_LAUNCH_DEVICES):
         key = _plan_key("bwd", (q, k, v, out, dout, lse), q.dtype, device, softmax_scale,
                         window_size, softcap, dropout_p)
         plan = _PLANS.get(key)
