@@ -29,7 +29,8 @@ from triton import knobs
 from triton.runtime.driver import driver as _driver
 from triton.runtime.jit import JITFunction
 
-__all__ = ["cached_launch", "cached_launch_kw", "plain_launch", "run_compiled"]
+__all__ = ["cached_launch", "cached_launch_kw", "current_stream", "make_room", "plain_launch",
+           "run_compiled"]
 
 # id(kernel) -> (kernel, positions of its do_not_specialize parameters, positions of its
 # other non-constexpr parameters). Keyed by id: a JITFunction hashes through a locked
@@ -37,6 +38,19 @@ __all__ = ["cached_launch", "cached_launch_kw", "plain_launch", "run_compiled"]
 # never reused while cached keys name it.
 _PARAMS: dict = {}
 MAX_CACHED = 4096
+
+
+def make_room(cache: dict, limit: int = MAX_CACHED) -> None:
+    """Bound a memo dict the simple way: empty it once it holds more than ``limit``
+    entries (a process that keeps making new shapes recompiles nothing, it only rebuilds
+    its entries)."""
+    if len(cache) > limit:
+        cache.clear()
+
+
+def current_stream(device):
+    """The raw current stream of ``device`` as Triton's launchers take it."""
+    return _driver.active.get_current_stream(device.index)
 
 
 def plain_launch(fn, grid, args, num_warps, num_stages):
@@ -103,11 +117,10 @@ def cached_launch(cache: dict, fn, grid, device, n_ptr, args, num_warps, num_sta
             kernel = plain_launch(fn, grid, args, num_warps, num_stages)
             if kernel is None or hasattr(kernel, "result"):  # an async compile
                 return None
-            if len(cache) > MAX_CACHED:
-                cache.clear()
+            make_room(cache)
             cache[key] = cache[class_key] = kernel
             return kernel
-    (run or run_compiled)(kernel, grid, _driver.active.get_current_stream(device.index), args)
+    (run or run_compiled)(kernel, grid, current_stream(device), args)
     return kernel
 
 
@@ -175,11 +188,10 @@ def cached_launch_kw(cache: dict, fn, grid, device, args, kwargs, run=None) -> N
     if kernel is None:
         kernel = fn[grid](*args, **kwargs)
         if kernel is not None and not hasattr(kernel, "result"):  # not an async compile
-            if len(cache) > MAX_CACHED:
-                cache.clear()
+            make_room(cache)
             cache[key] = kernel
         return
-    (run or run_compiled)(kernel, grid, _driver.active.get_current_stream(device.index), full)
+    (run or run_compiled)(kernel, grid, current_stream(device), full)
 
 
 def run_compiled(kernel, grid, stream, args):

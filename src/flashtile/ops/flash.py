@@ -31,7 +31,6 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 import triton
 import triton.language as tl
-from triton.runtime.driver import driver as _driver
 
 from .. import configs
 from . import hopper_bwd, hopper_fwd
@@ -53,7 +52,7 @@ from ._common import (
     scores_log2,
     softmax_finish,
 )
-from ._launch import cached_launch, plain_launch, run_compiled
+from ._launch import cached_launch, current_stream, make_room, plain_launch, run_compiled
 
 __all__ = [
     "flash_attn_func", "attention_forward", "attention_backward", "FlashAttnFunction",
@@ -405,13 +404,8 @@ def _plan_key(tag, tensors, *rest):
 
 
 def _keep_plan(key, plan) -> None:
-    if len(_PLANS) > MAX_PLANS:
-        _PLANS.clear()
+    make_room(_PLANS, MAX_PLANS)
     _PLANS[key] = plan
-
-
-def _stream(device):
-    return _driver.active.get_current_stream(device.index)
 
 
 # ==================================================================================
@@ -468,7 +462,7 @@ def attention_forward(
         if plan is not None:  # (kernel, grid, arguments before the RNG state, after it)
             seed, offset = rng_state if dropout_p > 0 else (0, 0)
             with device_ctx(q):
-                _run_compiled(plan[0], plan[1], _stream(device),
+                _run_compiled(plan[0], plan[1], current_stream(device),
                               (q, k, v, out, lse, *plan[2], seed, offset, *plan[3]))
             return out, lse
     block_d, runtime, flags = _common_params(q, k, softmax_scale, window_size, softcap,
@@ -690,7 +684,7 @@ def attention_backward(
             (pk, pg, pa), (kk, kg, ka, kt), (qk, qg, qa, qt) = plan
             seed, offset = rng_state if dropout_p > 0 else (0, 0)
             delta = torch.empty(delta_shape, dtype=torch.float32, device=device)
-            stream = _stream(device)
+            stream = current_stream(device)
             with device_ctx(q):
                 _run_compiled(pk, pg, stream, (out, dout, delta, *pa))
                 _run_compiled(kk, kg, stream, (q, k, v, dout, lse, delta, dk, dv, *ka, seed,

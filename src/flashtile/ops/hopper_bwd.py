@@ -548,7 +548,8 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
                     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, REVERSE: gl.constexpr,
                     ACC_DIM: gl.constexpr, VARLEN: gl.constexpr = False,
                     EXPAND: gl.constexpr = False):
-    """What the dK/dV kernel starts with: this program's (batch, KV head, key tile), the
+    """What the dK/dV kernel starts with: this program's (batch, KV head, the query heads
+    per KV head it visits, key tile), the
     query tiles it visits (``_q_tile_range``), shared memory for the resident K, V and
     the Q/dO ring with their barriers, the TMA loads of K, V and the first NUM_STAGES
     Q/dO tiles in flight, zeroed dK / dV accumulators (ACC_DIM columns: HEAD_DIM, or a
@@ -589,8 +590,8 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     mbarrier.wait(kv_bar, 0)
     k2 = k_smem.reshape([BLOCK_N, HEAD_DIM])
     v2 = v_smem.reshape([BLOCK_N, HEAD_DIM])
-    return (pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter, k_smem, v_smem, q_smem,
-            do_smem, q_bars, do_bars, keys, dk, dv, k2, v2)
+    return (pid_n, b, hk, q_group, start_n, diag, m_lo, n_band, n_m, n_iter, k_smem, v_smem,
+            q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2)
 
 
 @gluon.jit
@@ -780,14 +781,11 @@ def _bwd_dkdv_kernel(
         dk_desc = seq_desc(DK, k0, seqlen_k, dk_desc)
         dv_desc = seq_desc(DV, k0, seqlen_k, dv_desc)
     # causal: low key tiles (the most query tiles) start first
-    (pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter, k_smem, v_smem, q_smem,
+    # EXPAND: hk is this program's query head and q_group 1 (else the group)
+    (pid_n, b, hk, q_group, start_n, diag, m_lo, n_band, n_m, n_iter, k_smem, v_smem, q_smem,
      do_smem, q_bars, do_bars, keys, dk, dv, k2, v2) = _key_tile_setup(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
         BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND)
-    if EXPAND:  # hk is this program's query head
-        q_group = 1
-    else:
-        q_group = group
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
     #    (masked), then the query tiles that see every key of this tile --

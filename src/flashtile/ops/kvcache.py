@@ -65,7 +65,7 @@ from ._common import (
     softmax_finish,
     stage_bounds,
 )
-from ._launch import cached_launch, plain_launch, run_compiled
+from ._launch import cached_launch, make_room, plain_launch, run_compiled
 from .flash import _load_tile
 
 __all__ = [
@@ -487,8 +487,7 @@ def _plan(q, k_cache, page_table, seqlen_new, num_splits, config, has_seqlens, h
            FUSED_COMBINE, COMBINE_CHUNK)
     plan = _PLANS.get(key)
     if plan is None:
-        if len(_PLANS) > 1024:
-            _PLANS.clear()
+        make_room(_PLANS, 1024)
         plan = _PLANS[key] = _make_plan(q, k_cache, page_table, seqlen_new, num_splits,
                                         config, has_seqlens, has_left, has_right, has_softcap)
     return plan
