@@ -192,7 +192,7 @@ def hopper_bwd_variants():
                 free = dataclasses.replace(cfg, max_regs=None)
                 yield f"{tag} bfloat16 uncapped", hd, causal, torch.bfloat16, free
             if hd == 64:  # the dK/dV step pipelined inside a program (uncapped: no spills)
-                pipe = dataclasses.replace(cfg, max_regs=None, pipeline=True)
+                pipe = dataclasses.replace(cfg, max_regs=None, pipeline=True, num_stages=3)
                 yield f"{tag} bfloat16 pipelined", hd, causal, torch.bfloat16, pipe
             if hd <= 128:  # GQA with per-query-head dK/dV programs (gqa_expand)
                 gqa = dataclasses.replace(configs.hopper_bwd_config(hd, causal, 4096),

@@ -215,22 +215,39 @@ def test_backward_gets_no_lse_zeros(device, monkeypatch):
     assert seen == [(True, None), (True, None)], seen
 
 
+# what reaches the portable kernels on an H200 (the Gluon paths take the rest): dropout,
+# windows, softcap, hd 256, short and ragged sequences, and hd 64 / 128 with the Gluon
+# kernels switched off. (batch, seqlen_q, seqlen_k, heads, kv heads, head dim, kwargs)
+PLAN_CASES = {
+    "gqa-causal": (2, 256, 256, 4, 2, 64, dict(causal=True)),
+    "dropout": (2, 256, 256, 4, 2, 64, dict(causal=True, dropout_p=0.2)),
+    "window-softcap": (1, 333, 517, 4, 4, 128, dict(window_size=(96, 17), softcap=30.0)),
+    "hd256-ragged": (2, 257, 300, 2, 1, 256, dict(causal=True)),
+    "no-gluon-hd128": (1, 1100, 1029, 4, 4, 128, dict(causal=False, hopper=False)),
+}
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("dropout_p", [0.0, 0.2])
-def test_launch_plans_bitwise_gpu(dropout_p, device, monkeypatch):
+@pytest.mark.parametrize("case", list(PLAN_CASES))
+def test_launch_plans_bitwise_gpu(case, device, monkeypatch):
     """A repeated call runs its launch plan (flash._PLANS: the forward's and the
     backward's kernels with every argument but tensors and RNG state kept): out and the
-    gradients are bitwise those of the planless path, dropout masks included."""
+    gradients are bitwise those of the planless path (dropout masks included), over the
+    features that reach the portable kernels on the GPU."""
     from flashtile.ops import flash
 
-    q, k, v = (t.requires_grad_() for t in make_qkv(2, 256, 256, 4, 2, 64, torch.bfloat16,
+    batch, sq, sk, h, hkv, d, kwargs = PLAN_CASES[case]
+    kwargs = dict(kwargs)
+    if not kwargs.pop("hopper", True):
+        monkeypatch.setenv("FLASHTILE_DISABLE_HOPPER", "1")
+    q, k, v = (t.requires_grad_() for t in make_qkv(batch, sq, sk, h, hkv, d, torch.bfloat16,
                                                       device))
     dout = torch.randn_like(q)
 
     def run(use):
         monkeypatch.setattr(flash, "USE_PLANS", use)
         torch.manual_seed(7)
-        out = flashtile.flash_attn_func(q, k, v, causal=True, dropout_p=dropout_p)
+        out = flashtile.flash_attn_func(q, k, v, **kwargs)
         return (out, *torch.autograd.grad(out, (q, k, v), dout))
 
     flash._PLANS.clear()

@@ -125,6 +125,34 @@ def test_gqa_expand_config(monkeypatch, causal):
     assert [(c.max_regs, c.gqa_expand) for c in seen] == [(168, False), (168, True)], seen
 
 
+@pytest.mark.parametrize("expand", [False, True])
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_varlen_store_pointers_match_descriptors(monkeypatch, expand, pipeline):
+    """In a varlen dK/dV launch the per-sequence store descriptors are built from the
+    base pointers PDK / PDV: they must be the tensors the dK / dV descriptors cover (the
+    per-query-head partials when expanded), whatever else the config switches on. A
+    session-10 edit put the expanded partials' pointers under ``pipeline``: the GPU
+    test read an illegal address and a wrong dk (kernels stubbed here)."""
+    calls = []
+    monkeypatch.setattr(hopper_bwd, "launch", lambda fn, grid, dev, *a, **kw: calls.append(
+        (fn, a, kw)))
+    group, nheads, head_dim = 4, 8, 64
+    cfg = dataclasses.replace(configs.hopper_bwd_config(head_dim, True, 8192, group,
+                                                        expand=False),
+                              gqa_expand=expand, pipeline=pipeline)
+    q = torch.randn(1, 40, nheads, head_dim, dtype=torch.bfloat16)
+    k = torch.randn(1, 48, nheads // group, head_dim, dtype=torch.bfloat16)
+    outs = (torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(k))
+    cu = torch.tensor([0, 40], dtype=torch.int32)
+    hopper_bwd._launch_split(q, k, k, q, None, None, outs, cfg, 0.125, True, group,
+                             varlen=(1, 40, 48, cu, cu))
+    fn, args, kw = calls[0]
+    assert fn is hopper_bwd._bwd_dkdv_kernel and kw.get("EXPAND", False) == expand
+    dk_desc, dv_desc, pdk, pdv = args[4], args[5], args[12], args[13]
+    assert pdk is dk_desc.base and pdv is dv_desc.base
+    assert pdk.shape[2] == (nheads if expand else nheads // group)
+
+
 def test_config_overrides_env(monkeypatch):
     """FLASHTILE_HOPPER_BWD_OVERRIDES replaces fields of the shipped config (ints,
     "none"); unset, the shipped config; a malformed override raises."""
@@ -441,10 +469,10 @@ def test_gqa_expand(head_dim, causal, group, device):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("nheads_kv", [8, 2])
 def test_pipelined_dkdv(causal, nheads_kv, device):
-    """HopperBwdConfig.pipeline (hd 64, uncapped): the next iteration's S^T / dP^T issued
-    before this one's softmax. The same arithmetic in the same order as the step without
-    it, so dk / dv are bitwise those of the uncapped kernel, and within the DESIGN.md
-    bound of the reference (ragged lengths, MHA and GQA 4:1 expanded, NaN buffers)."""
+    """HopperBwdConfig.pipeline (hd 64, uncapped, a 3-deep ring): the next iteration's
+    S^T / dP^T issued before this one's softmax. The same arithmetic in the same order as
+    the step without it, so dk / dv are bitwise those of the uncapped kernel, and within
+    the DESIGN.md bound of the reference (ragged lengths, MHA and GQA 4:1 expanded, NaN buffers)."""
     _gpu_sm90()
     group = 8 // nheads_kv
     base = dataclasses.replace(configs.hopper_bwd_config(64, causal, 4096, group),
@@ -452,7 +480,7 @@ def test_pipelined_dkdv(causal, nheads_kv, device):
     q, k, v = make_qkv(2, 1029, 1100, 8, nheads_kv, 64, torch.bfloat16, device, seed=nheads_kv)
     dout = torch.randn_like(q)
     runs = _grads_per_config(q, k, v, dout, causal,
-                             (dataclasses.replace(base, pipeline=True), base))
+                             (dataclasses.replace(base, pipeline=True, num_stages=3), base))
     checks = _ref_checks(runs[0], q, k, v, dout, causal)
     assert all(c.ok for c in checks), "; ".join(map(str, checks))
     for name, a, b in zip(("dq", "dk", "dv"), runs[0], runs[1]):

@@ -312,10 +312,10 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
                             device=k.device) for _ in range(2))
         key_heads = nheads
         dkdv_flag["EXPAND"] = True
+        if varlen is not None:  # the per-sequence store descriptors over the partials
+            pdk, pdv = dk_t, dv_t
     if cfg.pipeline:
         dkdv_flag["PIPELINE"] = True
-        if varlen is not None:
-            pdk, pdv = dk_t, dv_t
     descs = (tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
              tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
              tma_desc(dv_t, cfg.block_n, cols))
