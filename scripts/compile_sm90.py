@@ -170,8 +170,7 @@ def hopper_bwd_variants():
     """(name, head_dim, causal, dtype, config): every shipped Gluon backward config
     (ops/hopper_bwd.py) in both dtypes, plus the other hd 128 Q/dO tile and the hd 64
     dK/dV kernel without its register cap for A/B runs, (names ending " gqa-expand") the
-    dK/dV kernel with one program per query head (HopperBwdConfig.gqa_expand), (names
-    ending " pipelined") the hd 64 dK/dV step pipelined (HopperBwdConfig.pipeline), and
+    dK/dV kernel with one program per query head (HopperBwdConfig.gqa_expand), and
     (names ending " varlen") the varlen build of the shipped kernels at hd 64 / 128."""
     import dataclasses
 
@@ -191,9 +190,6 @@ def hopper_bwd_variants():
             if hd == 64 and not causal:  # the shipped dK/dV tiles without their cap
                 free = dataclasses.replace(cfg, max_regs=None)
                 yield f"{tag} bfloat16 uncapped", hd, causal, torch.bfloat16, free
-            if hd == 64:  # the dK/dV step pipelined inside a program (uncapped: no spills)
-                pipe = dataclasses.replace(cfg, max_regs=None, pipeline=True, num_stages=3)
-                yield f"{tag} bfloat16 pipelined", hd, causal, torch.bfloat16, pipe
             if hd <= 128:  # GQA with per-query-head dK/dV programs (gqa_expand)
                 gqa = dataclasses.replace(configs.hopper_bwd_config(hd, causal, 4096),
                                           gqa_expand=True)

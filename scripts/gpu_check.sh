@@ -68,4 +68,11 @@ for one in ${suite//,/ }; do
   echo "suite $one: $([ $status -eq 0 ] && echo PASS || echo FAIL) in $((SECONDS - t0)) s (logs in $out)"
   [ $status -eq 0 ] || overall=1
 done
+# The device tool brings back at most 8 files from $OUT: past that, one archive of all
+# of them (extract with tar xzf; figures and CSVs included)
+if [ "$(find "$out" -type f | wc -l)" -gt 8 ]; then
+  pack=$(mktemp -d)/logs.tar.gz
+  tar czf "$pack" -C "$out" . && find "$out" -mindepth 1 -delete && mv "$pack" "$out/" \
+    && echo "logs packed into $out/logs.tar.gz"
+fi
 exit $overall

@@ -315,10 +315,6 @@ class HopperBwdConfig:
     # group reduces (the launcher: 2 x B x N x H x D elements more of memory, one rounding
     # more per partial); the programs are then MHA's, with MHA's register cap
     gqa_expand: bool = False
-    # dK/dV kernel: issue the next iteration's S^T and dP^T before this one's softmax and
-    # dS (overlap inside a program; two more score tiles of registers; no prefetch_stats,
-    # d_split 1). Session 10: built and compiled for sm_90, not yet measured
-    pipeline: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

@@ -314,8 +314,6 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         dkdv_flag["EXPAND"] = True
         if varlen is not None:  # the per-sequence store descriptors over the partials
             pdk, pdv = dk_t, dv_t
-    if cfg.pipeline:
-        dkdv_flag["PIPELINE"] = True
     descs = (tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
              tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
              tma_desc(dv_t, cfg.block_n, cols))
@@ -684,62 +682,6 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     return dk, dv, lse2_in, delta_in
 
 
-@gluon.jit
-def _issue_scores(it, k2, v2, q_smem, do_smem, q_bars, do_bars, HEAD_DIM: gl.constexpr,
-                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
-    """PIPELINE: issue S^T = K Q^T and dP^T = V dO^T of ring iteration ``it`` (waiting
-    for its Q / dO tiles); returns both accumulators in flight."""
-    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
-    s = it % NUM_STAGES
-    phase = (it // NUM_STAGES) & 1
-    zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
-    mbarrier.wait(q_bars.index(s), phase)
-    q_buf = q_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
-    s_t = warpgroup_mma(k2, q_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
-    mbarrier.wait(do_bars.index(s), phase)
-    do_buf = do_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
-    dp_t = warpgroup_mma(v2, do_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
-    return s_t, dp_t
-
-
-@gluon.jit
-def _dkdv_step_pipe(it, j, s_t, dp_t, dk, dv, k2, v2, q_smem, do_smem, q_bars, do_bars,
-                    q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk, group,
-                    seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM: gl.constexpr,
-                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-                    MASKED: gl.constexpr):
-    """PIPELINE (HopperBwdConfig.pipeline): consume ring iteration ``it`` whose S^T and
-    dP^T (``s_t``, ``dp_t``) are complete, with the next iteration's S^T and dP^T issued
-    first so that they run on the tensor cores during this one's softmax and dS (the last
-    iteration recomputes its own: one redundant pair per program, no branch, as the
-    forward's stage B). Returns dK, dV and the next iteration's completed scores. The
-    cost: two more score tiles live (register pressure; not for the 168-register cap)."""
-    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
-    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
-                                                 k_width=2)
-    s = it % NUM_STAGES
-    q_buf = q_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
-    do_buf = do_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
-    s_next, dp_next = _issue_scores(gl.minimum(it + 1, n_iter - 1), k2, v2, q_smem, do_smem,
-                                    q_bars, do_bars, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)
-    rows = (m_lo + j) * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
-    lse2 = _row_lse2(LSE, bh, rows, seqlen_q, lse_stride)
-    p_t, p_op = _probs_t(s_t, lse2, keys, rows, diag, qk_scale, q_buf.dtype, a_layout,
-                         MASKED)
-    dv = warpgroup_mma(p_op, do_buf, dv, is_async=True)
-    delta = _row_delta(DELTA, bh, rows, seqlen_q, lse_stride)
-    ds_op = gl.convert_layout((p_t * (dp_t - delta[None, :])).to(q_buf.dtype), a_layout)
-    dk = warpgroup_mma(ds_op, q_buf, dk, is_async=True)
-    s_next, dp_next, dv, dk, p_op, ds_op = warpgroup_mma_wait(
-        num_outstanding=0, deps=(s_next, dp_next, dv, dk, p_op, ds_op))
-    # -- refill: every warpgroup must be done with slot s before TMA overwrites it --
-    gl.thread_barrier()
-    nxt = it + NUM_STAGES
-    _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, nxt, n_m, m_lo, b, hk,
-               group, nxt < n_iter, BLOCK_M, NUM_STAGES, False)
-    return dk, dv, s_next, dp_next
-
-
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
 def _bwd_dkdv_kernel(
     q_desc, k_desc, v_desc, do_desc,  # TMA: q, do (B, M, H, D); k, v (B, N, Hkv, D)
@@ -751,15 +693,13 @@ def _bwd_dkdv_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PREFETCH: gl.constexpr,
     D_SPLIT: gl.constexpr = 1, HALF: gl.constexpr = 0, VARLEN: gl.constexpr = False,
-    EXPAND: gl.constexpr = False, PIPELINE: gl.constexpr = False,
+    EXPAND: gl.constexpr = False,
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
     # partials, which the launcher sums over each group
     gl.static_assert(BLOCK_N == 16 * gl.num_warps(), "each warp owns 16 key rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_M <= 256, "wgmma n is at most 256")
-    gl.static_assert(not (PIPELINE and (PREFETCH or D_SPLIT > 1)),
-                     "PIPELINE loads the row statistics in its step, whole head dims")
     gl.static_assert(HEAD_DIM % (64 * D_SPLIT) == 0 and HALF < D_SPLIT,
                      "column blocks of whole 64-column swizzle atoms")
     ACC_DIM: gl.constexpr = HEAD_DIM // D_SPLIT
@@ -797,39 +737,20 @@ def _bwd_dkdv_kernel(
     else:
         lse2 = 0.0
         delta = 0.0
-    if PIPELINE:  # scores of iteration 0 issued and waited; each step issues the next's
-        s_t, dp_t = _issue_scores(0, k2, v2, q_smem, do_smem, q_bars, do_bars, HEAD_DIM,
-                                  BLOCK_M, BLOCK_N, NUM_STAGES)
-        s_t, dp_t = warpgroup_mma_wait(num_outstanding=0, deps=(s_t, dp_t))
-        for g in range(0, q_group):
-            bh = bh0 + g
-            for j in range(0, n_band):
-                dk, dv, s_t, dp_t = _dkdv_step_pipe(
-                    g * n_m + j, j, s_t, dp_t, dk, dv, k2, v2, q_smem, do_smem, q_bars,
-                    do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
-                    q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M,
-                    BLOCK_N, NUM_STAGES, True)
-            for j in range(n_band, n_m):
-                dk, dv, s_t, dp_t = _dkdv_step_pipe(
-                    g * n_m + j, j, s_t, dp_t, dk, dv, k2, v2, q_smem, do_smem, q_bars,
-                    do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
-                    q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M,
-                    BLOCK_N, NUM_STAGES, False)
-    else:
-        for g in range(0, q_group):
-            bh = bh0 + g
-            for j in range(0, n_band):
-                dk, dv, lse2, delta = _dkdv_step(
-                    g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
-                    do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
-                    q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-                    NUM_STAGES, True, PREFETCH, D_SPLIT, HALF)
-            for j in range(n_band, n_m):
-                dk, dv, lse2, delta = _dkdv_step(
-                    g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
-                    do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
-                    q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-                    NUM_STAGES, False, PREFETCH, D_SPLIT, HALF)
+    for g in range(0, q_group):
+        bh = bh0 + g
+        for j in range(0, n_band):
+            dk, dv, lse2, delta = _dkdv_step(
+                g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
+                do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
+                q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+                NUM_STAGES, True, PREFETCH, D_SPLIT, HALF)
+        for j in range(n_band, n_m):
+            dk, dv, lse2, delta = _dkdv_step(
+                g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
+                do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
+                q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+                NUM_STAGES, False, PREFETCH, D_SPLIT, HALF)
 
     # -- epilogue: dK (scaled) and dV through the K and V buffers, or (a column block)
     #    through staging tiles of the dK / dV descriptors' box --
@@ -1329,8 +1250,6 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs.update(D_SPLIT=cfg.d_split, HALF=cfg.d_split - 1)  # the last block
             if cfg.gqa_expand:
                 constexprs["EXPAND"] = True
-            if cfg.pipeline:
-                constexprs["PIPELINE"] = True
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
         ptrs = [n for n in ("Q", "K", "V", "DO", "DQ", "DK", "DV", "CU_Q", "CU_K")
                 if n in kernel.arg_names]
