@@ -98,7 +98,8 @@ def hopper_variants():
     (configs.hopper_fwd_config) in both dtypes, stage B ("alt") at hd 64/128 and the
     stage C tiles (configs.hopper_fwd_config_c); configs.hopper_fwd_schedule picks which
     one a call runs. "varlen": the same kernels as ops/varlen.py launches them (packed
-    sequences, device-side descriptors), bf16."""
+    sequences, device-side descriptors), bf16; (the last field "window") stage A with a
+    sliding window's left edge."""
     import dataclasses
 
     import torch
@@ -124,6 +125,11 @@ def hopper_variants():
                        dt, cfg_c, False)
             yield (f"hopper-C-varlen d{hd}{'-causal' if causal else ''} bfloat16", hd, causal,
                    torch.bfloat16, cfg_c, True)
+    # stage A with a sliding window's left edge (HAS_LEFT; ops/hopper_fwd.window_config)
+    for hd in HOPPER_BWD_HEAD_DIMS:
+        for causal in (False, True):
+            yield (f"hopper-window d{hd}{'-causal' if causal else ''} bfloat16", hd, causal,
+                   torch.bfloat16, configs.hopper_fwd_config(hd, causal, 4096), "window")
     # stage C at hd 128 with the smaller ring (160 KB), for A/B runs
     yield ("hopper-C d128 bfloat16 ring2", 128, False, torch.bfloat16,
            dataclasses.replace(configs.hopper_fwd_config_c(128, False, 4096), num_stages=2), False)
@@ -137,9 +143,10 @@ def hopper_main(as_json: bool) -> None:
 
     for name, hd, causal, dt, cfg, varlen in hopper_variants():
         rec = dict(name=name, head_dim=hd, causal=causal, dtype=str(dt), config=repr(cfg),
-                   varlen=varlen)
+                   varlen=varlen is True, window=varlen == "window")
         try:
-            k = hopper_fwd.compile_sm90(hd, causal, dt, cfg, varlen=varlen)
+            k = hopper_fwd.compile_sm90(hd, causal, dt, cfg, varlen=varlen is True,
+                                        window=varlen == "window")
             ptx = k.asm.get("ptx", "")
             regs, spills = ptxas_usage(ptx)
             rec.update(ok=True, regs=regs, spill_bytes=spills, smem=k.metadata.shared,

@@ -214,14 +214,36 @@ def kv_tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M: gl.constexpr, BLOCK_N: g
 
 
 @gluon.jit
-def scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    """-inf where key t * BLOCK_N + c is past seqlen_k or (causal) right of the diagonal.
-    ``qk`` is (rows, keys); ``rows`` the query indices in SliceLayout(1, qk's layout)."""
+def scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+                  left=0, HAS_LEFT: gl.constexpr = False):
+    """-inf where key t * BLOCK_N + c is past seqlen_k, (causal) right of the diagonal,
+    or (HAS_LEFT, a sliding window) more than ``left`` keys left of it. ``qk`` is (rows,
+    keys); ``rows`` the query indices in SliceLayout(1, qk's layout)."""
     cols = t * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, qk.type.layout))
     keep = cols[None, :] < seqlen_k
     if CAUSAL:
         keep = keep & (cols[None, :] <= rows[:, None] + diag)
+    if HAS_LEFT:
+        keep = keep & (cols[None, :] >= rows[:, None] + diag - left)
     return gl.where(keep, qk, float("-inf"))
+
+
+@gluon.jit
+def window_tile_range(start_m, seqlen_q, seqlen_k, left, n_full, n_tiles,
+                      BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+    """A sliding window's key tiles for the query tile at start_m (rows see keys from
+    row + diag - left on): (lo, a, b). Tiles [lo, a) are cut by the window's left edge
+    (masked), [a, b) need no mask, [b, n_tiles) the causal band or the ragged end
+    (masked); ``n_full`` / ``n_tiles`` from ``kv_tile_range``. Tiles left of lo hold no
+    key any row of the tile sees."""
+    diag = seqlen_k - seqlen_q
+    first = start_m + diag - left  # the lowest key the tile's first row sees
+    lo = gl.minimum(gl.maximum(first, 0) // BLOCK_N, n_tiles)
+    b = gl.maximum(n_full, lo)
+    # tiles from `full` on start at or right of the last row's lowest key
+    full = gl.maximum(first + BLOCK_M - 1 + BLOCK_N - 1, 0) // BLOCK_N
+    a = gl.minimum(gl.maximum(full, lo), b)
+    return lo, a, b
 
 
 @gluon.jit

@@ -443,13 +443,16 @@ def attention_forward(
         return out, lse
     if config is None and _maybe_sm90(device) and hopper_fwd.hopper_supported(
         q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
-        softmax_scale=softmax_scale,
+        softmax_scale=softmax_scale, windows=True,
     ):  # sm_90: the Gluon kernel (ops/hopper_fwd.py) where configs.hopper_fwd_schedule
-        # measured it faster; FLASHTILE_DISABLE_HOPPER=1 skips it
-        hcfg = hopper_fwd.default_config(q.shape[-1], window_size[1] == 0, seqlen_q)
+        # measured it faster (a sliding window: stage A); FLASHTILE_DISABLE_HOPPER=1 skips it
+        causal_ = window_size[1] == 0
+        left = window_size[0]
+        hcfg = (hopper_fwd.default_config(q.shape[-1], causal_, seqlen_q) if left is None
+                else hopper_fwd.window_config(q.shape[-1], causal_, seqlen_q))
         if hcfg is not None:
             return hopper_fwd.hopper_attention_forward(
-                q, k, v, softmax_scale, window_size[1] == 0, out, lse, hcfg
+                q, k, v, softmax_scale, causal_, out, lse, hcfg, left
             )
     if dropout_p > 0 and rng_state is None:
         rng_state = draw_rng_state()

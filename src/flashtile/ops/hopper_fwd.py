@@ -69,6 +69,7 @@ from ._gluon_common import (
     scratch_allocator,
     seq_bounds,
     seq_desc,
+    window_tile_range,
 )
 from ._gluon_common import kv_tile_range as _tile_range
 from ._gluon_common import launch as _gluon_launch
@@ -95,14 +96,16 @@ def _hopper_disabled() -> bool:
 
 
 def hopper_supported(
-    q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None
+    q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None,
+    windows=False,
 ):
     """True when the Gluon forward can run this call: an sm_90 device (not the
     interpreter, not disabled by FLASHTILE_DISABLE_HOPPER=1) and a problem it covers
     (``hopper_problem_ok``).
 
     ``window`` is the launchers' ``(left, right)``: None for an unbounded side, any int a
-    bound. Causal is ``causal=True`` or ``right == 0`` with no left bound.
+    bound. Causal is ``causal=True`` or ``right == 0`` with no left bound. ``windows``:
+    the caller can run a left bound (a sliding window) through ``window_config``.
     """
     if _hopper_disabled() or is_interpreting():
         return False
@@ -110,16 +113,19 @@ def hopper_supported(
         return False
     if device_capability(q.device) != (9, 0):
         return False
-    return hopper_problem_ok(q, k, v, causal, window, softcap, dropout_p, softmax_scale)
+    return hopper_problem_ok(q, k, v, causal, window, softcap, dropout_p, softmax_scale,
+                             windows)
 
 
 def hopper_problem_ok(
-    q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None
+    q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None,
+    windows=False,
 ):
     """The device-independent half of ``hopper_supported``: fp16/bf16, head dim in
-    HOPPER_HEAD_DIMS, full or causal masking (no window, softcap or dropout), a positive
-    scale, non-empty q and k, and TMA-addressable tensors (16-byte aligned base and
-    strides, last stride 1)."""
+    HOPPER_HEAD_DIMS, full or causal masking (with ``windows`` and ``window_mode`` not
+    off, also a left bound >= 0: a sliding window, causal or not; no right bound other
+    than causal's, no softcap or dropout), a positive scale, non-empty q and k, and
+    TMA-addressable tensors (16-byte aligned base and strides, last stride 1)."""
     if q.dtype not in _DTYPES or not (q.dtype == k.dtype == v.dtype):
         return False
     if q.shape[-1] not in HOPPER_HEAD_DIMS or k.shape[-1] != q.shape[-1]:
@@ -127,7 +133,9 @@ def hopper_problem_ok(
     left, right = window
     if causal:
         right = 0
-    if left is not None or right not in (None, 0):
+    if right not in (None, 0):
+        return False
+    if left is not None and not (windows and left >= 0 and window_mode() != "off"):
         return False
     if softcap or dropout_p or (softmax_scale is not None and not softmax_scale > 0):
         return False
@@ -141,10 +149,13 @@ def hopper_problem_ok(
 # ==================================================================================
 
 
-def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=None):
+def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=None,
+                             left=None):
     """Run the Gluon forward into ``out`` ((B, M, H, D), q's dtype, TMA-addressable) and
     ``lse`` ((B, H, M) fp32, contiguous). Call only when ``hopper_supported`` holds.
-    Returns ``(out, lse)``; lse in natural log, -inf on rows that see no key."""
+    ``left``: a sliding window's left bound (row i sees keys from i + N - M - left on;
+    stage A only, which ``window_config`` picks). Returns ``(out, lse)``; lse in natural
+    log, -inf on rows that see no key."""
     batch, seqlen_q, _, head_dim = q.shape
     seqlen_k = k.shape[1]
     cfg = config or default_config(head_dim, causal, seqlen_q)
@@ -152,22 +163,27 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
         cfg = configs.hopper_fwd_config(head_dim, causal, seqlen_q)
     if not _tma_addressable(out):  # a caller's out= view TMA cannot store to
         tmp = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-        hopper_attention_forward(q, k, v, softmax_scale, causal, tmp, lse, cfg)
+        hopper_attention_forward(q, k, v, softmax_scale, causal, tmp, lse, cfg, left)
         return out.copy_(tmp), lse
     with device_ctx(q):
         _launch(cfg, seqlen_q, batch, q, k, v, out, lse, (None,) * 6, seqlen_q, seqlen_k,
-                softmax_scale, causal)
+                softmax_scale, causal, left=left)
     return out, lse
 
 
 def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k,
-            softmax_scale, causal, **varlen):
+            softmax_scale, causal, left=None, **varlen):
     """Launch ``cfg``'s kernel over (cdiv(rows, block_m), batch * H) on 4D (B, S, H, D)
     tensors: the dense call, or (``varlen_ptrs`` = packed Q, K, V, O, cu_seqlens_q / k and
-    VARLEN=True) the varlen one, whose (1, T, H, D) views carry the descriptors' layout."""
+    VARLEN=True) the varlen one, whose (1, T, H, D) views carry the descriptors' layout.
+    ``left`` (a sliding window's left bound) needs stage A."""
     head_dim, nheads, nheads_kv = q.shape[3], q.shape[2], k.shape[2]
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     kernel, block_m, num_warps, extra = _kernel_args(cfg)
+    if kernel is _fwd_kernel:
+        extra = dict(extra, left=0 if left is None else int(left), HAS_LEFT=left is not None)
+    elif left is not None:
+        raise ValueError(f"a sliding window runs on stage A only, not {cfg}")
     _gluon_launch(
         kernel, (triton.cdiv(rows, cfg.block_m), batch * nheads), q.device, _desc(q, block_m),
         _desc(k, cfg.block_n), _desc(v, cfg.block_n), _desc(out, block_m),
@@ -223,6 +239,23 @@ def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, sof
                 (q, k, v, out, cu_seqlens_q, cu_seqlens_k), 0, 0, softmax_scale, causal,
                 VARLEN=True)
     return out, lse
+
+
+def window_mode() -> str:
+    """Sliding windows on the Gluon forward: "auto" (FLASHTILE_HOPPER_WINDOW unset: where
+    configs.hopper_fwd_schedule does not pick the portable kernel), "on" (=1: the
+    same, as there is no separate table yet) or "off" (=0 or empty: the portable kernel
+    runs every windowed call)."""
+    return env_mode("FLASHTILE_HOPPER_WINDOW")
+
+
+def window_config(head_dim, causal, seqlen_q):
+    """The config of a windowed call (a left bound; causal or not): stage A's, the only
+    stage with the window's left-edge tiles, where the shipped schedule runs a Gluon
+    stage at all (``default_config`` not None), else None (the portable kernel)."""
+    if default_config(head_dim, causal, seqlen_q) is None:
+        return None
+    return configs.hopper_fwd_config(head_dim, causal, seqlen_q)
 
 
 def default_config(head_dim, causal, seqlen_q):
@@ -373,13 +406,14 @@ def _past_seq_end(CU_Q, start, nheads, VARLEN: gl.constexpr):
 
 @gluon.jit
 def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-                n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM: gl.constexpr,
+                lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM: gl.constexpr,
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                 MASKED: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
-                EXP2_EMU: gl.constexpr = 0):
+                EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False):
     """Step i: consume key tile t = _step_tile(i) from ring slot i % NUM_STAGES: S = Q K^T
     (wgmma, smem x smem), softmax in registers, O += P V (wgmma, P from registers), then
-    refill the slot with the tile of step i + NUM_STAGES."""
+    refill the slot with the tile of step i + NUM_STAGES. The steps visit tiles [lo,
+    n_tiles) (lo > 0 only under a sliding window, HAS_LEFT)."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = acc.type.layout
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -393,8 +427,8 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     qk = warpgroup_mma(q2, k_buf.permute((1, 0)), qk, use_acc=False, is_async=True)
     qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
     if MASKED:
-        qk = _scores_masked(qk, _step_tile(i, n_tiles, MASKED_FIRST), rows, seqlen_k, diag,
-                            BLOCK_N, CAUSAL)
+        qk = _scores_masked(qk, _step_tile(i, lo, n_tiles, MASKED_FIRST), rows, seqlen_k,
+                            diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
     # -- rescale, accumulate --
     p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED, EXP2_EMU)
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
@@ -406,27 +440,30 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     gl.thread_barrier()
     nxt = i + NUM_STAGES
     issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s,
-                  _step_tile(nxt, n_tiles, MASKED_FIRST), b, hk, nxt < n_tiles, BLOCK_N)
+                  _step_tile(nxt, lo, n_tiles, MASKED_FIRST), b, hk, nxt < n_tiles - lo,
+                  BLOCK_N)
     return acc, m_i, l_i
 
 
 @gluon.jit
-def _step_tile(i, n_tiles, MASKED_FIRST: gl.constexpr):
-    """The key tile of step i: last to first when MASKED_FIRST, else in order."""
+def _step_tile(i, lo, n_tiles, MASKED_FIRST: gl.constexpr):
+    """The key tile of step i over tiles [lo, n_tiles): last to first when MASKED_FIRST,
+    else in order."""
     if MASKED_FIRST:
         return n_tiles - 1 - i
-    return i
+    return lo + i
 
 
-@gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
+@gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k", "left"])
 def _fwd_kernel(
     q_desc, k_desc, v_desc, o_desc,  # TMA descriptors: q, o (B, M, H, D); k, v (B, N, Hkv, D)
     LSE,  # (B, H, M) fp32; VARLEN: (H, TQ)
     Q, K, V, O, CU_Q, CU_K,  # VARLEN: packed base pointers, cu_seqlens (else None)
     seqlen_q, seqlen_k, nheads, group, qk_scale,  # qk_scale = softmax_scale * log2(e)
+    left,  # HAS_LEFT: row i sees keys from i + seqlen_k - seqlen_q - left on (else unused)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
-    VARLEN: gl.constexpr = False, EXP2_EMU: gl.constexpr = 0,
+    VARLEN: gl.constexpr = False, EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False,
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -444,6 +481,12 @@ def _fwd_kernel(
                             seqlen_q, seqlen_k, nheads, group, VARLEN)
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
+    if HAS_LEFT:  # a sliding window: tiles [lo, a) masked, [a, n_full) not, then the band
+        lo, a, n_full = window_tile_range(start_m, seqlen_q, seqlen_k, left, n_full,
+                                          n_tiles, BLOCK_M, BLOCK_N)
+    else:
+        lo = 0
+        a = 0
 
     # -- shared memory: the Q tile (later O), a NUM_STAGES-deep K/V ring, barriers --
     q_smem = gl.allocate_shared_memory(dtype, q_desc.block_type.shape, q_desc.layout)
@@ -458,7 +501,8 @@ def _fwd_kernel(
     tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bar, q_smem)
     for i in gl.static_range(NUM_STAGES):
         issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i,
-                      _step_tile(i, n_tiles, MASKED_FIRST), b, hk, i < n_tiles, BLOCK_N)
+                      _step_tile(i, lo, n_tiles, MASKED_FIRST), b, hk, i < n_tiles - lo,
+                      BLOCK_N)
 
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
@@ -472,20 +516,48 @@ def _fwd_kernel(
     #    registers are then dead in the long unmasked loop, so the hd 64 causal kernel
     #    fits 128 registers per thread (two programs per SM) with its few spills outside
     #    that loop's hot path. Otherwise tiles in order, unmasked first: the order measured
-    #    4-8% faster at hd 256 non-causal (3b020cc, `gpu_check.sh a1k`) --
-    n_first = n_tiles - n_full if MASKED_FIRST else n_full
-    for i in range(0, n_first):
-        acc, m_i, l_i = _fwd_tile_a(
-            i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-            n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-            NUM_STAGES, MASKED_FIRST, CAUSAL, MASKED_FIRST, EXP2_EMU,
-        )
-    for i in range(n_first, n_tiles):
-        acc, m_i, l_i = _fwd_tile_a(
-            i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-            n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-            NUM_STAGES, not MASKED_FIRST, CAUSAL, MASKED_FIRST, EXP2_EMU,
-        )
+    #    4-8% faster at hd 256 non-causal (3b020cc, `gpu_check.sh a1k`). HAS_LEFT: the
+    #    window's left-edge tiles [lo, a) are masked too, visited last (MASKED_FIRST) or
+    #    first; steps count from lo --
+    if HAS_LEFT:
+        if MASKED_FIRST:  # band, unmasked middle, left edge
+            ends_0 = n_tiles - n_full
+            ends_1 = n_tiles - a
+        else:  # left edge, unmasked middle, band
+            ends_0 = a - lo
+            ends_1 = n_full - lo
+        for i in range(0, ends_0):
+            acc, m_i, l_i = _fwd_tile_a(
+                i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
+                lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
+                BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT,
+            )
+        for i in range(ends_0, ends_1):
+            acc, m_i, l_i = _fwd_tile_a(
+                i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
+                lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
+                BLOCK_N, NUM_STAGES, False, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT,
+            )
+        for i in range(ends_1, n_tiles - lo):
+            acc, m_i, l_i = _fwd_tile_a(
+                i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
+                lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
+                BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT,
+            )
+    else:
+        n_first = n_tiles - n_full if MASKED_FIRST else n_full
+        for i in range(0, n_first):
+            acc, m_i, l_i = _fwd_tile_a(
+                i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
+                lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
+                BLOCK_N, NUM_STAGES, MASKED_FIRST, CAUSAL, MASKED_FIRST, EXP2_EMU,
+            )
+        for i in range(n_first, n_tiles):
+            acc, m_i, l_i = _fwd_tile_a(
+                i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
+                lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
+                BLOCK_N, NUM_STAGES, not MASKED_FIRST, CAUSAL, MASKED_FIRST, EXP2_EMU,
+            )
     _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM)
 
@@ -872,9 +944,10 @@ def _fwd_c_kernel(
 
 
 def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
-                 varlen: bool = False):
+                 varlen: bool = False, window: bool = False):
     """Compile the Gluon forward for sm_90 on any machine (no GPU needed) with the
-    argument types a real launch produces (``varlen``: hopper_varlen_forward's). Returns
+    argument types a real launch produces (``varlen``: hopper_varlen_forward's;
+    ``window``: a sliding window's left bound, stage A). Returns
     Triton's compiled kernel (``.asm`` holds ttgir/ptx/cubin, ``.metadata.shared`` the
     shared memory in bytes)."""
     from triton.backends.compiler import GPUTarget
@@ -903,6 +976,9 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         constexprs.update({n: None for n in ptrs})
         attrs = {(4,): [["tt.divisibility", 16]]}
     sig.update(seqlen_q="i32", seqlen_k="i32", nheads="i32", group="i32", qk_scale="fp32")
+    if kernel is _fwd_kernel:
+        sig["left"] = "i32"
+        constexprs["HAS_LEFT"] = window
     sig.update({name: "constexpr" for name in constexprs})
     src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),

@@ -1,0 +1,109 @@
+"""Sliding-window forward on the GPU: the Gluon stage A (``hopper_fwd.window_config``)
+against the portable kernel (FLASHTILE_HOPPER_WINDOW=0), at model shapes.
+
+    python scripts/bench_window.py [--rounds 3]
+
+Shapes (bf16, causal, B1): hd 64 H32 at 16k with windows of 1024 and 4096 keys;
+Mistral's attention (hd 128, H32 KV8, window 4096) at 16k and 32k; Gemma-2's sliding
+layers (hd 256, H16 KV8, window 4096) at 8k and 16k. Per shape: flashtile as dispatched
+(Gluon), the portable kernel, at hd 64 stage A without its 128-register cap, and the
+same call without a window (full causal, Gluon) for scale. do_bench medians over
+``--rounds`` interleaved rounds (median of rounds). TFLOPS count the (query, key) pairs
+the window keeps: 4 * D per pair and head. Each variant's out is compared with the
+portable kernel's (max |difference|; MISMATCH above 2e-2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+
+import torch
+import triton
+
+SHAPES = [  # (label, heads, kv heads, head dim, seqlen, window)
+    ("hd64 w1024", 32, 32, 64, 16384, 1024),
+    ("hd64 w4096", 32, 32, 64, 16384, 4096),
+    ("Mistral 16k", 32, 8, 128, 16384, 4096),
+    ("Mistral 32k", 32, 8, 128, 32768, 4096),
+    ("Gemma-2 8k", 16, 8, 256, 8192, 4096),
+    ("Gemma-2 16k", 16, 8, 256, 16384, 4096),
+]
+
+
+def kept_pairs(n: int, left: int) -> int:
+    """Pairs (i, j) with i - left <= j <= i over n rows."""
+    full = min(n, left + 1)
+    return full * (full + 1) // 2 + (n - full) * (left + 1)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_window: needs a GPU")
+        return 2
+    import flashtile
+    from flashtile.ops import hopper_fwd
+
+    print(f"{torch.cuda.get_device_name()} torch {torch.__version__} triton "
+          f"{triton.__version__}; bf16, B1, causal")
+    status = 0
+    for label, h, hkv, d, n, left in SHAPES:
+        gen = torch.Generator(device="cuda").manual_seed(n + d)
+        q = torch.randn(1, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+        k, v = (torch.randn(1, n, hkv, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+                for _ in range(2))
+        win = (left, 0)
+
+        def call(q=q, k=k, v=v, win=win):
+            return flashtile.flash_attn_func(q, k, v, causal=True, window_size=win)
+
+        def portable(call=call):
+            os.environ["FLASHTILE_HOPPER_WINDOW"] = "0"
+            try:
+                return call()
+            finally:
+                os.environ.pop("FLASHTILE_HOPPER_WINDOW", None)
+
+        variants = {"gluon": call, "portable": portable}
+        cfg = hopper_fwd.window_config(d, True, n)
+        if cfg is not None and cfg.max_regs is not None:
+            free = dataclasses.replace(cfg, max_regs=None)
+
+            def uncapped(q=q, k=k, v=v, free=free, left=left):
+                out = torch.empty_like(q)
+                lse = torch.empty(1, q.shape[2], q.shape[1], device="cuda",
+                                  dtype=torch.float32)
+                return hopper_fwd.hopper_attention_forward(q, k, v, None, True, out, lse,
+                                                           free, left)[0]
+            variants["gluon uncapped"] = uncapped
+        variants["no window (causal)"] = (
+            lambda q=q, k=k, v=v: flashtile.flash_attn_func(q, k, v, causal=True))
+        ref = portable()
+        times: dict = {name: [] for name in variants}
+        for _ in range(args.rounds):
+            for name, fn in variants.items():
+                times[name].append(triton.testing.do_bench(fn, warmup=10, rep=50,
+                                                           return_mode="median"))
+        flops = 4 * d * h * kept_pairs(n, left)
+        full_flops = 4 * d * h * n * (n + 1) // 2
+        for name, fn in variants.items():
+            ms = statistics.median(times[name])
+            f = full_flops if name.startswith("no window") else flops
+            diff = ""
+            if not name.startswith("no window"):
+                err = float((fn().float() - ref.float()).abs().max())
+                diff = f"  max|d| {err:.1e}" + ("  MISMATCH" if err > 2e-2 else "")
+                status |= int(err > 2e-2)
+            print(f"{label:<12} S{n:<6} H{h} KV{hkv} D{d} w{left:<5} {name:<19} {ms:8.3f} ms "
+                  f"{f / ms / 1e9:7.1f} TFLOPS{diff}", flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
