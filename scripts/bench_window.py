@@ -1,12 +1,12 @@
-"""Sliding-window forward on the GPU: the Gluon stage A (``hopper_fwd.window_config``)
-against the portable kernel (FLASHTILE_HOPPER_WINDOW=0), at model shapes.
+"""Sliding-window forward on the GPU: the Gluon stage A (``hopper_fwd.window_config``,
+FLASHTILE_HOPPER_WINDOW=1) against the portable kernel (=0), at model shapes.
 
     python scripts/bench_window.py [--rounds 3]
 
 Shapes (bf16, causal, B1): hd 64 H32 at 16k with windows of 1024 and 4096 keys;
 Mistral's attention (hd 128, H32 KV8, window 4096) at 16k and 32k; Gemma-2's sliding
-layers (hd 256, H16 KV8, window 4096) at 8k and 16k. Per shape: flashtile as dispatched
-(Gluon), the portable kernel, at hd 64 stage A without its 128-register cap, and the
+layers (hd 256, H16 KV8, window 4096) at 8k and 16k. Per shape: flashtile with the
+Gluon window path, the portable kernel, at hd 64 stage A without its 128-register cap, and the
 same call without a window (full causal, Gluon) for scale. do_bench medians over
 ``--rounds`` interleaved rounds (median of rounds). TFLOPS count the (query, key) pairs
 the window keeps: 4 * D per pair and head. Each variant's out is compared with the
@@ -60,13 +60,20 @@ def main() -> int:
                 for _ in range(2))
         win = (left, 0)
 
-        def call(q=q, k=k, v=v, win=win):
+        def windowed(q=q, k=k, v=v, win=win):
             return flashtile.flash_attn_func(q, k, v, causal=True, window_size=win)
 
-        def portable(call=call):
+        def call(windowed=windowed):  # the Gluon window path (opt-in: window_mode)
+            os.environ["FLASHTILE_HOPPER_WINDOW"] = "1"
+            try:
+                return windowed()
+            finally:
+                os.environ.pop("FLASHTILE_HOPPER_WINDOW", None)
+
+        def portable(windowed=windowed):
             os.environ["FLASHTILE_HOPPER_WINDOW"] = "0"
             try:
-                return call()
+                return windowed()
             finally:
                 os.environ.pop("FLASHTILE_HOPPER_WINDOW", None)
 

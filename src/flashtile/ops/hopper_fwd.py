@@ -1,6 +1,8 @@
 """The Hopper (sm_90) forward: Gluon kernels with TMA, an mbarrier-guarded shared-memory
 ring and asynchronous wgmma. The portable tile-level kernel (ops/flash.py) stays the path
-for other GPUs, the interpreter, windows, softcap and dropout; the backward runs there
+for other GPUs, the interpreter, softcap and dropout, and for sliding windows unless
+FLASHTILE_HOPPER_WINDOW=1 sends them to stage A (``window_config``; opt-in until its GPU
+tests and the validation grid have run whole with it); the backward runs there
 (it recomputes from q, k, v, out and lse, which this forward returns the same way) where
 the Gluon backward of ops/hopper_bwd.py is not preferred (configs.hopper_bwd_preferred). Device
 helpers shared with that backward live in ops/_gluon_common.py.
@@ -9,6 +11,8 @@ Layers, top to bottom:
     hopper_supported              may this call take the Hopper path? (dispatch predicate)
     default_config                the shipped schedule of a call (configs.hopper_fwd_schedule),
                                   None where the portable kernel is faster
+    window_config                 a sliding window's config: stage A, whose left-edge
+                                  tiles (HAS_LEFT, window_tile_range) are masked
     hopper_attention_forward      launcher: (out, lse), no autograd; flash.attention_forward
                                   calls it first
     hopper_varlen_forward         the same kernels over packed variable-length sequences
@@ -122,9 +126,9 @@ def hopper_problem_ok(
     windows=False,
 ):
     """The device-independent half of ``hopper_supported``: fp16/bf16, head dim in
-    HOPPER_HEAD_DIMS, full or causal masking (with ``windows`` and ``window_mode`` not
-    off, also a left bound >= 0: a sliding window, causal or not; no right bound other
-    than causal's, no softcap or dropout), a positive scale, non-empty q and k, and
+    HOPPER_HEAD_DIMS, full or causal masking (with ``windows`` and ``window_mode`` on,
+    also a left bound >= 0: a sliding window, causal or not; no right bound other than
+    causal's, no softcap or dropout), a positive scale, non-empty q and k, and
     TMA-addressable tensors (16-byte aligned base and strides, last stride 1)."""
     if q.dtype not in _DTYPES or not (q.dtype == k.dtype == v.dtype):
         return False
@@ -135,7 +139,7 @@ def hopper_problem_ok(
         right = 0
     if right not in (None, 0):
         return False
-    if left is not None and not (windows and left >= 0 and window_mode() != "off"):
+    if left is not None and not (windows and left >= 0 and window_mode() == "on"):
         return False
     if softcap or dropout_p or (softmax_scale is not None and not softmax_scale > 0):
         return False
@@ -242,10 +246,13 @@ def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, sof
 
 
 def window_mode() -> str:
-    """Sliding windows on the Gluon forward: "auto" (FLASHTILE_HOPPER_WINDOW unset: where
-    configs.hopper_fwd_schedule does not pick the portable kernel), "on" (=1: the
-    same, as there is no separate table yet) or "off" (=0 or empty: the portable kernel
-    runs every windowed call)."""
+    """Sliding windows on the Gluon forward: "on" (FLASHTILE_HOPPER_WINDOW=1: where
+    configs.hopper_fwd_schedule runs a Gluon stage, ``window_config``), else the
+    portable kernel: "off" (=0 or empty) and, for now, "auto" (unset). Session 11
+    (62c84d1, `gpu_check.sh window`) measured it 1.07-1.27x the portable kernel at hd 64 /
+    128 / 256 (benchmarks/results.md); 247 of its 259 GPU tests passed and the other 12
+    were cut by the suite's time limit, and the validation grid has not run with it, so
+    it is opt-in until both have."""
     return env_mode("FLASHTILE_HOPPER_WINDOW")
 
 
