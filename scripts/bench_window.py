@@ -8,9 +8,11 @@ Mistral's attention (hd 128, H32 KV8, window 4096) at 16k and 32k; Gemma-2's sli
 layers (hd 256, H16 KV8, window 4096) at 8k and 16k. Per shape: flashtile with the
 Gluon window path, the portable kernel, at hd 64 stage A without its 128-register cap, and the
 same call without a window (full causal, Gluon) for scale. do_bench medians over
-``--rounds`` interleaved rounds (median of rounds). TFLOPS count the (query, key) pairs
-the window keeps: 4 * D per pair and head. Each variant's out is compared with the
-portable kernel's (max |difference|; MISMATCH above 2e-2).
+``--rounds`` interleaved rounds (median of rounds); then forward + backward with the
+window path on and off (the Gluon backward at hd 64 / 128). TFLOPS count the (query,
+key) pairs the window keeps: 4 * D per pair and head (3.5x that for forward + backward).
+Each variant's out (gradients) is compared with the portable kernel's (max |difference|,
+relative for gradients; MISMATCH above 2e-2).
 """
 
 from __future__ import annotations
@@ -91,7 +93,23 @@ def main() -> int:
             variants["gluon uncapped"] = uncapped
         variants["no window (causal)"] = (
             lambda q=q, k=k, v=v: flashtile.flash_attn_func(q, k, v, causal=True))
+        # forward + backward (the backward's window path: the two-kernel Gluon backward at
+        # hd 64 / 128, the portable one at hd 256 either way)
+        qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+        dout = torch.randn_like(q)
+
+        def fwd_bwd(mode, qg=qg, kg=kg, vg=vg, dout=dout, win=win):
+            os.environ["FLASHTILE_HOPPER_WINDOW"] = mode
+            try:
+                out = flashtile.flash_attn_func(qg, kg, vg, causal=True, window_size=win)
+                return torch.autograd.grad(out, (qg, kg, vg), dout)
+            finally:
+                os.environ.pop("FLASHTILE_HOPPER_WINDOW", None)
+
+        variants["gluon fwd+bwd"] = lambda: fwd_bwd("1")
+        variants["portable fwd+bwd"] = lambda: fwd_bwd("0")
         ref = portable()
+        grads_ref = fwd_bwd("0")
         times: dict = {name: [] for name in variants}
         for _ in range(args.rounds):
             for name, fn in variants.items():
@@ -102,8 +120,15 @@ def main() -> int:
         for name, fn in variants.items():
             ms = statistics.median(times[name])
             f = full_flops if name.startswith("no window") else flops
+            if name.endswith("fwd+bwd"):
+                f = 3.5 * flops
             diff = ""
-            if not name.startswith("no window"):
+            if name.endswith("fwd+bwd"):
+                err = max(float((a.float() - b.float()).abs().max() / b.float().abs().max())
+                          for a, b in zip(fn(), grads_ref))
+                diff = f"  rel|d| {err:.1e}" + ("  MISMATCH" if err > 2e-2 else "")
+                status |= int(err > 2e-2)
+            elif not name.startswith("no window"):
                 err = float((fn().float() - ref.float()).abs().max())
                 diff = f"  max|d| {err:.1e}" + ("  MISMATCH" if err > 2e-2 else "")
                 status |= int(err > 2e-2)

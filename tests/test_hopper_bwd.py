@@ -35,6 +35,9 @@ DKDV_SPILL_LIMIT = {"d64": 32, "d64-causal": 64, "d128-causal": 32}
 # the varlen build of the expanded GQA programs (opt-in, gqa_expand=1 override): 20 / 100
 # bytes at hd 64 under the cap, 0 / 36 at hd 128 (ptxas, session 10)
 EXPAND_VARLEN_SPILL_LIMIT = {"d64": 32, "d64-causal": 128, "d128-causal": 64}
+# the sliding-window build (HAS_LEFT, opt-in): dK/dV 72 / 128 bytes at hd 64 (capped), 100
+# / 56 at hd 128 (ptxas, session 11); the dQ kernel none
+WINDOW_SPILL_LIMIT = {"d64": 128, "d64-causal": 192, "d128": 160, "d128-causal": 96}
 
 
 # ----------------------------------------------------------------------------------
@@ -63,6 +66,8 @@ def test_compiles_for_sm90(name, compiled):
         limit = {}
     if " gqa-expand varlen " in name:
         limit = EXPAND_VARLEN_SPILL_LIMIT if name.endswith(" dkdv") else {}
+    if " window " in name:
+        limit = WINDOW_SPILL_LIMIT if name.endswith(" dkdv") else {}
     assert_sm90_build(name, rec, limit.get(tag, 0))
 
 
@@ -232,6 +237,28 @@ def test_problem_ok_masks(kwargs, ok):
     assert hopper_bwd.hopper_bwd_problem_ok(*_qkv(), **kwargs) is ok
 
 
+@pytest.mark.parametrize("head_dim,window,ok", [
+    (64, (16, 0), True), (128, (700, None), True), (128, (0, 0), True),
+    (256, (16, 0), False),  # no window in the column-block dK/dV launches
+    (64, (16, 4), False), (64, (-1, 0), False),
+])
+def test_problem_ok_windows(head_dim, window, ok, monkeypatch):
+    """A sliding window reaches the two-kernel Gluon backward with FLASHTILE_HOPPER_WINDOW=1
+    and a caller that passes the bound on (``windows=True``), at hd 64 / 128 only; not
+    for the fused kernel, not unset or =0."""
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
+    monkeypatch.setenv("FLASHTILE_HOPPER_WINDOW", "1")
+    q, k, v = _qkv(head_dim)
+    assert hopper_bwd.hopper_bwd_problem_ok(q, k, v, False, window, windows=True) is ok
+    assert not hopper_bwd.hopper_bwd_problem_ok(q, k, v, False, window)
+    monkeypatch.setenv(hopper_bwd.FUSED_ENV_VAR, "1")
+    assert not hopper_bwd.hopper_bwd_problem_ok(q, k, v, False, window, windows=True)
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR)
+    monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW")
+    assert not hopper_bwd.hopper_bwd_problem_ok(q, k, v, False, window, windows=True)
+
+
+
 def test_problem_ok_dtypes_and_strides():
     assert not hopper_bwd.hopper_bwd_problem_ok(*_qkv(dtype=torch.float32))
     assert hopper_bwd.hopper_bwd_problem_ok(*_qkv(hkv=1))  # MQA
@@ -315,6 +342,41 @@ def test_hopper_bwd_vs_reference(case, device, gluon_bwd):
     _gpu_sm90()
     result = run_case(case, device)
     assert gluon_bwd, f"{case.name}: the Gluon backward was not taken"
+    assert result.ok, result.summary()
+
+
+BWD_WINDOW_CASES = [
+    Case(batch=2, seqlen_q=sq, seqlen_k=sk, nheads=4, nheads_kv=hkv, head_dim=hd,
+         causal=causal, window_size=(left, 0 if causal else -1), dtype=torch.bfloat16)
+    for hd in (64, 128)
+    for causal in (True, False)
+    for left in (0, 17, 128, 700)
+    for (sq, sk) in ((1000, 1000), (239, 113), (113, 239))
+    for hkv in (4, 1)
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", BWD_WINDOW_CASES, ids=lambda c: c.name)
+def test_hopper_bwd_window_vs_reference(case, device, monkeypatch):
+    """Sliding windows through the two-kernel Gluon backward (FLASHTILE_HOPPER_WINDOW=1,
+    forced on): dq / dk / dv within the DESIGN.md bound of the float64 reference, with
+    the window's far-edge query tiles (dK/dV) and left-edge key tiles (dQ) masked; MHA
+    and MQA (expanded programs), windows of 0 keys to longer than the sequence."""
+    _gpu_sm90()
+    monkeypatch.setenv("FLASHTILE_HOPPER_WINDOW", "1")
+    monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
+    calls = []
+    real = hopper_bwd.hopper_attention_backward
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("left"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hopper_bwd, "hopper_attention_backward", spy)
+    result = run_case(case, device)
+    assert calls and calls[0] == case.window_size[0], f"{case.name}: not the window path"
     assert result.ok, result.summary()
 
 

@@ -97,6 +97,7 @@ from ._gluon_common import (
     alloc_ring_pair,
     desc_signature,
     issue_kv,
+    issue_kv_slot,
     kv_tile_range,
     launch,
     mma_layout,
@@ -107,6 +108,7 @@ from ._gluon_common import (
     tma_addressable,
     tma_desc,
     tma_reduce_add,
+    window_tile_range,
 )
 
 __all__ = [
@@ -138,13 +140,16 @@ def hopper_bwd_mode() -> str:
 
 def hopper_bwd_supported(
     q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None,
-    seqlen_k=None,
+    seqlen_k=None, windows=False,
 ):
     """True when the Gluon backward runs this call: not switched off (``hopper_bwd_mode``),
     not the interpreter, an sm_90 device, a covered problem (``hopper_bwd_problem_ok``),
     and in "auto" mode a shape where configs.hopper_bwd_preferred holds at ``seqlen_k``
     keys (default k.shape[1]; a varlen call's longest key sequence).
-    ``window`` is the launchers' ``(left, right)`` as in ``hopper_fwd.hopper_supported``."""
+    ``window`` is the launchers' ``(left, right)`` as in ``hopper_fwd.hopper_supported``;
+    ``windows``: the caller passes a left bound on (``hopper_attention_backward``'s
+    ``left``), which the two-kernel backward runs at hd 64 / 128 under
+    FLASHTILE_HOPPER_WINDOW=1 (``hopper_fwd.window_mode``)."""
     mode = hopper_bwd_mode()
     if mode == "off" or is_interpreting():
         return False
@@ -152,7 +157,8 @@ def hopper_bwd_supported(
         return False
     if device_capability(q.device) != (9, 0):
         return False
-    if not hopper_bwd_problem_ok(q, k, v, causal, window, softcap, dropout_p, softmax_scale):
+    if not hopper_bwd_problem_ok(q, k, v, causal, window, softcap, dropout_p, softmax_scale,
+                                 windows):
         return False
     return mode == "on" or configs.hopper_bwd_preferred(
         q.shape[-1], bool(causal) or window[1] == 0,
@@ -160,16 +166,21 @@ def hopper_bwd_supported(
 
 
 def hopper_bwd_problem_ok(
-    q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None
+    q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None,
+    windows=False,
 ):
     """Device-independent half: what the Gluon forward covers (fp16/bf16, full or causal,
-    no window/softcap/dropout, TMA-addressable q/k/v, non-empty) at head dim 64, 128 or
-    256 (256: opt-in only, configs.hopper_bwd_preferred).
+    with ``windows`` a sliding window as ``hopper_fwd.hopper_problem_ok`` takes it but
+    only at hd 64 / 128 in the two-kernel backward; no softcap/dropout, TMA-addressable
+    q/k/v, non-empty) at head dim 64, 128 or 256 (256: opt-in only,
+    configs.hopper_bwd_preferred).
     dout and the gradient buffers need no alignment: the launcher copies if they do."""
     if q.shape[-1] not in HOPPER_BWD_HEAD_DIMS:
         return False
+    if window[0] is not None and (q.shape[-1] > 128 or os.environ.get(FUSED_ENV_VAR) == "1"):
+        return False  # no window in the column-block (hd 256) or the fused kernels
     return hopper_fwd.hopper_problem_ok(q, k, v, causal, window, softcap, dropout_p,
-                                        softmax_scale)
+                                        softmax_scale, windows)
 
 
 # ==================================================================================
@@ -178,9 +189,10 @@ def hopper_bwd_problem_ok(
 
 
 def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq, dk, dv,
-                              config=None, deterministic=True):
+                              config=None, deterministic=True, left=None):
     """Write dq, dk, dv ((B, M, H, D) / (B, N, Hkv, D), any strides with a unit last one)
     for ``lse`` ((B, H, M) fp32 contiguous, natural log, as the forwards return it).
+    ``left``: a sliding window's left bound (the two-kernel backward, whole head dims).
     Call only when ``hopper_bwd_supported`` holds. Returns ``(dq, dk, dv)``.
     With a fused config (``config.fused``) dQ goes through fp32 atomics, in key-tile
     order unless ``deterministic=False``; the two-kernel path is deterministic anyway."""
@@ -197,10 +209,13 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     with device_ctx(q):
         delta = _delta(out, dout)
         if cfg.fused:
+            if left is not None:
+                raise ValueError(f"a sliding window runs on the two-kernel backward, not {cfg}")
             _launch_fused(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group,
                           deterministic)
         else:
-            _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group)
+            _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group,
+                          left=left)
     for g, tmp in zip((dq, dk, dv), outs):
         if tmp is not g:  # a caller's buffer TMA cannot store to
             g.copy_(tmp)
@@ -286,11 +301,13 @@ def _delta(out, dout):
     return delta
 
 
-def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, varlen=None):
+def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, varlen=None,
+                  left=None):
     """The dK/dV kernel, then the dQ kernel (7 GEMMs per tile pair, no atomics), over 4D
     (B, S, H, D) tensors; ``varlen`` = (batch, max_seqlen_q, max_seqlen_k, cu_seqlens_q,
     cu_seqlens_k) when they are (1, T, H, D) views of packed sequences
-    (hopper_varlen_backward): the kernels then also take the tensors as base pointers."""
+    (hopper_varlen_backward): the kernels then also take the tensors as base pointers.
+    ``left``: a sliding window's left bound (HAS_LEFT; whole head dims, dense)."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
     rows_q, rows_k = seqlen_q, seqlen_k
@@ -301,6 +318,10 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         batch, rows_q, rows_k, cu_q, cu_k = varlen
         pq, pk, pv, pdo, (pdq, pdk, pdv) = q, k, v, dout, outs
         flag = dict(VARLEN=True)
+    if left is not None:
+        if varlen is not None or cfg.d_split > 1:
+            raise ValueError("a sliding window: dense calls with whole head dims only")
+        flag = dict(left=int(left), HAS_LEFT=True)
     cols = head_dim // cfg.d_split  # dK / dV columns per launch (all but at hd 256)
     dk_t, dv_t, key_heads, dkdv_flag = outs[1], outs[2], nheads_kv, dict(flag)
     if cfg.gqa_expand and group > 1:
@@ -428,13 +449,18 @@ def _row_delta(DELTA, bh, rows, seqlen_q, stride):
 
 @gluon.jit
 def _probs_t(s_t, lse2, keys, rows, diag, qk_scale, dtype: gl.constexpr,
-             a_layout: gl.constexpr, MASKED: gl.constexpr):
-    """P^T = exp2(S^T * qk_scale - lse2) of a key tile's scores (zero above the causal
-    diagonal when MASKED: the band tiles only), in fp32 and as the ``dtype`` register A
-    operand of the dV wgmma (``a_layout``). Shared by the key-tile kernels' steps."""
+             a_layout: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr = True,
+             left=0, HAS_LEFT: gl.constexpr = False):
+    """P^T = exp2(S^T * qk_scale - lse2) of a key tile's scores (when MASKED: zero above
+    the causal diagonal, the band tiles, and with HAS_LEFT more than ``left`` keys left
+    of it, a sliding window's far edge), in fp32 and as the ``dtype`` register A operand
+    of the dV wgmma (``a_layout``). Shared by the key-tile kernels' steps."""
     p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
-    if MASKED:  # causal diagonal band only
-        p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
+    if MASKED:
+        if CAUSAL:
+            p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
+        if HAS_LEFT:
+            p_t = gl.where(keys[:, None] >= rows[None, :] + diag - left, p_t, 0.0)
     return p_t, gl.convert_layout(p_t.to(dtype), a_layout)
 
 
@@ -469,11 +495,31 @@ def _q_tile_range(start_n, seqlen_q, diag, BLOCK_M: gl.constexpr, BLOCK_N: gl.co
 
 
 @gluon.jit
+def _q_window_range(start_n, diag, left, m_lo, n_band, n_m, BLOCK_M: gl.constexpr,
+                    BLOCK_N: gl.constexpr):
+    """A sliding window's cut of ``_q_tile_range``'s query tiles for the key tile at
+    start_n (row i sees keys from i + diag - left on): (n_mid, n_m). Tiles m_lo +
+    [n_band, n_mid) see every key of the tile, m_lo + [n_mid, n_m) the window's far edge
+    (masked); rows past start_n + BLOCK_N - 1 - diag + left see none of its keys, so
+    their tiles are dropped."""
+    last = start_n + BLOCK_N - 1 - diag + left  # the last row seeing a key of the tile
+    m_end = gl.minimum((gl.maximum(last + 1, 0) + BLOCK_M - 1) // BLOCK_M, m_lo + n_m)
+    m_end = gl.maximum(m_end, m_lo)
+    # rows up to start_n - diag + left see the tile's first key, hence all of them
+    m_mid = gl.maximum(start_n - diag + left + 1, 0) // BLOCK_M
+    m_mid = gl.minimum(gl.maximum(m_mid, m_lo + n_band), m_end)
+    return m_mid - m_lo, m_end - m_lo
+
+
+@gluon.jit
 def _key_tile_coords(seqlen_q, seqlen_k, nheads, group, BLOCK_M: gl.constexpr,
-                     BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    """A key-tile program's (pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter):
-    grid (key tiles, B * Hkv), the query tiles it visits (``_q_tile_range``; n_m at least
-    1 so it // n_m stays defined) and its ring iterations over the group's heads."""
+                     BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, left=0,
+                     HAS_LEFT: gl.constexpr = False):
+    """A key-tile program's (pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m,
+    n_iter): grid (key tiles, B * Hkv), the query tiles it visits (``_q_tile_range``, cut
+    by a sliding window's far edge with HAS_LEFT: ``_q_window_range``, whose masked
+    tiles start at n_mid; n_mid = n_m without one; n_m at least 1 so it // n_m stays
+    defined) and its ring iterations over the group's heads."""
     pid_n = gl.program_id(0)
     pid_bhk = gl.program_id(1)
     nheads_kv = nheads // group
@@ -482,8 +528,13 @@ def _key_tile_coords(seqlen_q, seqlen_k, nheads, group, BLOCK_M: gl.constexpr,
     start_n = pid_n * BLOCK_N
     diag = seqlen_k - seqlen_q
     m_lo, n_band, n_m = _q_tile_range(start_n, seqlen_q, diag, BLOCK_M, BLOCK_N, CAUSAL)
+    if HAS_LEFT:
+        n_mid, n_m = _q_window_range(start_n, diag, left, m_lo, n_band, n_m, BLOCK_M,
+                                     BLOCK_N)
     n_m = gl.maximum(n_m, 1)  # never 0 (seqlen_q >= 1); keeps it // n_m defined
-    return pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, group * n_m
+    if not HAS_LEFT:
+        n_mid = n_m
+    return pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m, group * n_m
 
 
 @gluon.jit
@@ -545,7 +596,7 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
                     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, REVERSE: gl.constexpr,
                     ACC_DIM: gl.constexpr, VARLEN: gl.constexpr = False,
-                    EXPAND: gl.constexpr = False):
+                    EXPAND: gl.constexpr = False, left=0, HAS_LEFT: gl.constexpr = False):
     """What the dK/dV kernel starts with: this program's (batch, KV head, the query heads
     per KV head it visits, key tile), the
     query tiles it visits (``_q_tile_range``), shared memory for the resident K, V and
@@ -556,13 +607,13 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     B * H), which is returned in place of the KV head: its Q/dO tiles are that head's,
     its K / V those of head // group."""
     if EXPAND:
-        pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter = _key_tile_coords(
-            seqlen_q, seqlen_k, nheads, 1, BLOCK_M, BLOCK_N, CAUSAL)
+        pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter = _key_tile_coords(
+            seqlen_q, seqlen_k, nheads, 1, BLOCK_M, BLOCK_N, CAUSAL, left, HAS_LEFT)
         kv_head = hk // group
         q_group = 1
     else:
-        pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter = _key_tile_coords(
-            seqlen_q, seqlen_k, nheads, group, BLOCK_M, BLOCK_N, CAUSAL)
+        pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter = _key_tile_coords(
+            seqlen_q, seqlen_k, nheads, group, BLOCK_M, BLOCK_N, CAUSAL, left, HAS_LEFT)
         kv_head = hk
         q_group = group
     if VARLEN:
@@ -588,8 +639,8 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     mbarrier.wait(kv_bar, 0)
     k2 = k_smem.reshape([BLOCK_N, HEAD_DIM])
     v2 = v_smem.reshape([BLOCK_N, HEAD_DIM])
-    return (pid_n, b, hk, q_group, start_n, diag, m_lo, n_band, n_m, n_iter, k_smem, v_smem,
-            q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2)
+    return (pid_n, b, hk, q_group, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter, k_smem,
+            v_smem, q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2)
 
 
 @gluon.jit
@@ -621,7 +672,8 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk, group, seqlen_q,
                lse_stride, diag, qk_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr,
-               PREFETCH: gl.constexpr, D_SPLIT: gl.constexpr, HALF: gl.constexpr):
+               PREFETCH: gl.constexpr, D_SPLIT: gl.constexpr, HALF: gl.constexpr,
+               CAUSAL: gl.constexpr = True, left=0, HAS_LEFT: gl.constexpr = False):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     PREFETCH: ``lse2_in``, ``delta_in`` are this iteration's row statistics, and the next
@@ -656,7 +708,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     # -- P^T, then dV += P^T dO (P^T from registers) --
     s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
     p_t, p_op = _probs_t(s_t, lse2, keys, rows, diag, qk_scale, q_buf.dtype, a_layout,
-                         MASKED)
+                         MASKED, CAUSAL, left, HAS_LEFT)
     if D_SPLIT > 1:  # this launch's column block of dO and Q (B operands of dV, dK)
         ACC_DIM: gl.constexpr = HEAD_DIM // D_SPLIT
         do_b = do_buf.slice(HALF * ACC_DIM, ACC_DIM, dim=1)
@@ -694,6 +746,7 @@ def _bwd_dkdv_kernel(
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PREFETCH: gl.constexpr,
     D_SPLIT: gl.constexpr = 1, HALF: gl.constexpr = 0, VARLEN: gl.constexpr = False,
     EXPAND: gl.constexpr = False,
+    left=0, HAS_LEFT: gl.constexpr = False,  # a sliding window: keys from row + diag - left
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -722,10 +775,10 @@ def _bwd_dkdv_kernel(
         dv_desc = seq_desc(DV, k0, seqlen_k, dv_desc)
     # causal: low key tiles (the most query tiles) start first
     # EXPAND: hk is this program's query head and q_group 1 (else the group)
-    (pid_n, b, hk, q_group, start_n, diag, m_lo, n_band, n_m, n_iter, k_smem, v_smem, q_smem,
-     do_smem, q_bars, do_bars, keys, dk, dv, k2, v2) = _key_tile_setup(
+    (pid_n, b, hk, q_group, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter, k_smem, v_smem,
+     q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2) = _key_tile_setup(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
-        BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND)
+        BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND, left, HAS_LEFT)
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
     #    (masked), then the query tiles that see every key of this tile --
@@ -744,13 +797,21 @@ def _bwd_dkdv_kernel(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-                NUM_STAGES, True, PREFETCH, D_SPLIT, HALF)
-        for j in range(n_band, n_m):
+                NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT)
+        for j in range(n_band, n_mid):
             dk, dv, lse2, delta = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, False, PREFETCH, D_SPLIT, HALF)
+        if HAS_LEFT:  # the window's far edge: query tiles that see part of this key tile
+            for j in range(n_mid, n_m):
+                dk, dv, lse2, delta = _dkdv_step(
+                    g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
+                    do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b,
+                    hk, q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M,
+                    BLOCK_N, NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left,
+                    HAS_LEFT)
 
     # -- epilogue: dK (scaled) and dV through the K and V buffers, or (a column block)
     #    through staging tiles of the dK / dV descriptors' box --
@@ -1025,7 +1086,7 @@ def _bwd_fused_kernel(
     gl.static_assert(BLOCK_N == 128 and BLOCK_M == 64, "64 keys per warpgroup, 64-row Q tiles")
     dtype: gl.constexpr = q_desc.dtype
     HALF_N: gl.constexpr = BLOCK_N // 2
-    pid_n, b, hk, start_n, diag, m_lo, n_band, n_m, n_iter = _key_tile_coords(
+    pid_n, b, hk, start_n, diag, m_lo, n_band, _n_mid, n_m, n_iter = _key_tile_coords(
         seqlen_q, seqlen_k, nheads, group, BLOCK_M, BLOCK_N, CAUSAL)
 
     k_smem = gl.allocate_shared_memory(dtype, [2] + k_desc.block_type.shape, k_desc.layout)
@@ -1098,14 +1159,20 @@ def _bwd_fused_kernel(
 def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2, delta,
              rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM: gl.constexpr,
              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-             MASKED: gl.constexpr, CAUSAL: gl.constexpr):
+             MASKED: gl.constexpr, CAUSAL: gl.constexpr, lo=0, left=0,
+             HAS_LEFT: gl.constexpr = False):
     """Consume key tile t: S = Q K^T and dP = dO V^T (in flight together), dS, then
-    dQ += dS K (dS from registers); refill the slot with tile t + NUM_STAGES."""
+    dQ += dS K (dS from registers); refill the slot with tile t + NUM_STAGES. HAS_LEFT
+    (a sliding window): the tiles start at ``lo``, ring position t - lo."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_N)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq.type.layout,
                                                  k_width=2)
-    s = t % NUM_STAGES
-    phase = (t // NUM_STAGES) & 1
+    if HAS_LEFT:
+        s = (t - lo) % NUM_STAGES
+        phase = ((t - lo) // NUM_STAGES) & 1
+    else:
+        s = t % NUM_STAGES
+        phase = (t // NUM_STAGES) & 1
     k_buf = k_smem.index(s).reshape([BLOCK_N, HEAD_DIM])
     v_buf = v_smem.index(s).reshape([BLOCK_N, HEAD_DIM])
     zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
@@ -1114,8 +1181,8 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
     mbarrier.wait(v_bars.index(s), phase)
     dp = warpgroup_mma(do2, v_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
     qk = warpgroup_mma_wait(num_outstanding=1, deps=(qk,))
-    if MASKED:  # causal band, keys past seqlen_k
-        qk = scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL)
+    if MASKED:  # causal band, keys past seqlen_k, a window's left edge
+        qk = scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
     p = gl.exp2(qk * qk_scale - lse2[:, None])
     dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
     ds_op = gl.convert_layout((p * (dp - delta[:, None])).to(q2.dtype), a_layout)
@@ -1123,8 +1190,12 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
     dq, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds_op))
     gl.thread_barrier()  # every warpgroup is done with slot s
     nxt = t + NUM_STAGES
-    issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, nxt, b, hk, nxt < n_tiles,
-              BLOCK_N, NUM_STAGES)
+    if HAS_LEFT:
+        issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, nxt, b, hk,
+                      nxt < n_tiles, BLOCK_N)
+    else:
+        issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, nxt, b, hk, nxt < n_tiles,
+                 BLOCK_N, NUM_STAGES)
     return dq
 
 
@@ -1138,6 +1209,7 @@ def _bwd_dq_kernel(
     qk_scale, sm_scale,  # qk_scale = sm_scale * log2(e)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, VARLEN: gl.constexpr = False,
+    left=0, HAS_LEFT: gl.constexpr = False,  # a sliding window: keys from row + diag - left
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -1166,6 +1238,9 @@ def _bwd_dq_kernel(
         pid_bh = h  # the row of lse / delta
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = kv_tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
+    if HAS_LEFT:  # tiles [lo, a) masked (the window's left edge), [a, n_full) not
+        lo, a, n_full = window_tile_range(start_m, seqlen_q, seqlen_k, left, n_full,
+                                          n_tiles, BLOCK_M, BLOCK_N)
 
     # -- shared memory: resident Q, dO (Q's buffer later holds dQ), a K/V ring --
     q_smem, do_smem, k_smem, v_smem, q_bar, k_bars, v_bars = _resident_and_ring(
@@ -1176,8 +1251,12 @@ def _bwd_dq_kernel(
     tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bar, q_smem)
     tma.async_copy_global_to_shared(do_desc, [b, start_m, h, 0], q_bar, do_smem)
     for i in gl.static_range(NUM_STAGES):
-        issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, b, hk, i < n_tiles,
-                  BLOCK_N, NUM_STAGES)
+        if HAS_LEFT:
+            issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, lo + i, b, hk,
+                          lo + i < n_tiles, BLOCK_N)
+        else:
+            issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, b, hk, i < n_tiles,
+                     BLOCK_N, NUM_STAGES)
 
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     lse2 = _row_lse2(LSE, pid_bh, rows, seqlen_q, lse_stride)
@@ -1187,15 +1266,33 @@ def _bwd_dq_kernel(
     q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
     do2 = do_smem.reshape([BLOCK_M, HEAD_DIM])
 
-    # -- off-band key tiles (no mask), then the causal band / ragged last tile --
-    for t in range(0, n_full):
-        dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
-                      delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
-                      BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL)
-    for t in range(n_full, n_tiles):
-        dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
-                      delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
-                      BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL)
+    # -- off-band key tiles (no mask), then the causal band / ragged last tile; a window
+    #    visits its left-edge tiles (masked) first --
+    if HAS_LEFT:
+        for t in range(lo, a):
+            dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
+                          lse2, delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale,
+                          HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left,
+                          HAS_LEFT)
+        for t in range(a, n_full):
+            dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
+                          lse2, delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale,
+                          HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, lo, left,
+                          HAS_LEFT)
+        for t in range(n_full, n_tiles):
+            dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
+                          lse2, delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale,
+                          HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left,
+                          HAS_LEFT)
+    else:
+        for t in range(0, n_full):
+            dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
+                          lse2, delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale,
+                          HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL)
+        for t in range(n_full, n_tiles):
+            dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
+                          lse2, delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale,
+                          HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL)
 
     gl.thread_barrier()  # every warpgroup is done reading Q
     _store_tile(dq * sm_scale, q_smem, dq_desc, [b, start_m, h, 0], BLOCK_M, HEAD_DIM)
@@ -1208,9 +1305,11 @@ def _bwd_dq_kernel(
 
 
 def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
-                 deterministic: bool = True, varlen: bool = False) -> dict:
+                 deterministic: bool = True, varlen: bool = False,
+                 window: bool = False) -> dict:
     """Compile both backward kernels for sm_90 on any machine (no GPU) with the argument
-    types a real launch produces (``varlen``: hopper_varlen_backward's). Returns
+    types a real launch produces (``varlen``: hopper_varlen_backward's; ``window``: a
+    sliding window's left bound, HAS_LEFT). Returns
     {"dkdv": kernel, "dq": kernel} (Triton compiled kernels: ``.asm`` holds
     ttgir/ptx/cubin, ``.metadata.shared`` shared memory bytes)."""
     from triton.backends.compiler import GPUTarget
@@ -1250,6 +1349,9 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs.update(D_SPLIT=cfg.d_split, HALF=cfg.d_split - 1)  # the last block
             if cfg.gqa_expand:
                 constexprs["EXPAND"] = True
+        if name != "fused":
+            types["left"] = "i32"
+            constexprs["HAS_LEFT"] = window
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
         ptrs = [n for n in ("Q", "K", "V", "DO", "DQ", "DK", "DV", "CU_Q", "CU_K")
                 if n in kernel.arg_names]

@@ -246,13 +246,15 @@ def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, sof
 
 
 def window_mode() -> str:
-    """Sliding windows on the Gluon forward: "on" (FLASHTILE_HOPPER_WINDOW=1: where
-    configs.hopper_fwd_schedule runs a Gluon stage, ``window_config``), else the
-    portable kernel: "off" (=0 or empty) and, for now, "auto" (unset). Session 11
+    """Sliding windows on the Gluon kernels: "on" (FLASHTILE_HOPPER_WINDOW=1: the forward
+    where configs.hopper_fwd_schedule runs a Gluon stage, ``window_config``; the
+    two-kernel backward at hd 64 / 128 where hopper_bwd's table runs it), else the
+    portable kernels: "off" (=0 or empty) and, for now, "auto" (unset). Session 11
     (62c84d1, `gpu_check.sh window`) measured it 1.07-1.27x the portable kernel at hd 64 /
     128 / 256 (benchmarks/results.md); 247 of its 259 GPU tests passed and the other 12
     were cut by the suite's time limit, and the validation grid has not run with it, so
-    it is opt-in until both have."""
+    it is opt-in until both have. The backward's window was built after that run and
+    has not run on a GPU yet."""
     return env_mode("FLASHTILE_HOPPER_WINDOW")
 
 
