@@ -2,7 +2,9 @@
 shared-memory rings and asynchronous wgmma. The default on sm_90 where
 configs.hopper_bwd_preferred measured it faster than the portable backward of
 ops/flash.py (hd 64 and 128 since 2026-11-30), which stays the path for everything this
-one does not cover (dropout, windows, softcap, other head dims), for hd 64 below 1k keys
+one does not cover (dropout, softcap, other head dims; sliding windows unless
+FLASHTILE_HOPPER_WINDOW=1, which runs them here at hd 64 / 128, opt-in until GPU-tested:
+HAS_LEFT, _q_window_range), for hd 64 below 1k keys
 and, until measured, hd 256. FLASHTILE_HOPPER_BWD=1 forces it wherever it can run, =0
 switches it off. A fused variant (one kernel in FA3's roles, dQ through fp32 atomics,
 ordered by default; _bwd_fused_kernel, FLASHTILE_HOPPER_BWD_FUSED=1) is opt-in: measured
