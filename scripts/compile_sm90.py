@@ -98,8 +98,8 @@ def hopper_variants():
     (configs.hopper_fwd_config) in both dtypes, stage B ("alt") at hd 64/128 and the
     stage C tiles (configs.hopper_fwd_config_c); configs.hopper_fwd_schedule picks which
     one a call runs. "varlen": the same kernels as ops/varlen.py launches them (packed
-    sequences, device-side descriptors), bf16; (the last field "window") stage A with a
-    sliding window's left edge."""
+    sequences, device-side descriptors), bf16; (the last field "window" /
+    "window-varlen") stage A with a sliding window's left edge, dense / varlen."""
     import dataclasses
 
     import torch
@@ -130,6 +130,9 @@ def hopper_variants():
         for causal in (False, True):
             yield (f"hopper-window d{hd}{'-causal' if causal else ''} bfloat16", hd, causal,
                    torch.bfloat16, configs.hopper_fwd_config(hd, causal, 4096), "window")
+            yield (f"hopper-window-varlen d{hd}{'-causal' if causal else ''} bfloat16", hd,
+                   causal, torch.bfloat16, configs.hopper_fwd_config(hd, causal, 4096),
+                   "window-varlen")
     # stage C at hd 128 with the smaller ring (160 KB), for A/B runs
     yield ("hopper-C d128 bfloat16 ring2", 128, False, torch.bfloat16,
            dataclasses.replace(configs.hopper_fwd_config_c(128, False, 4096), num_stages=2), False)
@@ -142,11 +145,13 @@ def hopper_main(as_json: bool) -> None:
     from flashtile.ops import hopper_fwd
 
     for name, hd, causal, dt, cfg, varlen in hopper_variants():
+        is_varlen = varlen in (True, "window-varlen")
+        is_window = varlen in ("window", "window-varlen")
         rec = dict(name=name, head_dim=hd, causal=causal, dtype=str(dt), config=repr(cfg),
-                   varlen=varlen is True, window=varlen == "window")
+                   varlen=is_varlen, window=is_window)
         try:
-            k = hopper_fwd.compile_sm90(hd, causal, dt, cfg, varlen=varlen is True,
-                                        window=varlen == "window")
+            k = hopper_fwd.compile_sm90(hd, causal, dt, cfg, varlen=is_varlen,
+                                        window=is_window)
             ptx = k.asm.get("ptx", "")
             regs, spills = ptxas_usage(ptx)
             rec.update(ok=True, regs=regs, spill_bytes=spills, smem=k.metadata.shared,

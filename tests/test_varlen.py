@@ -280,6 +280,29 @@ def test_varlen_hopper_gpu(head_dim, causal, schedule, device, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(not IS_SM90, reason="the Gluon forward needs an sm_90 GPU")
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("left", [0, 100, 1000])
+def test_varlen_hopper_window_gpu(head_dim, causal, left, device, monkeypatch):
+    """sm_90, FLASHTILE_HOPPER_VARLEN=1 and FLASHTILE_HOPPER_WINDOW=1 (opt-in): a sliding
+    window through the Gluon varlen forward (stage A's left-edge tiles over per-sequence
+    descriptors), with the same empty, key-less and ragged sequences as above; the
+    backward (portable) from its out and lse."""
+    monkeypatch.setenv("FLASHTILE_HOPPER_VARLEN", "1")
+    monkeypatch.setenv("FLASHTILE_HOPPER_WINDOW", "1")
+    monkeypatch.delenv("FLASHTILE_HOPPER_SCHEDULE", raising=False)
+    ran = count_varlen_forward(monkeypatch)
+    lens_q = [1500, 0, 700, 1, 129, 64, 1000, 333, 0]
+    lens_k = [1500, 0, 650, 900, 128, 0, 1200, 333, 77]
+    checks = run_varlen(lens_q, lens_k, 16, 4, head_dim, torch.bfloat16, device,
+                        backward=head_dim != 256, causal=causal,
+                        window_size=(left, 0 if causal else -1))
+    _assert_ok(checks, lens_q, lens_k)
+    assert ran and all(ran), "the Gluon varlen forward did not run"
+
+
+@pytest.mark.gpu
 @pytest.mark.skipif(not IS_SM90, reason="the Gluon backward needs an sm_90 GPU")
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])

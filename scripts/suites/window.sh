@@ -10,11 +10,12 @@
 # Built after that run (CPU-checked: shipped PTX unchanged, tile classes brute-forced):
 # the window on the two-kernel Gluon backward at hd 64 / 128 (dK/dV drops the query
 # tiles past the window's far edge and masks the edge; dQ visits key tiles from the
-# window's left edge), under the same switch, with its GPU tests here and fwd+bwd rows
-# in the bench. Prediction: fwd+bwd 1.2-1.5x the portable backward's path at hd 64 / 128.
+# window's left edge), under the same switch: its GPU tests in suite windowbwd, its
+# fwd+bwd rows in this bench. Prediction: fwd+bwd 1.2-1.5x the portable backward's path
+# at hd 64 / 128. And the window on the Gluon varlen forward (test_varlen window cases).
 export FLASHTILE_HOPPER_WINDOW=1
 timeout 380 python3 -m pytest -q -m gpu -n 8 tests/test_hopper.py tests/test_flash.py \
-  tests/test_hopper_bwd.py \
+  tests/test_varlen.py \
   -k "window or (grid_full_gpu and win)" -p no:cacheprovider -rf --tb=short \
   >"$out/pytest_window.log" 2>&1 || status=1
 grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_window.log" | tail -n 8

@@ -201,13 +201,14 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
 def hopper_varlen_supported(q, k, v, out, causal, window, softcap, softmax_scale=None) -> bool:
     """May ops/varlen.py's forward take the Gluon path: packed (T, H, D) q / k / v / out
     that hopper_supported's rules accept as (1, T, H, D) views (sm_90, fp16/bf16, head
-    dim 64/128/256, full or causal, no softcap, TMA-addressable), and a schedule other
-    than the portable kernel for the call's max_seqlen_q (checked by the launcher)."""
+    dim 64/128/256, full or causal or, with FLASHTILE_HOPPER_WINDOW=1, a sliding window;
+    no softcap, TMA-addressable), and a schedule other than the portable kernel for the
+    call's max_seqlen_q (checked by the launcher)."""
     if varlen_disabled():
         return False
     views = [x.unsqueeze(0) for x in (q, k, v)]
-    return hopper_supported(*views, causal, window, softcap, 0.0, softmax_scale) and (
-        _tma_addressable(out))
+    return hopper_supported(*views, causal, window, softcap, 0.0, softmax_scale,
+                            windows=True) and _tma_addressable(out)
 
 
 def varlen_mode() -> str:
@@ -222,26 +223,28 @@ def varlen_disabled() -> bool:
 
 
 def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale,
-                          causal, out, lse, config=None):
+                          causal, out, lse, config=None, left=None):
     """The Gluon forward over packed variable-length sequences (ops/varlen.py's layout:
     q / out (TQ, H, D), k / v (TK, Hkv, D), lse (H, TQ) fp32, int32 cu_seqlens). Grid
     (query tiles of the longest sequence, B * H); each program builds TMA descriptors
     over its own sequence's rows (_program_seq), so the kernels are the dense ones.
     Returns (out, lse), or None where the shipped schedule for max_seqlen_q is the
     portable kernel, or (``varlen_mode`` "auto", no ``config``) the sequences are shorter
-    than configs.HOPPER_VARLEN_MIN_SEQLEN: then the caller runs its own. Call only when
+    than configs.HOPPER_VARLEN_MIN_SEQLEN: then the caller runs its own. ``left``: a
+    sliding window's left bound (stage A, ``window_config``). Call only when
     hopper_varlen_supported holds."""
     if config is None and varlen_mode() == "auto" and not configs.hopper_varlen_preferred(
             max_seqlen_q):
         return None
-    cfg = config or default_config(q.shape[-1], causal, max_seqlen_q)
+    cfg = config or (default_config(q.shape[-1], causal, max_seqlen_q) if left is None
+                     else window_config(q.shape[-1], causal, max_seqlen_q))
     if cfg is None:
         return None
     with device_ctx(q), scratch_allocator(q.device):
         _launch(cfg, max_seqlen_q, cu_seqlens_q.shape[0] - 1,
                 *(x.unsqueeze(0) for x in (q, k, v, out)), lse,
                 (q, k, v, out, cu_seqlens_q, cu_seqlens_k), 0, 0, softmax_scale, causal,
-                VARLEN=True)
+                left=left, VARLEN=True)
     return out, lse
 
 
