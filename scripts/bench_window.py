@@ -18,6 +18,7 @@ relative for gradients; MISMATCH above 2e-2).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import statistics
@@ -34,6 +35,16 @@ SHAPES = [  # (label, heads, kv heads, head dim, seqlen, window)
     ("Gemma-2 8k", 16, 8, 256, 8192, 4096),
     ("Gemma-2 16k", 16, 8, 256, 16384, 4096),
 ]
+
+
+@contextlib.contextmanager
+def window_env(mode: str):
+    """FLASHTILE_HOPPER_WINDOW=``mode`` around a call (read per call by the dispatch)."""
+    os.environ["FLASHTILE_HOPPER_WINDOW"] = mode
+    try:
+        yield
+    finally:
+        os.environ.pop("FLASHTILE_HOPPER_WINDOW", None)
 
 
 def kept_pairs(n: int, left: int) -> int:
@@ -62,22 +73,15 @@ def main() -> int:
                 for _ in range(2))
         win = (left, 0)
 
-        def windowed(q=q, k=k, v=v, win=win):
-            return flashtile.flash_attn_func(q, k, v, causal=True, window_size=win)
+        def windowed(mode, q=q, k=k, v=v, win=win):
+            with window_env(mode):
+                return flashtile.flash_attn_func(q, k, v, causal=True, window_size=win)
 
         def call(windowed=windowed):  # the Gluon window path (opt-in: window_mode)
-            os.environ["FLASHTILE_HOPPER_WINDOW"] = "1"
-            try:
-                return windowed()
-            finally:
-                os.environ.pop("FLASHTILE_HOPPER_WINDOW", None)
+            return windowed("1")
 
         def portable(windowed=windowed):
-            os.environ["FLASHTILE_HOPPER_WINDOW"] = "0"
-            try:
-                return windowed()
-            finally:
-                os.environ.pop("FLASHTILE_HOPPER_WINDOW", None)
+            return windowed("0")
 
         variants = {"gluon": call, "portable": portable}
         cfg = hopper_fwd.window_config(d, True, n)
@@ -99,12 +103,9 @@ def main() -> int:
         dout = torch.randn_like(q)
 
         def fwd_bwd(mode, qg=qg, kg=kg, vg=vg, dout=dout, win=win):
-            os.environ["FLASHTILE_HOPPER_WINDOW"] = mode
-            try:
+            with window_env(mode):
                 out = flashtile.flash_attn_func(qg, kg, vg, causal=True, window_size=win)
                 return torch.autograd.grad(out, (qg, kg, vg), dout)
-            finally:
-                os.environ.pop("FLASHTILE_HOPPER_WINDOW", None)
 
         variants["gluon fwd+bwd"] = lambda: fwd_bwd("1")
         variants["portable fwd+bwd"] = lambda: fwd_bwd("0")

@@ -806,14 +806,14 @@ def _bwd_dkdv_kernel(
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, False, PREFETCH, D_SPLIT, HALF)
-        if HAS_LEFT:  # the window's far edge: query tiles that see part of this key tile
-            for j in range(n_mid, n_m):
-                dk, dv, lse2, delta = _dkdv_step(
-                    g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
-                    do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b,
-                    hk, q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M,
-                    BLOCK_N, NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left,
-                    HAS_LEFT)
+        # a window's far edge: query tiles that see part of this key tile (none without
+        # one: n_mid = n_m)
+        for j in range(n_mid, n_m):
+            dk, dv, lse2, delta = _dkdv_step(
+                g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
+                do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
+                q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
+                NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT)
 
     # -- epilogue: dK (scaled) and dV through the K and V buffers, or (a column block)
     #    through staging tiles of the dK / dV descriptors' box --
@@ -1164,17 +1164,13 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
              MASKED: gl.constexpr, CAUSAL: gl.constexpr, lo=0, left=0,
              HAS_LEFT: gl.constexpr = False):
     """Consume key tile t: S = Q K^T and dP = dO V^T (in flight together), dS, then
-    dQ += dS K (dS from registers); refill the slot with tile t + NUM_STAGES. HAS_LEFT
-    (a sliding window): the tiles start at ``lo``, ring position t - lo."""
+    dQ += dS K (dS from registers); refill the slot with tile t + NUM_STAGES. The tiles
+    start at ``lo`` (ring position t - lo; 0 without a sliding window, HAS_LEFT)."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_N)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq.type.layout,
                                                  k_width=2)
-    if HAS_LEFT:
-        s = (t - lo) % NUM_STAGES
-        phase = ((t - lo) // NUM_STAGES) & 1
-    else:
-        s = t % NUM_STAGES
-        phase = (t // NUM_STAGES) & 1
+    s = (t - lo) % NUM_STAGES
+    phase = ((t - lo) // NUM_STAGES) & 1
     k_buf = k_smem.index(s).reshape([BLOCK_N, HEAD_DIM])
     v_buf = v_smem.index(s).reshape([BLOCK_N, HEAD_DIM])
     zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
@@ -1192,10 +1188,10 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
     dq, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds_op))
     gl.thread_barrier()  # every warpgroup is done with slot s
     nxt = t + NUM_STAGES
-    if HAS_LEFT:
+    if HAS_LEFT:  # slot s (ring positions count from lo)
         issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, nxt, b, hk,
                       nxt < n_tiles, BLOCK_N)
-    else:
+    else:  # slot nxt % NUM_STAGES, the same one: the shipped kernels' PTX as measured
         issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, nxt, b, hk, nxt < n_tiles,
                  BLOCK_N, NUM_STAGES)
     return dq
@@ -1243,6 +1239,9 @@ def _bwd_dq_kernel(
     if HAS_LEFT:  # tiles [lo, a) masked (the window's left edge), [a, n_full) not
         lo, a, n_full = window_tile_range(start_m, seqlen_q, seqlen_k, left, n_full,
                                           n_tiles, BLOCK_M, BLOCK_N)
+    else:
+        lo = 0
+        a = 0
 
     # -- shared memory: resident Q, dO (Q's buffer later holds dQ), a K/V ring --
     q_smem, do_smem, k_smem, v_smem, q_bar, k_bars, v_bars = _resident_and_ring(
@@ -1253,12 +1252,8 @@ def _bwd_dq_kernel(
     tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bar, q_smem)
     tma.async_copy_global_to_shared(do_desc, [b, start_m, h, 0], q_bar, do_smem)
     for i in gl.static_range(NUM_STAGES):
-        if HAS_LEFT:
-            issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, lo + i, b, hk,
-                          lo + i < n_tiles, BLOCK_N)
-        else:
-            issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, b, hk, i < n_tiles,
-                     BLOCK_N, NUM_STAGES)
+        issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, lo + i, b, hk,
+                      lo + i < n_tiles, BLOCK_N)
 
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     lse2 = _row_lse2(LSE, pid_bh, rows, seqlen_q, lse_stride)
@@ -1268,33 +1263,20 @@ def _bwd_dq_kernel(
     q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
     do2 = do_smem.reshape([BLOCK_M, HEAD_DIM])
 
-    # -- off-band key tiles (no mask), then the causal band / ragged last tile; a window
-    #    visits its left-edge tiles (masked) first --
-    if HAS_LEFT:
-        for t in range(lo, a):
-            dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
-                          lse2, delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale,
-                          HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left,
-                          HAS_LEFT)
-        for t in range(a, n_full):
-            dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
-                          lse2, delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale,
-                          HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, lo, left,
-                          HAS_LEFT)
-        for t in range(n_full, n_tiles):
-            dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
-                          lse2, delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale,
-                          HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left,
-                          HAS_LEFT)
-    else:
-        for t in range(0, n_full):
-            dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
-                          lse2, delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale,
-                          HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL)
-        for t in range(n_full, n_tiles):
-            dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
-                          lse2, delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale,
-                          HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL)
+    # -- a window's left-edge tiles (masked; none without one), the off-band key tiles (no
+    #    mask), then the causal band / ragged last tile --
+    for t in range(lo, a):
+        dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
+                      delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
+                      BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left, HAS_LEFT)
+    for t in range(a, n_full):
+        dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
+                      delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
+                      BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, lo, left, HAS_LEFT)
+    for t in range(n_full, n_tiles):
+        dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
+                      delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
+                      BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left, HAS_LEFT)
 
     gl.thread_barrier()  # every warpgroup is done reading Q
     _store_tile(dq * sm_scale, q_smem, dq_desc, [b, start_m, h, 0], BLOCK_M, HEAD_DIM)

@@ -530,46 +530,31 @@ def _fwd_kernel(
     #    that loop's hot path. Otherwise tiles in order, unmasked first: the order measured
     #    4-8% faster at hd 256 non-causal (3b020cc, `gpu_check.sh a1k`). HAS_LEFT: the
     #    window's left-edge tiles [lo, a) are masked too, visited last (MASKED_FIRST) or
-    #    first; steps count from lo --
-    if HAS_LEFT:
-        if MASKED_FIRST:  # band, unmasked middle, left edge
-            ends_0 = n_tiles - n_full
-            ends_1 = n_tiles - a
-        else:  # left edge, unmasked middle, band
-            ends_0 = a - lo
-            ends_1 = n_full - lo
-        for i in range(0, ends_0):
-            acc, m_i, l_i = _fwd_tile_a(
-                i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-                lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
-                BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT,
-            )
-        for i in range(ends_0, ends_1):
-            acc, m_i, l_i = _fwd_tile_a(
-                i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-                lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
-                BLOCK_N, NUM_STAGES, False, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT,
-            )
-        for i in range(ends_1, n_tiles - lo):
-            acc, m_i, l_i = _fwd_tile_a(
-                i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-                lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
-                BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT,
-            )
-    else:
-        n_first = n_tiles - n_full if MASKED_FIRST else n_full
-        for i in range(0, n_first):
-            acc, m_i, l_i = _fwd_tile_a(
-                i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-                lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
-                BLOCK_N, NUM_STAGES, MASKED_FIRST, CAUSAL, MASKED_FIRST, EXP2_EMU,
-            )
-        for i in range(n_first, n_tiles):
-            acc, m_i, l_i = _fwd_tile_a(
-                i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-                lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
-                BLOCK_N, NUM_STAGES, not MASKED_FIRST, CAUSAL, MASKED_FIRST, EXP2_EMU,
-            )
+    #    first; steps count from lo (lo = a = 0 without a window: that loop is empty) --
+    if MASKED_FIRST:  # band, unmasked middle, left edge (empty without a window)
+        ends_0 = n_tiles - n_full
+        ends_1 = n_tiles - a
+    else:  # left edge (empty without a window), unmasked middle, band
+        ends_0 = a - lo
+        ends_1 = n_full - lo
+    for i in range(0, ends_0):
+        acc, m_i, l_i = _fwd_tile_a(
+            i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
+            lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
+            BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT,
+        )
+    for i in range(ends_0, ends_1):
+        acc, m_i, l_i = _fwd_tile_a(
+            i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
+            lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
+            BLOCK_N, NUM_STAGES, False, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT,
+        )
+    for i in range(ends_1, n_tiles - lo):
+        acc, m_i, l_i = _fwd_tile_a(
+            i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
+            lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
+            BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT,
+        )
     _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM)
 
