@@ -183,8 +183,7 @@ def hopper_bwd_variants():
     (ops/hopper_bwd.py) in both dtypes, plus the other hd 128 Q/dO tile and the hd 64
     dK/dV kernel without its register cap for A/B runs, (names ending " gqa-expand") the
     dK/dV kernel with one program per query head (HopperBwdConfig.gqa_expand), (names
-    ending " a-regs") the score GEMMs' A operands from registers, (names ending
-    " window") a sliding window's left bound at hd 64 / 128, and (names ending
+    ending " window") a sliding window's left bound at hd 64 / 128, and (names ending
     " varlen") the varlen build of the shipped kernels at hd 64 / 128."""
     import dataclasses
 
@@ -212,13 +211,6 @@ def hopper_bwd_variants():
                 yield f"{tag} bfloat16 gqa-expand varlen", hd, causal, torch.bfloat16, gqa
             if hd <= 128:  # the same kernels over packed varlen sequences (opt-in)
                 yield f"{tag} bfloat16 varlen", hd, causal, torch.bfloat16, cfg
-            if hd <= 128:  # register A operands of the score GEMMs (a_regs, dq_a_regs)
-                yield (f"{tag} bfloat16 a-regs", hd, causal, torch.bfloat16,
-                       dataclasses.replace(cfg, a_regs=hd == 64, dq_a_regs=True))
-                if hd == 64:  # and without the dK/dV kernel's cap
-                    yield (f"{tag} bfloat16 a-regs-uncapped", hd, causal, torch.bfloat16,
-                           dataclasses.replace(cfg, a_regs=True, dq_a_regs=True,
-                                               max_regs=None))
             if hd <= 128:  # a sliding window's left bound (HAS_LEFT, opt-in)
                 yield f"{tag} bfloat16 window", hd, causal, torch.bfloat16, cfg
             fused = configs.hopper_bwd_fused_config(hd, causal)
@@ -228,7 +220,7 @@ def hopper_bwd_variants():
                 yield f"{tag} bfloat16 racing", hd, causal, torch.bfloat16, fused
 
 
-def hopper_bwd_main(as_json: bool, only: str | None = None) -> None:
+def hopper_bwd_main(as_json: bool) -> None:
     """Compile the Gluon backward (dK/dV and dQ kernels) for sm_90: one line per kernel
     of each variant (JSON with --json)."""
     import json
@@ -236,8 +228,6 @@ def hopper_bwd_main(as_json: bool, only: str | None = None) -> None:
     from flashtile.ops import hopper_bwd
 
     for name, hd, causal, dt, cfg in hopper_bwd_variants():
-        if only and only not in name:
-            continue
         try:
             kernels = hopper_bwd.compile_sm90(hd, causal, dt, cfg,
                                               deterministic=not name.endswith(" racing"),
@@ -283,7 +273,7 @@ def main():
                     help="with --hopper / --hopper-bwd: one JSON line each")
     args = ap.parse_args()
     if args.hopper_bwd:
-        return hopper_bwd_main(args.json, args.variants)
+        return hopper_bwd_main(args.json)
     if args.hopper:
         return hopper_main(args.json)
     import torch

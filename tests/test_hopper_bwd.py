@@ -38,10 +38,6 @@ EXPAND_VARLEN_SPILL_LIMIT = {"d64": 32, "d64-causal": 128, "d128-causal": 64}
 # the sliding-window build (HAS_LEFT, opt-in): dK/dV 72 / 128 bytes at hd 64 (capped), 100
 # / 56 at hd 128 (ptxas, session 11); the dQ kernel none
 WINDOW_SPILL_LIMIT = {"d64": 128, "d64-causal": 192, "d128": 160, "d128-causal": 96}
-# register A operands (a_regs / dq_a_regs, A/B variants): the hd 64 dK/dV kernel under its
-# 168-register cap spills 112 / 224 bytes (32 registers more for K and V), none uncapped;
-# the dQ kernels none (ptxas, session 12)
-A_REGS_SPILL_LIMIT = {"d64": 160, "d64-causal": 320, "d128-causal": 32}
 
 
 # ----------------------------------------------------------------------------------
@@ -72,10 +68,6 @@ def test_compiles_for_sm90(name, compiled):
         limit = EXPAND_VARLEN_SPILL_LIMIT if name.endswith(" dkdv") else {}
     if " window " in name:
         limit = WINDOW_SPILL_LIMIT if name.endswith(" dkdv") else {}
-    if " a-regs " in name:
-        limit = A_REGS_SPILL_LIMIT if name.endswith(" dkdv") else {}
-    if " a-regs-uncapped " in name:
-        limit = {}
     assert_sm90_build(name, rec, limit.get(tag, 0))
 
 
@@ -532,29 +524,6 @@ def test_gqa_expand(head_dim, causal, group, device):
     for name, a, b in zip(("dk", "dv"), runs[0][1:], runs[1][1:]):
         scale = float(b.abs().max())
         assert float((a.float() - b.float()).abs().max()) <= 2.0**-6 * scale, name
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("head_dim", [64, 128])
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("group", [1, 4])
-def test_a_regs(head_dim, causal, group, device):
-    """HopperBwdConfig.a_regs / dq_a_regs: the score GEMMs with register A operands
-    (wgmma RS). Ragged lengths, NaN-filled gradient buffers: dq / dk / dv within the
-    DESIGN.md bound of the reference, and within rounding of the shared-memory
-    operands' (the same products; expected bitwise equal, not required)."""
-    _gpu_sm90()
-    base = configs.hopper_bwd_config(head_dim, causal, 4096, group)
-    cfg = dataclasses.replace(base, a_regs=head_dim == 64, dq_a_regs=True)
-    q, k, v = make_qkv(2, 1029, 1100, 8, 8 // group, head_dim, torch.bfloat16, device,
-                       seed=head_dim + group + 7)
-    dout = torch.randn_like(q)
-    runs = _grads_per_config(q, k, v, dout, causal, (cfg, base))
-    checks = _ref_checks(runs[0], q, k, v, dout, causal)
-    assert all(c.ok for c in checks), "; ".join(map(str, checks))
-    for name, a, b in zip(("dq", "dk", "dv"), runs[0], runs[1]):
-        scale = float(b.abs().max())
-        assert float((a.float() - b.float()).abs().max()) <= 2.0**-7 * scale, name
 
 
 @pytest.mark.gpu

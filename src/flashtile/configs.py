@@ -315,13 +315,6 @@ class HopperBwdConfig:
     # group reduces (the launcher: 2 x B x N x H x D elements more of memory, one rounding
     # more per partial); the programs are then MHA's, with MHA's register cap
     gqa_expand: bool = False
-    # register A operands of the score GEMMs (wgmma RS instead of SS): the dK/dV kernel
-    # holds K and V (a_regs), the dQ kernel Q and dO (dq_a_regs), in registers loaded
-    # once, so each score GEMM reads only its B tile from shared memory (SS at 64 x 64
-    # tiles reads 4 KB of shared memory per k16 step, as much as the tensor cores' 32
-    # cycles of work can take at 128 B/clock); costs 2 x rows x D / 128 registers
-    a_regs: bool = False
-    dq_a_regs: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

@@ -347,8 +347,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
             nheads, group, float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages,
             CAUSAL=bool(causal), PREFETCH=cfg.prefetch_stats, D_SPLIT=cfg.d_split,
-            HALF=half, A_REGS=cfg.a_regs, num_warps=cfg.num_warps, **_maxnreg(cfg.max_regs),
-            **dkdv_flag,
+            HALF=half, num_warps=cfg.num_warps, **_maxnreg(cfg.max_regs), **dkdv_flag,
         )
     if key_heads != nheads_kv:  # fp32 accumulation, one rounding (torch's sum of bf16)
         for part, grad in ((dk_t, outs[1]), (dv_t, outs[2])):
@@ -361,8 +360,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         tma_desc(outs[0], cfg.dq_block_m), lse, delta, pq, pk, pv, pdo, pdq, cu_q, cu_k,
         seqlen_q, seqlen_k, nheads, group, float(scale) * _LOG2E, float(scale),
         HEAD_DIM=head_dim, BLOCK_M=cfg.dq_block_m, BLOCK_N=cfg.dq_block_n,
-        NUM_STAGES=cfg.dq_num_stages, CAUSAL=bool(causal), A_REGS=cfg.dq_a_regs,
-        num_warps=cfg.dq_num_warps, **_maxnreg(cfg.dq_max_regs), **flag,
+        NUM_STAGES=cfg.dq_num_stages, CAUSAL=bool(causal), num_warps=cfg.dq_num_warps,
+        **_maxnreg(cfg.dq_max_regs), **flag,
     )
 
 
@@ -750,7 +749,6 @@ def _bwd_dkdv_kernel(
     D_SPLIT: gl.constexpr = 1, HALF: gl.constexpr = 0, VARLEN: gl.constexpr = False,
     EXPAND: gl.constexpr = False,
     left=0, HAS_LEFT: gl.constexpr = False,  # a sliding window: keys from row + diag - left
-    A_REGS: gl.constexpr = False,  # K, V as register A operands (HopperBwdConfig.a_regs)
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -788,14 +786,6 @@ def _bwd_dkdv_kernel(
     #    (masked), then the query tiles that see every key of this tile --
     bh0 = b * nheads + hk * q_group
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
-    if A_REGS:  # S^T = K Q^T, dP^T = V dO^T with K, V from registers (wgmma RS)
-        kv_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout,
-                                                  k_width=2)
-        k_a = k2.load(kv_op)
-        v_a = v2.load(kv_op)
-    else:
-        k_a = k2
-        v_a = v2
     if PREFETCH:  # the first iteration's row statistics; each step loads the next's
         lse2, delta = _iter_stats(LSE, DELTA, 0, m_lo, n_m, n_iter, bh0, seqlen_q,
                                   lse_stride, gl.SliceLayout(0, s_layout), BLOCK_M)
@@ -806,13 +796,13 @@ def _bwd_dkdv_kernel(
         bh = bh0 + g
         for j in range(0, n_band):
             dk, dv, lse2, delta = _dkdv_step(
-                g * n_m + j, j, dk, dv, lse2, delta, k_a, v_a, q_smem, do_smem, q_bars,
+                g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT)
         for j in range(n_band, n_mid):
             dk, dv, lse2, delta = _dkdv_step(
-                g * n_m + j, j, dk, dv, lse2, delta, k_a, v_a, q_smem, do_smem, q_bars,
+                g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, False, PREFETCH, D_SPLIT, HALF)
@@ -820,7 +810,7 @@ def _bwd_dkdv_kernel(
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
             dk, dv, lse2, delta = _dkdv_step(
-                g * n_m + j, j, dk, dv, lse2, delta, k_a, v_a, q_smem, do_smem, q_bars,
+                g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT)
@@ -1218,7 +1208,6 @@ def _bwd_dq_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, VARLEN: gl.constexpr = False,
     left=0, HAS_LEFT: gl.constexpr = False,  # a sliding window: keys from row + diag - left
-    A_REGS: gl.constexpr = False,  # Q, dO as register A operands (HopperBwdConfig.dq_a_regs)
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -1273,11 +1262,6 @@ def _bwd_dq_kernel(
     mbarrier.wait(q_bar, 0)
     q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
     do2 = do_smem.reshape([BLOCK_M, HEAD_DIM])
-    if A_REGS:  # S = Q K^T, dP = dO V^T with Q, dO from registers (wgmma RS)
-        qdo_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout,
-                                                   k_width=2)
-        q2 = q2.load(qdo_op)
-        do2 = do2.load(qdo_op)
 
     # -- a window's left-edge tiles (masked; none without one), the off-band key tiles (no
     #    mask), then the causal band / ragged last tile --
@@ -1349,9 +1333,6 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs.update(D_SPLIT=cfg.d_split, HALF=cfg.d_split - 1)  # the last block
             if cfg.gqa_expand:
                 constexprs["EXPAND"] = True
-            constexprs["A_REGS"] = bool(cfg.a_regs)
-        if name == "dq":
-            constexprs["A_REGS"] = bool(cfg.dq_a_regs)
         if name != "fused":
             types["left"] = "i32"
             constexprs["HAS_LEFT"] = window
