@@ -220,7 +220,7 @@ def hopper_bwd_variants():
                 yield f"{tag} bfloat16 racing", hd, causal, torch.bfloat16, fused
 
 
-def hopper_bwd_main(as_json: bool) -> None:
+def hopper_bwd_main(as_json: bool, only: str | None = None) -> None:
     """Compile the Gluon backward (dK/dV and dQ kernels) for sm_90: one line per kernel
     of each variant (JSON with --json)."""
     import json
@@ -228,6 +228,8 @@ def hopper_bwd_main(as_json: bool) -> None:
     from flashtile.ops import hopper_bwd
 
     for name, hd, causal, dt, cfg in hopper_bwd_variants():
+        if only and only not in name:  # --variants
+            continue
         try:
             kernels = hopper_bwd.compile_sm90(hd, causal, dt, cfg,
                                               deterministic=not name.endswith(" racing"),
@@ -273,7 +275,7 @@ def main():
                     help="with --hopper / --hopper-bwd: one JSON line each")
     args = ap.parse_args()
     if args.hopper_bwd:
-        return hopper_bwd_main(args.json)
+        return hopper_bwd_main(args.json, args.variants)
     if args.hopper:
         return hopper_main(args.json)
     import torch
