@@ -202,19 +202,21 @@ def test_problem_ok_masks(kwargs, ok):
     ],
 )
 def test_problem_ok_windows(window, causal, ok, monkeypatch):
-    """Sliding windows (a left bound) reach the Gluon forward with
-    FLASHTILE_HOPPER_WINDOW=1 when the caller can run them (``windows=True``:
+    """Sliding windows (a left bound) reach the Gluon forward by default (unset) and
+    with FLASHTILE_HOPPER_WINDOW=1 when the caller can run them (``windows=True``:
     flash.attention_forward through ``window_config``), never otherwise (the backward
-    and varlen callers), nor unset (opt-in for now) or =0."""
+    and varlen callers), nor with =0 or empty."""
     q, k, v = _qkv()
-    monkeypatch.setenv("FLASHTILE_HOPPER_WINDOW", "1")
-    assert hopper_fwd.hopper_problem_ok(q, k, v, causal, window, windows=True) is ok
-    assert hopper_fwd.hopper_problem_ok(q, k, v, causal, window) is (ok and window[0] is None)
-    for value in (None, "0"):
+    for value in (None, "1"):
         if value is None:
-            monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW")
+            monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW", raising=False)
         else:
             monkeypatch.setenv("FLASHTILE_HOPPER_WINDOW", value)
+        assert hopper_fwd.hopper_problem_ok(q, k, v, causal, window, windows=True) is ok
+        assert hopper_fwd.hopper_problem_ok(q, k, v, causal, window) is (
+            ok and window[0] is None)
+    for value in ("0", ""):
+        monkeypatch.setenv("FLASHTILE_HOPPER_WINDOW", value)
         assert hopper_fwd.hopper_problem_ok(q, k, v, causal, window, windows=True) is (
             ok and window[0] is None)
 
@@ -345,7 +347,7 @@ def test_hopper_window_vs_reference(case, device, hopper_calls, monkeypatch):
     DESIGN.md bound of the float64 reference. Windows of 0 keys to longer than the
     sequence, ragged and unequal lengths."""
     _gpu_sm90()
-    monkeypatch.setenv("FLASHTILE_HOPPER_WINDOW", "1")  # opt-in for now (window_mode)
+    monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW", raising=False)  # on by default
     _force_gluon(monkeypatch, case.head_dim, case.causal, case.seqlen_q)
     result = run_case(case, device)
     assert hopper_calls, f"{case.name}: the Gluon path was not taken"

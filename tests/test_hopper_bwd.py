@@ -243,9 +243,9 @@ def test_problem_ok_masks(kwargs, ok):
     (64, (16, 4), False), (64, (-1, 0), False),
 ])
 def test_problem_ok_windows(head_dim, window, ok, monkeypatch):
-    """A sliding window reaches the two-kernel Gluon backward with FLASHTILE_HOPPER_WINDOW=1
-    and a caller that passes the bound on (``windows=True``), at hd 64 / 128 only; not
-    for the fused kernel, not unset or =0."""
+    """A sliding window reaches the two-kernel Gluon backward (FLASHTILE_HOPPER_WINDOW
+    unset or =1) when the caller passes the bound on (``windows=True``), at hd 64 / 128
+    only; not for the fused kernel, not with =0."""
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
     monkeypatch.setenv("FLASHTILE_HOPPER_WINDOW", "1")
     q, k, v = _qkv(head_dim)
@@ -255,6 +255,8 @@ def test_problem_ok_windows(head_dim, window, ok, monkeypatch):
     assert not hopper_bwd.hopper_bwd_problem_ok(q, k, v, False, window, windows=True)
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR)
     monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW")
+    assert hopper_bwd.hopper_bwd_problem_ok(q, k, v, False, window, windows=True) is ok
+    monkeypatch.setenv("FLASHTILE_HOPPER_WINDOW", "0")
     assert not hopper_bwd.hopper_bwd_problem_ok(q, k, v, False, window, windows=True)
 
 

@@ -285,7 +285,7 @@ def test_varlen_hopper_gpu(head_dim, causal, schedule, device, monkeypatch):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("left", [0, 100, 1000])
 def test_varlen_hopper_window_gpu(head_dim, causal, left, device, monkeypatch):
-    """sm_90, FLASHTILE_HOPPER_VARLEN=1 and FLASHTILE_HOPPER_WINDOW=1 (opt-in): a sliding
+    """sm_90, FLASHTILE_HOPPER_VARLEN=1, FLASHTILE_HOPPER_WINDOW=1 (the default): a sliding
     window through the Gluon varlen forward (stage A's left-edge tiles over per-sequence
     descriptors), with the same empty, key-less and ragged sequences as above; the
     backward (portable) from its out and lse."""

@@ -2,9 +2,9 @@
 shared-memory rings and asynchronous wgmma. The default on sm_90 where
 configs.hopper_bwd_preferred measured it faster than the portable backward of
 ops/flash.py (hd 64 and 128 since 2026-11-30), which stays the path for everything this
-one does not cover (dropout, softcap, other head dims; sliding windows unless
-FLASHTILE_HOPPER_WINDOW=1, which runs them here at hd 64 / 128, opt-in until GPU-tested:
-HAS_LEFT, _q_window_range), for hd 64 below 1k keys
+one does not cover (dropout, softcap, other head dims; sliding windows at hd 256, or
+anywhere with FLASHTILE_HOPPER_WINDOW=0: at hd 64 / 128 they run here, HAS_LEFT,
+_q_window_range), for hd 64 below 1k keys
 and, until measured, hd 256. FLASHTILE_HOPPER_BWD=1 forces it wherever it can run, =0
 switches it off. A fused variant (one kernel in FA3's roles, dQ through fp32 atomics,
 ordered by default; _bwd_fused_kernel, FLASHTILE_HOPPER_BWD_FUSED=1) is opt-in: measured
@@ -150,8 +150,8 @@ def hopper_bwd_supported(
     keys (default k.shape[1]; a varlen call's longest key sequence).
     ``window`` is the launchers' ``(left, right)`` as in ``hopper_fwd.hopper_supported``;
     ``windows``: the caller passes a left bound on (``hopper_attention_backward``'s
-    ``left``), which the two-kernel backward runs at hd 64 / 128 under
-    FLASHTILE_HOPPER_WINDOW=1 (``hopper_fwd.window_mode``)."""
+    ``left``), which the two-kernel backward runs at hd 64 / 128 unless
+    FLASHTILE_HOPPER_WINDOW=0 (``hopper_fwd.window_mode``)."""
     mode = hopper_bwd_mode()
     if mode == "off" or is_interpreting():
         return False

@@ -1,11 +1,11 @@
 """The Hopper (sm_90) forward: Gluon kernels with TMA, an mbarrier-guarded shared-memory
 ring and asynchronous wgmma. The portable tile-level kernel (ops/flash.py) stays the path
-for other GPUs, the interpreter, softcap and dropout, and for sliding windows unless
-FLASHTILE_HOPPER_WINDOW=1 sends them to stage A (``window_config``; opt-in until its GPU
-tests and the validation grid have run whole with it); the backward runs there
-(it recomputes from q, k, v, out and lse, which this forward returns the same way) where
-the Gluon backward of ops/hopper_bwd.py is not preferred (configs.hopper_bwd_preferred). Device
-helpers shared with that backward live in ops/_gluon_common.py.
+for other GPUs, the interpreter, softcap and dropout, and for sliding windows under
+FLASHTILE_HOPPER_WINDOW=0 (by default they run stage A, ``window_config``); the backward
+runs there (it recomputes from q, k, v, out and lse, which this forward returns the same
+way) where the Gluon backward of ops/hopper_bwd.py is not preferred
+(configs.hopper_bwd_preferred). Device helpers shared with that backward live in
+ops/_gluon_common.py.
 
 Layers, top to bottom:
     hopper_supported              may this call take the Hopper path? (dispatch predicate)
@@ -139,7 +139,7 @@ def hopper_problem_ok(
         right = 0
     if right not in (None, 0):
         return False
-    if left is not None and not (windows and left >= 0 and window_mode() == "on"):
+    if left is not None and not (windows and left >= 0 and window_mode() != "off"):
         return False
     if softcap or dropout_p or (softmax_scale is not None and not softmax_scale > 0):
         return False
@@ -201,7 +201,7 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
 def hopper_varlen_supported(q, k, v, out, causal, window, softcap, softmax_scale=None) -> bool:
     """May ops/varlen.py's forward take the Gluon path: packed (T, H, D) q / k / v / out
     that hopper_supported's rules accept as (1, T, H, D) views (sm_90, fp16/bf16, head
-    dim 64/128/256, full or causal or, with FLASHTILE_HOPPER_WINDOW=1, a sliding window;
+    dim 64/128/256, full or causal or (unless FLASHTILE_HOPPER_WINDOW=0) a sliding window;
     no softcap, TMA-addressable), and a schedule other than the portable kernel for the
     call's max_seqlen_q (checked by the launcher)."""
     if varlen_disabled():
@@ -249,15 +249,13 @@ def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, sof
 
 
 def window_mode() -> str:
-    """Sliding windows on the Gluon kernels: "on" (FLASHTILE_HOPPER_WINDOW=1: the forward
-    where configs.hopper_fwd_schedule runs a Gluon stage, ``window_config``; the
-    two-kernel backward at hd 64 / 128 where hopper_bwd's table runs it), else the
-    portable kernels: "off" (=0 or empty) and, for now, "auto" (unset). Session 11
-    (62c84d1, `gpu_check.sh window`) measured it 1.07-1.27x the portable kernel at hd 64 /
-    128 / 256 (benchmarks/results.md); 247 of its 259 GPU tests passed and the other 12
-    were cut by the suite's time limit, and the validation grid has not run with it, so
-    it is opt-in until both have. The backward's window was built after that run and
-    has not run on a GPU yet."""
+    """Sliding windows on the Gluon kernels: "auto" (unset) and "on" (=1) run them (the
+    forward where configs.hopper_fwd_schedule runs a Gluon stage, ``window_config``; the
+    two-kernel backward at hd 64 / 128 where hopper_bwd's table runs it), "off" (=0 or
+    empty) keeps them on the portable kernels. On by default since session 12: 286 + 96
+    GPU tests and the covering validation grid passed with it (634c4d4 / 66647e8), and it
+    measured 1.12-1.29x the portable forward and 1.21-1.36x its forward + backward at
+    hd 64 / 128 (benchmarks/results.md, session 12)."""
     return env_mode("FLASHTILE_HOPPER_WINDOW")
 
 
