@@ -1,14 +1,16 @@
-"""Sliding-window forward on the GPU: the Gluon stage A (``hopper_fwd.window_config``,
-FLASHTILE_HOPPER_WINDOW=1) against the portable kernel (=0), at model shapes.
+"""Sliding-window forward on the GPU: the Gluon kernels (``hopper_fwd.window_config``: stage
+C where the schedule runs C, else A; FLASHTILE_HOPPER_WINDOW=1) against the portable
+kernel (=0), at model shapes.
 
     python scripts/bench_window.py [--rounds 3]
 
 Shapes (bf16, causal, B1): hd 64 H32 at 16k with windows of 1024 and 4096 keys;
 Mistral's attention (hd 128, H32 KV8, window 4096) at 16k and 32k; Gemma-2's sliding
 layers (hd 256, H16 KV8, window 4096) at 8k and 16k. Per shape: flashtile with the
-Gluon window path, the portable kernel, at hd 64 stage A without its 128-register cap, and the
-same call without a window (full causal, Gluon) for scale. do_bench medians over
-``--rounds`` interleaved rounds (median of rounds); then forward + backward with the
+Gluon window path, the portable kernel, stage A's window beside stage C's where the window
+runs C, at hd 64 stage A without its 128-register cap, and the same call without a
+window (full causal, Gluon) for scale. do_bench medians over ``--rounds`` interleaved
+rounds (median of rounds); then forward + backward with the
 window path on and off (the Gluon backward at hd 64 / 128). TFLOPS count the (query,
 key) pairs the window keeps: 4 * D per pair and head (3.5x that for forward + backward).
 Each variant's out (gradients) is compared with the portable kernel's (max |difference|,
@@ -61,6 +63,7 @@ def main() -> int:
         print("bench_window: needs a GPU")
         return 2
     import flashtile
+    from flashtile import configs
     from flashtile.ops import hopper_fwd
 
     print(f"{torch.cuda.get_device_name()} torch {torch.__version__} triton "
@@ -85,6 +88,16 @@ def main() -> int:
 
         variants = {"gluon": call, "portable": portable}
         cfg = hopper_fwd.window_config(d, True, n)
+        if cfg is not None and cfg.pingpong:  # stage C: stage A's window beside it
+            cfg_a = configs.hopper_fwd_config(d, True, n)
+
+            def stage_a(q=q, k=k, v=v, cfg_a=cfg_a, left=left):
+                out = torch.empty_like(q)
+                lse = torch.empty(1, q.shape[2], q.shape[1], device="cuda",
+                                  dtype=torch.float32)
+                return hopper_fwd.hopper_attention_forward(q, k, v, None, True, out, lse,
+                                                           cfg_a, left)[0]
+            variants["gluon stage A"] = stage_a
         if cfg is not None and cfg.max_regs is not None:
             free = dataclasses.replace(cfg, max_regs=None)
 

@@ -99,7 +99,8 @@ def hopper_variants():
     stage C tiles (configs.hopper_fwd_config_c); configs.hopper_fwd_schedule picks which
     one a call runs. "varlen": the same kernels as ops/varlen.py launches them (packed
     sequences, device-side descriptors), bf16; (the last field "window" /
-    "window-varlen") stage A with a sliding window's left edge, dense / varlen."""
+    "window-varlen") stage A with a sliding window's left edge, dense / varlen, and
+    ("hopper-C-window") stage C with it."""
     import dataclasses
 
     import torch
@@ -133,6 +134,9 @@ def hopper_variants():
             yield (f"hopper-window-varlen d{hd}{'-causal' if causal else ''} bfloat16", hd,
                    causal, torch.bfloat16, configs.hopper_fwd_config(hd, causal, 4096),
                    "window-varlen")
+            # and stage C's (the window's config where the schedule runs C)
+            yield (f"hopper-C-window d{hd}{'-causal' if causal else ''} bfloat16", hd, causal,
+                   torch.bfloat16, configs.hopper_fwd_config_c(hd, causal, 4096), "window")
     # stage C at hd 128 with the smaller ring (160 KB), for A/B runs
     yield ("hopper-C d128 bfloat16 ring2", 128, False, torch.bfloat16,
            dataclasses.replace(configs.hopper_fwd_config_c(128, False, 4096), num_stages=2), False)

@@ -222,13 +222,19 @@ def test_problem_ok_windows(window, causal, ok, monkeypatch):
 
 
 def test_window_config():
-    """A windowed call runs stage A (the kernel with the window's left-edge tiles) where
-    the shipped schedule runs any Gluon stage, the portable kernel elsewhere."""
+    """A windowed call runs the shipped schedule's stage where it is C (stage C's
+    warpgroups mask their left-edge tiles), stage A where it is A or B (B has no
+    window), the portable kernel where the table picks it."""
     for hd, causal, seqlen in ((64, True, 4096), (128, False, 16384), (128, True, 1024),
-                               (256, True, 8192)):
+                               (128, True, 16384), (256, True, 8192)):
         cfg = hopper_fwd.window_config(hd, causal, seqlen)
-        assert cfg == configs.hopper_fwd_config(hd, causal, seqlen)
-        assert cfg.schedule == "A" and not cfg.warp_specialize and not cfg.pingpong
+        shipped = hopper_fwd.default_config(hd, causal, seqlen)
+        if shipped.pingpong:
+            assert cfg == shipped
+        else:
+            assert cfg == configs.hopper_fwd_config(hd, causal, seqlen)
+            assert cfg.schedule == "A" and not cfg.warp_specialize and not cfg.pingpong
+    assert hopper_fwd.window_config(128, False, 16384).schedule == "C"
     assert hopper_fwd.window_config(64, True, 512) is None  # the table's portable kernel
 
 
@@ -351,6 +357,29 @@ def test_hopper_window_vs_reference(case, device, hopper_calls, monkeypatch):
     _force_gluon(monkeypatch, case.head_dim, case.causal, case.seqlen_q)
     result = run_case(case, device)
     assert hopper_calls, f"{case.name}: the Gluon path was not taken"
+    assert result.ok, result.summary()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", WINDOW_CASES, ids=lambda c: c.name)
+def test_hopper_c_window_vs_reference(case, device, monkeypatch):
+    """The same windows through stage C (FLASHTILE_HOPPER_SCHEDULE=C, every head dim):
+    each consumer warpgroup's left-edge tiles masked, the producer loading from the
+    first warpgroup's left edge, the second releasing the tiles left of its own. out and
+    lse (and the portable backward fed them) within the DESIGN.md bound."""
+    _gpu_sm90()
+    monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW", raising=False)
+    monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", "C")
+    stages = []
+    real = hopper_fwd._launch
+
+    def spy(cfg, *args, **kwargs):
+        stages.append((cfg.schedule, kwargs.get("left")))
+        return real(cfg, *args, **kwargs)
+
+    monkeypatch.setattr(hopper_fwd, "_launch", spy)
+    result = run_case(case, device)
+    assert stages and all(st == "C" and left is not None for st, left in stages), stages
     assert result.ok, result.summary()
 
 

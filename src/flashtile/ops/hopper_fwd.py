@@ -1,7 +1,7 @@
 """The Hopper (sm_90) forward: Gluon kernels with TMA, an mbarrier-guarded shared-memory
 ring and asynchronous wgmma. The portable tile-level kernel (ops/flash.py) stays the path
 for other GPUs, the interpreter, softcap and dropout, and for sliding windows under
-FLASHTILE_HOPPER_WINDOW=0 (by default they run stage A, ``window_config``); the backward
+FLASHTILE_HOPPER_WINDOW=0 (by default they run stage A or C, ``window_config``); the backward
 runs there (it recomputes from q, k, v, out and lse, which this forward returns the same
 way) where the Gluon backward of ops/hopper_bwd.py is not preferred
 (configs.hopper_bwd_preferred). Device helpers shared with that backward live in
@@ -11,8 +11,9 @@ Layers, top to bottom:
     hopper_supported              may this call take the Hopper path? (dispatch predicate)
     default_config                the shipped schedule of a call (configs.hopper_fwd_schedule),
                                   None where the portable kernel is faster
-    window_config                 a sliding window's config: stage A, whose left-edge
-                                  tiles (HAS_LEFT, window_tile_range) are masked
+    window_config                 a sliding window's config: stage C where the schedule
+                                  runs C, else stage A; their left-edge tiles
+                                  (HAS_LEFT, window_tile_range) are masked
     hopper_attention_forward      launcher: (out, lse), no autograd; flash.attention_forward
                                   calls it first
     hopper_varlen_forward         the same kernels over packed variable-length sequences
@@ -158,7 +159,7 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
     """Run the Gluon forward into ``out`` ((B, M, H, D), q's dtype, TMA-addressable) and
     ``lse`` ((B, H, M) fp32, contiguous). Call only when ``hopper_supported`` holds.
     ``left``: a sliding window's left bound (row i sees keys from i + N - M - left on;
-    stage A only, which ``window_config`` picks). Returns ``(out, lse)``; lse in natural
+    stages A and C, ``window_config``). Returns ``(out, lse)``; lse in natural
     log, -inf on rows that see no key."""
     batch, seqlen_q, _, head_dim = q.shape
     seqlen_k = k.shape[1]
@@ -180,14 +181,14 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
     """Launch ``cfg``'s kernel over (cdiv(rows, block_m), batch * H) on 4D (B, S, H, D)
     tensors: the dense call, or (``varlen_ptrs`` = packed Q, K, V, O, cu_seqlens_q / k and
     VARLEN=True) the varlen one, whose (1, T, H, D) views carry the descriptors' layout.
-    ``left`` (a sliding window's left bound) needs stage A."""
+    ``left`` (a sliding window's left bound) needs stage A or C."""
     head_dim, nheads, nheads_kv = q.shape[3], q.shape[2], k.shape[2]
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     kernel, block_m, num_warps, extra = _kernel_args(cfg)
-    if kernel is _fwd_kernel:
+    if kernel is not _fwd_ws_kernel:
         extra = dict(extra, left=0 if left is None else int(left), HAS_LEFT=left is not None)
     elif left is not None:
-        raise ValueError(f"a sliding window runs on stage A only, not {cfg}")
+        raise ValueError(f"a sliding window runs on stage A or C, not B: {cfg}")
     _gluon_launch(
         kernel, (triton.cdiv(rows, cfg.block_m), batch * nheads), q.device, _desc(q, block_m),
         _desc(k, cfg.block_n), _desc(v, cfg.block_n), _desc(out, block_m),
@@ -231,7 +232,7 @@ def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, sof
     Returns (out, lse), or None where the shipped schedule for max_seqlen_q is the
     portable kernel, or (``varlen_mode`` "auto", no ``config``) the sequences are shorter
     than configs.HOPPER_VARLEN_MIN_SEQLEN: then the caller runs its own. ``left``: a
-    sliding window's left bound (stage A, ``window_config``). Call only when
+    sliding window's left bound (stage A or C, ``window_config``). Call only when
     hopper_varlen_supported holds."""
     if config is None and varlen_mode() == "auto" and not configs.hopper_varlen_preferred(
             max_seqlen_q):
@@ -260,11 +261,13 @@ def window_mode() -> str:
 
 
 def window_config(head_dim, causal, seqlen_q):
-    """The config of a windowed call (a left bound; causal or not): stage A's, the only
-    stage with the window's left-edge tiles, where the shipped schedule runs a Gluon
-    stage at all (``default_config`` not None), else None (the portable kernel)."""
-    if default_config(head_dim, causal, seqlen_q) is None:
-        return None
+    """The config of a windowed call (a left bound; causal or not) where the shipped
+    schedule runs a Gluon stage at all (``default_config`` not None; else None, the
+    portable kernel): stage C where the schedule runs C (since session 12, its
+    warpgroups' left-edge tiles; stage A before), else stage A (B has no window)."""
+    cfg = default_config(head_dim, causal, seqlen_q)
+    if cfg is None or cfg.pingpong:
+        return cfg
     return configs.hopper_fwd_config(head_dim, causal, seqlen_q)
 
 
@@ -720,11 +723,36 @@ def _fwd_ws_kernel(
 
 
 @gluon.jit
-def _c_producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, b, hk, n_tiles,
-                BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
-    # the same loop as stage B's producer; empty_bars count 2 (one arrive per warpgroup)
-    _ws_producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, b, hk, n_tiles,
-                 BLOCK_N, NUM_STAGES)
+def _c_producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, b, hk, lo,
+                n_tiles, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+                HAS_LEFT: gl.constexpr = False):
+    # stage B's producer loop; empty_bars count 2 (one arrive per warpgroup). HAS_LEFT:
+    # tiles [lo, n_tiles), ring positions counted from lo
+    if HAS_LEFT:
+        for pos in range(0, n_tiles - lo):
+            use = pos // NUM_STAGES
+            mbarrier.wait(empty_bars.index(pos % NUM_STAGES), (use & 1) ^ 1, pred=use > 0)
+            issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, pos % NUM_STAGES,
+                          lo + pos, b, hk, True, BLOCK_N)
+    else:
+        _ws_producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, b, hk,
+                     n_tiles, BLOCK_N, NUM_STAGES)
+
+
+@gluon.jit
+def _c_tiles(start_m, seqlen_q, seqlen_k, left, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+             CAUSAL: gl.constexpr, HAS_LEFT: gl.constexpr):
+    """Key tiles of one warpgroup's query tile: (lo, a, b, n_tiles). [lo, a) are cut by a
+    sliding window's left edge (masked), [a, b) need no mask, [b, n_tiles) the causal
+    band or the ragged end (masked). Without a window lo = a = 0 and b = n_full."""
+    n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
+    if HAS_LEFT:
+        lo, a, n_full = window_tile_range(start_m, seqlen_q, seqlen_k, left, n_full, n_tiles,
+                                          BLOCK_M, BLOCK_N)
+    else:
+        lo = 0
+        a = 0
+    return lo, a, n_full, n_tiles
 
 
 @gluon.jit
@@ -741,27 +769,30 @@ def _c_turn_wait(turn_bars, k, m_other, WG: gl.constexpr):
 def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
             m_other, rows, seqlen_k, diag, qk_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
             BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-            MASKED: gl.constexpr, CAUSAL: gl.constexpr):
-    """Iteration j >= 1 (k = j - 1 counts the iterations): issue S_j = Q K_j^T and
-    O += P_{j-1} V_{j-1} back to back, pass the turn, then the softmax of S_j runs while
-    PV_{j-1} is still on the tensor cores. Returns (acc, P_j, m, l)."""
+            MASKED: gl.constexpr, CAUSAL: gl.constexpr, base=0, left=0,
+            HAS_LEFT: gl.constexpr = False):
+    """Key tile j, this warpgroup's iteration k >= 0 (its first tile was the prologue's):
+    issue S_j = Q K_j^T and O += P_{j-1} V_{j-1} back to back, pass the turn, then the
+    softmax of S_j runs while PV_{j-1} is still on the tensor cores. Returns (acc, P_j,
+    m, l). Tile j sits at ring position j - base (``base``: the program's first tile, 0
+    without a sliding window)."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = acc.type.layout
-    s = j % NUM_STAGES
-    sp = (j - 1) % NUM_STAGES
+    s = (j - base) % NUM_STAGES
+    sp = (j - base - 1) % NUM_STAGES
     # -- GEMMs, in the tensor-core turn of this warpgroup --
     _c_turn_wait(turn_bars, k, m_other, WG)
-    mbarrier.wait(k_bars.index(s), (j // NUM_STAGES) & 1)
+    mbarrier.wait(k_bars.index(s), ((j - base) // NUM_STAGES) & 1)
     qk = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     qk = warpgroup_mma(q2, k_smem.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)), qk,
                        use_acc=False, is_async=True)
-    mbarrier.wait(v_bars.index(sp), ((j - 1) // NUM_STAGES) & 1)
+    mbarrier.wait(v_bars.index(sp), ((j - base - 1) // NUM_STAGES) & 1)
     acc = warpgroup_mma(p, v_smem.index(sp).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
     mbarrier.arrive(turn_bars.index(1 - WG), count=1)
     # -- S_j done (wgmma groups retire in order; PV_{j-1} may stay in flight) --
     qk = warpgroup_mma_wait(num_outstanding=1, deps=(qk,))
     if MASKED:
-        qk = _scores_masked(qk, j, rows, seqlen_k, diag, BLOCK_N, CAUSAL)
+        qk = _scores_masked(qk, j, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
     p_new, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED)
     acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
     # -- every warp of this warpgroup is done with tile j-1: release its slot --
@@ -776,54 +807,76 @@ def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_ba
 def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars,
                 v_bars, empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k, qk_scale,
                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):
+                NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
+                left=0, HAS_LEFT: gl.constexpr = False):
     """One consumer warpgroup: query rows [start_cta + WG * BLOCK_M, + BLOCK_M), its own
-    online softmax and epilogue."""
+    online softmax and epilogue. Its key tiles are [lo, n_tiles) (``_c_tiles``: lo > 0
+    only under a sliding window, HAS_LEFT); the producer loads [base, n_cta), the union
+    of both warpgroups' tiles, and tile t sits at ring position t - base."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     dtype: gl.constexpr = o_desc.dtype
     diag = seqlen_k - seqlen_q
     start_m = start_cta + WG * BLOCK_M
-    n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
-    _o_full, n_other = _tile_range(start_cta + (1 - WG) * BLOCK_M, seqlen_q, seqlen_k, BLOCK_M,
-                                   BLOCK_N, CAUSAL)
-    m_other = gl.maximum(n_other - 1, 0)  # main-loop iterations of the other warpgroup
+    lo, a, n_full, n_tiles = _c_tiles(start_m, seqlen_q, seqlen_k, left, BLOCK_M, BLOCK_N,
+                                      CAUSAL, HAS_LEFT)
+    lo_other, _a_other, _b_other, n_other = _c_tiles(
+        start_cta + (1 - WG) * BLOCK_M, seqlen_q, seqlen_k, left, BLOCK_M, BLOCK_N, CAUSAL,
+        HAS_LEFT)
+    # main-loop iterations of the other warpgroup
+    m_other = gl.maximum(n_other - lo_other - 1, 0)
     if not PINGPONG:
         m_other = 0  # no turn is ever awaited: the warpgroups run free (A/B, debugging)
-    n_cta = gl.maximum(n_tiles, n_other)  # tiles the producer loads
+    base = gl.minimum(lo, lo_other)  # the first tile the producer loads
+    n_cta = gl.maximum(n_tiles, n_other)  # past the last one
     q_smem = q_smems.index(WG)
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
     l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
+    # -- tiles only the other warpgroup needs, before this one's first (a window's left
+    #    edge; none without one): release each once it is loaded, so its slot completes
+    #    its 2 arrivals in order --
+    for t in range(base, lo):
+        mbarrier.wait(k_bars.index((t - base) % NUM_STAGES), ((t - base) // NUM_STAGES) & 1)
+        mbarrier.arrive(empty_bars.index((t - base) % NUM_STAGES), count=1)
     mbarrier.wait(q_bars.index(WG), 0)
     q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
-    if n_tiles > 0:
-        # -- prologue: S_0 (masked unconditionally: one tile, and it may be on-band) --
-        mbarrier.wait(k_bars.index(0), 0)
+    if n_tiles > lo:
+        # -- prologue: S of tile lo (masked unconditionally: one tile, and it may be
+        #    on-band or on a window's left edge) --
+        s0 = (lo - base) % NUM_STAGES
+        mbarrier.wait(k_bars.index(s0), ((lo - base) // NUM_STAGES) & 1)
         qk = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
-        qk = warpgroup_mma(q2, k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
+        qk = warpgroup_mma(q2, k_smem.index(s0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
                            qk, use_acc=False, is_async=True)
         qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
-        qk = _scores_masked(qk, 0, rows, seqlen_k, diag, BLOCK_N, CAUSAL)
+        qk = _scores_masked(qk, lo, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
         p, _alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, True)
         p = gl.convert_layout(p.to(dtype), p_layout)
-        # -- off-band tiles (no mask), then the on-band / ragged tail (masked) --
-        for j in range(1, n_full):
+        # -- a window's left-edge tiles (masked; none without one), the off-band tiles (no
+        #    mask), then the on-band / ragged tail (masked) --
+        for j in range(lo + 1, a):
             acc, p, m_i, l_i = _c_step(
-                j, j - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_bars,
-                turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM, BLOCK_M,
-                BLOCK_N, NUM_STAGES, False, CAUSAL,
+                j, j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
+                empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
+                BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, base, left, HAS_LEFT,
             )
-        for j in range(gl.maximum(n_full, 1), n_tiles):
+        for j in range(gl.maximum(a, lo + 1), n_full):
             acc, p, m_i, l_i = _c_step(
-                j, j - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_bars,
-                turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM, BLOCK_M,
-                BLOCK_N, NUM_STAGES, True, CAUSAL,
+                j, j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
+                empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
+                BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, base,
+            )
+        for j in range(gl.maximum(n_full, lo + 1), n_tiles):
+            acc, p, m_i, l_i = _c_step(
+                j, j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
+                empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
+                BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, base, left, HAS_LEFT,
             )
         # -- last PV --
-        t = n_tiles - 1
+        t = n_tiles - 1 - base
         st = t % NUM_STAGES
         mbarrier.wait(v_bars.index(st), (t // NUM_STAGES) & 1)
         acc = warpgroup_mma(p, v_smem.index(st).reshape([BLOCK_N, HEAD_DIM]), acc,
@@ -831,16 +884,15 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         gl.thread_barrier()
         mbarrier.arrive(empty_bars.index(st), count=1)
-    # -- tiles only the other warpgroup needs (causal): release each once it is loaded,
-    #    so its slot completes its 2 arrivals in order --
+    # -- tiles only the other warpgroup needs, after this one's last (causal) --
     for t in range(n_tiles, n_cta):
-        mbarrier.wait(k_bars.index(t % NUM_STAGES), (t // NUM_STAGES) & 1)
-        mbarrier.arrive(empty_bars.index(t % NUM_STAGES), count=1)
+        mbarrier.wait(k_bars.index((t - base) % NUM_STAGES), ((t - base) // NUM_STAGES) & 1)
+        mbarrier.arrive(empty_bars.index((t - base) % NUM_STAGES), count=1)
     _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM)
 
 
-@gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
+@gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k", "left"])
 def _fwd_c_kernel(
     q_desc, k_desc, v_desc, o_desc,  # TMA descriptors: q, o (B, M, H, D); k, v (B, N, Hkv, D)
     LSE,  # (B, H, M) fp32; VARLEN: (H, TQ)
@@ -849,6 +901,7 @@ def _fwd_c_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, LOAD_REGS: gl.constexpr,
     MMA_REGS: gl.constexpr, PINGPONG: gl.constexpr, VARLEN: gl.constexpr = False,
+    left=0, HAS_LEFT: gl.constexpr = False,  # a sliding window: keys from row + diag - left
 ):
     """Stage C. BLOCK_M is the tile of one consumer warpgroup (64 rows: the kernel runs
     with num_warps=4, warpgroup 0; warpgroup 1 and the producer are workers); a program
@@ -883,9 +936,12 @@ def _fwd_c_kernel(
     (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
      o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
                             seqlen_q, seqlen_k, nheads, group, VARLEN)
-    # the later warpgroup's tile needs the most key tiles: the producer loads those
-    _n_full, n_cta = _tile_range(start_cta + BLOCK_M, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N,
-                                 CAUSAL)
+    # the later warpgroup's tile needs the most key tiles, the earlier one (under a
+    # sliding window) the leftmost: the producer loads [base, n_cta)
+    base, _a, _b, _n = _c_tiles(start_cta, seqlen_q, seqlen_k, left, BLOCK_M, BLOCK_N, CAUSAL,
+                                HAS_LEFT)
+    _lo, _a, _b, n_cta = _c_tiles(start_cta + BLOCK_M, seqlen_q, seqlen_k, left, BLOCK_M,
+                                  BLOCK_N, CAUSAL, HAS_LEFT)
 
     q_smems = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape, q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + k_desc.block_type.shape,
@@ -920,13 +976,13 @@ def _fwd_c_kernel(
             (_c_consumer, (0, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
                             empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k,
                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
-                            PINGPONG)),
+                            PINGPONG, left, HAS_LEFT)),
             (_c_consumer, (1, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
                             empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k,
                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
-                            PINGPONG)),
+                            PINGPONG, left, HAS_LEFT)),
             (_c_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, b, hk,
-                           n_cta, BLOCK_N, NUM_STAGES)),
+                           base, n_cta, BLOCK_N, NUM_STAGES, HAS_LEFT)),
         ],
         [4, 1],
         [MMA_REGS, LOAD_REGS],
@@ -971,7 +1027,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         constexprs.update({n: None for n in ptrs})
         attrs = {(4,): [["tt.divisibility", 16]]}
     sig.update(seqlen_q="i32", seqlen_k="i32", nheads="i32", group="i32", qk_scale="fp32")
-    if kernel is _fwd_kernel:
+    if kernel is not _fwd_ws_kernel:
         sig["left"] = "i32"
         constexprs["HAS_LEFT"] = window
     sig.update({name: "constexpr" for name in constexprs})
