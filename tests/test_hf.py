@@ -276,13 +276,33 @@ def test_bench_table():
     from flashtile.bench.harness import Record
 
     shape = Shape(1, 8192, 32, 64, True)
-    records = [Record(bench_hf.KERNEL, b, shape, m, v) for b, m, v in [
+    records = [Record(bench_hf.MODELS["llama"][3], b, shape, m, v) for b, m, v in [
         ("flashtile", "fwd_ms", 50.0), ("sdpa", "fwd_ms", 60.0), ("sdpa", "train_step_ms", 9.0)]]
     notes = {(8192, "flash_attention_2"): "not importable"}
     args = Namespace(hf_contexts=[8192], hf_backends=list(bench_hf.BACKENDS))
     table = bench_hf.format_table(records, notes, args).splitlines()
     assert table[2].startswith("| 8k | flashtile | 50.0 |") and "1.20x" in table[2]
     assert "not importable" in table[4]
+
+
+def test_bench_models():
+    """The hf bench's model table builds real transformers configs: Llama's GQA at hd 64,
+    Mistral's hd 128 with a 4096-token sliding window, ~1.1B parameters each at 16 layers
+    (counted from the config, no weights made)."""
+    import transformers
+
+    from flashtile.bench import hf as bench_hf
+
+    for name, (config_cls, model_cls, fields, kernel) in bench_hf.MODELS.items():
+        cfg = getattr(transformers, config_cls)(num_hidden_layers=16, **fields)
+        assert hasattr(transformers, model_cls) and kernel.startswith("hf_" + name)
+        attn = cfg.hidden_size * cfg.head_dim * (
+            2 * cfg.num_attention_heads + 2 * cfg.num_key_value_heads)
+        mlp = 3 * cfg.hidden_size * cfg.intermediate_size
+        params = 16 * (attn + mlp) + 2 * cfg.vocab_size * cfg.hidden_size
+        assert 0.9e9 < params < 1.3e9, (name, params)
+    mistral = transformers.MistralConfig(**bench_hf.MODELS["mistral"][2])
+    assert mistral.sliding_window == 4096 and mistral.head_dim == 128
 
 
 def test_import_registers_nothing():

@@ -1,9 +1,13 @@
 """``flashtile bench --suite hf``: a ~1B-parameter Llama-shaped model in HuggingFace
 transformers, attention by flashtile vs "sdpa" vs "flash_attention_2" (if importable).
 
-Model: ``LlamaConfig`` with hidden 2048, 16 layers, 32 query heads and 8 KV heads (GQA
-4:1) of head dim 64, MLP 8192, vocab 32000: 1.1B parameters, random bf16 weights made
-on the GPU (the shape of Llama-3.2-1B with a smaller vocabulary). Batch 1, per context
+Model (``--hf-model llama``, the default): ``LlamaConfig`` with hidden 2048, 16 layers, 32
+query heads and 8 KV heads (GQA 4:1) of head dim 64, MLP 8192, vocab 32000: 1.1B
+parameters, random bf16 weights made on the GPU (the shape of Llama-3.2-1B with a smaller
+vocabulary). ``--hf-model mistral``: ``MistralConfig`` with Mistral-7B's attention per
+layer (head dim 128, GQA 4:1, a 4096-token sliding window) at hidden 2048 (16 query heads,
+4 KV heads), MLP 8192, vocab 32000, ~1.1B parameters: every layer's attention is a
+sliding window, which "sdpa" runs through a materialised mask. Batch 1, per context
 length (2k, 8k, 32k tokens by default) and backend, the same weights each time:
 
     forward     ``model(ids)`` under no_grad (logits for every position): tokens/s = ctx / t
@@ -28,11 +32,16 @@ import sys
 import time
 
 BACKENDS = ("flashtile", "sdpa", "flash_attention_2")
-KERNEL = "hf_llama_1b"
-MODEL_SHAPE = dict(
-    hidden_size=2048, intermediate_size=8192, num_attention_heads=32, num_key_value_heads=8,
-    head_dim=64, vocab_size=32000,
-)
+# name -> (transformers config class, model class, config fields, record kernel name)
+MODELS = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", dict(
+        hidden_size=2048, intermediate_size=8192, num_attention_heads=32,
+        num_key_value_heads=8, head_dim=64, vocab_size=32000), "hf_llama_1b"),
+    "mistral": ("MistralConfig", "MistralForCausalLM", dict(
+        hidden_size=2048, intermediate_size=8192, num_attention_heads=16,
+        num_key_value_heads=4, head_dim=128, vocab_size=32000, sliding_window=4096),
+        "hf_mistral_1b"),
+}
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +57,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--hf-new-tokens", type=int, default=32,
                    help="tokens generated per timed generate call (default: 32)")
     g.add_argument("--hf-reps", type=int, default=3, help="timed runs per number (default: 3)")
+    g.add_argument("--hf-model", choices=sorted(MODELS), default="llama",
+                   help="llama (GQA, hd 64; default) or mistral (GQA, hd 128, sliding window)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,14 +120,15 @@ def _run_gpu(args) -> int:
     env = Env.collect(args.commit)
     name = hf.register()
     torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(num_hidden_layers=args.hf_layers,
-                                   max_position_embeddings=max(args.hf_contexts) + 1024,
-                                   **MODEL_SHAPE)
+    config_cls, model_cls, fields, _kernel = MODELS[getattr(args, "hf_model", "llama")]
+    cfg = getattr(transformers, config_cls)(
+        num_hidden_layers=args.hf_layers,
+        max_position_embeddings=max(args.hf_contexts) + 1024, **fields)
     with torch.device("cuda"):
-        model = transformers.LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa",
-                                                           dtype=torch.bfloat16)
+        model = getattr(transformers, model_cls)._from_config(
+            cfg, attn_implementation="sdpa", dtype=torch.bfloat16)
     params = sum(p.numel() for p in model.parameters())
-    print(f"hf: Llama-shaped model, {params / 1e9:.2f}B parameters, {args.hf_layers} layers, "
+    print(f"hf: {model_cls}, {params / 1e9:.2f}B parameters, {args.hf_layers} layers, "
           f"transformers {transformers.__version__}", file=sys.stderr)
     records, notes = [], {}
     start = time.perf_counter()
@@ -162,7 +174,8 @@ def _measure(model, backend, ctx, args, records) -> str | None:
     from .flops import Shape
     from .harness import Record
 
-    shape = Shape(1, ctx, MODEL_SHAPE["num_attention_heads"], MODEL_SHAPE["head_dim"], True)
+    _config, _model, fields, kernel = MODELS[getattr(args, "hf_model", "llama")]
+    shape = Shape(1, ctx, fields["num_attention_heads"], fields["head_dim"], True)
     ids = torch.randint(1, model.config.vocab_size, (1, ctx), device=model.device)
     n = args.hf_new_tokens
 
@@ -178,7 +191,7 @@ def _measure(model, backend, ctx, args, records) -> str | None:
         return lambda: model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens,
                                       do_sample=False, pad_token_id=0)
 
-    put = lambda metric, value: records.append(Record(KERNEL, backend, shape, metric, value))
+    put = lambda metric, value: records.append(Record(kernel, backend, shape, metric, value))
     try:
         model.eval()
         first, fwd = _time(forward, args.hf_reps, ids.device)
