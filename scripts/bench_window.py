@@ -49,6 +49,19 @@ def window_env(mode: str):
         os.environ.pop("FLASHTILE_HOPPER_WINDOW", None)
 
 
+def direct_call(q, k, v, left, config):
+    """A causal windowed call of the Gluon forward launched with ``config``, out of the
+    dispatch's hands."""
+    from flashtile.ops import hopper_fwd
+
+    def fn():
+        out = torch.empty_like(q)
+        lse = torch.empty(1, q.shape[2], q.shape[1], device="cuda", dtype=torch.float32)
+        return hopper_fwd.hopper_attention_forward(q, k, v, None, True, out, lse, config,
+                                                   left)[0]
+    return fn
+
+
 def kept_pairs(n: int, left: int) -> int:
     """Pairs (i, j) with i - left <= j <= i over n rows."""
     full = min(n, left + 1)
@@ -89,25 +102,11 @@ def main() -> int:
         variants = {"gluon": call, "portable": portable}
         cfg = hopper_fwd.window_config(d, True, n)
         if cfg is not None and cfg.pingpong:  # stage C: stage A's window beside it
-            cfg_a = configs.hopper_fwd_config(d, True, n)
-
-            def stage_a(q=q, k=k, v=v, cfg_a=cfg_a, left=left):
-                out = torch.empty_like(q)
-                lse = torch.empty(1, q.shape[2], q.shape[1], device="cuda",
-                                  dtype=torch.float32)
-                return hopper_fwd.hopper_attention_forward(q, k, v, None, True, out, lse,
-                                                           cfg_a, left)[0]
-            variants["gluon stage A"] = stage_a
+            variants["gluon stage A"] = direct_call(q, k, v, left,
+                                                    configs.hopper_fwd_config(d, True, n))
         if cfg is not None and cfg.max_regs is not None:
-            free = dataclasses.replace(cfg, max_regs=None)
-
-            def uncapped(q=q, k=k, v=v, free=free, left=left):
-                out = torch.empty_like(q)
-                lse = torch.empty(1, q.shape[2], q.shape[1], device="cuda",
-                                  dtype=torch.float32)
-                return hopper_fwd.hopper_attention_forward(q, k, v, None, True, out, lse,
-                                                           free, left)[0]
-            variants["gluon uncapped"] = uncapped
+            variants["gluon uncapped"] = direct_call(q, k, v, left,
+                                                     dataclasses.replace(cfg, max_regs=None))
         variants["no window (causal)"] = (
             lambda q=q, k=k, v=v: flashtile.flash_attn_func(q, k, v, causal=True))
         # forward + backward (the backward's window path: the two-kernel Gluon backward at
