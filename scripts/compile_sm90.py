@@ -188,7 +188,8 @@ def hopper_bwd_variants():
     dK/dV kernel without its register cap for A/B runs, (names ending " gqa-expand") the
     dK/dV kernel with one program per query head (HopperBwdConfig.gqa_expand), (names
     ending " window") a sliding window's left bound at hd 64 / 128, and (names ending
-    " varlen") the varlen build of the shipped kernels at hd 64 / 128."""
+    " varlen") the varlen build of the shipped kernels at hd 64 / 128 (" window varlen":
+    both)."""
     import dataclasses
 
     import torch
@@ -215,8 +216,9 @@ def hopper_bwd_variants():
                 yield f"{tag} bfloat16 gqa-expand varlen", hd, causal, torch.bfloat16, gqa
             if hd <= 128:  # the same kernels over packed varlen sequences (opt-in)
                 yield f"{tag} bfloat16 varlen", hd, causal, torch.bfloat16, cfg
-            if hd <= 128:  # a sliding window's left bound (HAS_LEFT, opt-in)
+            if hd <= 128:  # a sliding window's left bound (HAS_LEFT), dense and varlen
                 yield f"{tag} bfloat16 window", hd, causal, torch.bfloat16, cfg
+                yield f"{tag} bfloat16 window varlen", hd, causal, torch.bfloat16, cfg
             fused = configs.hopper_bwd_fused_config(hd, causal)
             if fused not in (None, cfg):  # the fused kernel's tiles (not shipped), ordered
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused
@@ -238,7 +240,7 @@ def hopper_bwd_main(as_json: bool, only: str | None = None) -> None:
             kernels = hopper_bwd.compile_sm90(hd, causal, dt, cfg,
                                               deterministic=not name.endswith(" racing"),
                                               varlen=name.endswith(" varlen"),
-                                              window=name.endswith(" window"))
+                                              window=" window" in name)
         except Exception as exc:  # report every variant, then fail in the caller
             kernels = {kn: exc for kn in (("fused",) if cfg.fused else ("dkdv", "dq"))}
         for kname, k in kernels.items():

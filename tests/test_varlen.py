@@ -238,6 +238,30 @@ def test_hopper_varlen_bwd_mode(monkeypatch, value, mode):
                                                       None, long_, long_)
 
 
+def test_hopper_varlen_bwd_window_launch(monkeypatch):
+    """A sliding window's left bound reaches both varlen Gluon backward kernels (VARLEN
+    and HAS_LEFT together, the bound as the ``left`` argument); launches recorded on
+    CPU tensors, nothing runs."""
+    from flashtile.ops import hopper_bwd
+
+    launched = []
+    monkeypatch.setattr(hopper_bwd, "launch",
+                        lambda kernel, grid, device, *args, **kw: launched.append(
+                            (kernel.fn.__name__ if hasattr(kernel, "fn") else str(kernel),
+                             kw)))
+    q = torch.randn(300, 4, 64, dtype=torch.bfloat16)
+    kv = torch.randn(300, 2, 64, dtype=torch.bfloat16)
+    lse = torch.zeros(4, 300)
+    cu = torch.tensor([0, 100, 300], dtype=torch.int32)
+    grads = [torch.zeros_like(t) for t in (q, kv, kv)]
+    hopper_bwd.hopper_varlen_backward(q, q, kv, kv, q, lse, cu, cu, 200, 200, None, True,
+                                      *grads, left=37)
+    kernels = {name: kw for name, kw in launched}
+    for name in ("_bwd_dkdv_kernel", "_bwd_dq_kernel"):
+        kw = next(kw for n, kw in kernels.items() if name in n)
+        assert kw["VARLEN"] and kw["HAS_LEFT"] and kw["left"] == 37, (name, kw)
+
+
 def test_hopper_varlen_bwd_threshold():
     """configs.hopper_varlen_bwd_preferred as measured: from 8k everywhere, from 2k at hd
     128 non-causal."""
@@ -325,6 +349,31 @@ def test_varlen_hopper_bwd_gpu(head_dim, causal, overrides, device, monkeypatch)
     lens_k = [1500, 0, 650, 900, 128, 0, 1200, 333, 77]
     checks = run_varlen(lens_q, lens_k, 16, 4, head_dim, torch.bfloat16, device,
                         causal=causal)
+    _assert_ok(checks, lens_q, lens_k)
+    assert calls, "the Gluon varlen backward did not run"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not IS_SM90, reason="the Gluon backward needs an sm_90 GPU")
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("left", [0, 100, 1000])
+def test_varlen_hopper_bwd_window_gpu(head_dim, causal, left, device, monkeypatch):
+    """sm_90, FLASHTILE_HOPPER_VARLEN_BWD=1 (and FLASHTILE_HOPPER_BWD=1): a sliding
+    window through the Gluon varlen backward (HAS_LEFT over per-sequence descriptors:
+    the dK/dV kernel's far-edge query tiles, the dQ kernel's left-edge key tiles), with
+    empty, key-less and ragged sequences and GQA; dq / dk / dv against the reference."""
+    from flashtile.ops import hopper_bwd
+
+    monkeypatch.setenv(hopper_bwd.VARLEN_ENV_VAR, "1")
+    monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
+    monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW", raising=False)
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
+    calls = count_varlen_backward(monkeypatch)
+    lens_q = [1500, 0, 700, 1, 129, 64, 1000, 333, 0]
+    lens_k = [1500, 0, 650, 900, 128, 0, 1200, 333, 77]
+    checks = run_varlen(lens_q, lens_k, 16, 4, head_dim, torch.bfloat16, device,
+                        causal=causal, window_size=(left, 0 if causal else -1))
     _assert_ok(checks, lens_q, lens_k)
     assert calls, "the Gluon varlen backward did not run"
 

@@ -241,9 +241,9 @@ def hopper_varlen_bwd_supported(q, k, v, dout, causal, window, softcap, softmax_
     is "off", nor in "auto" mode where configs.hopper_varlen_bwd_preferred does not
     hold at ``max_seqlen_q`` (the forward's 8k threshold, 2k at hd 128 non-causal); then what
     ``hopper_bwd_supported`` asks of the packed tensors as (1, T, H, D) views (sm_90,
-    fp16/bf16, head dim 64 or 128, full or causal, no softcap; in its "auto" mode the
-    measured dense table at the longest key sequence, ``max_seqlen_k``), with a
-    TMA-addressable dout."""
+    fp16/bf16, head dim 64 or 128, full or causal or a sliding window as the dense
+    backward takes it, no softcap; in its "auto" mode the measured dense table at the
+    longest key sequence, ``max_seqlen_k``), with a TMA-addressable dout."""
     mode = varlen_bwd_mode()
     if mode == "off" or q.shape[-1] > 128:
         return False  # hd 256's column-block dK/dV launches: not built for varlen
@@ -252,13 +252,13 @@ def hopper_varlen_bwd_supported(q, k, v, dout, causal, window, softcap, softmax_
         return False
     views = [x.unsqueeze(0) for x in (q, k, v)]
     return (hopper_bwd_supported(*views, causal, window, softcap, 0.0, softmax_scale,
-                                 seqlen_k=max_seqlen_k)
+                                 seqlen_k=max_seqlen_k, windows=True)
             and _tma_ok(dout))
 
 
 def hopper_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
                            max_seqlen_q, max_seqlen_k, softmax_scale, causal, dq, dk, dv,
-                           config=None):
+                           config=None, left=None):
     """The Gluon two-kernel backward over packed variable-length sequences (ops/varlen.py's
     layout: q / out / dout / dq (TQ, H, D), k / v / dk / dv (TK, Hkv, D), lse (H, TQ) fp32,
     int32 cu_seqlens). Grids (key tiles of the longest key sequence, B * Hkv) and (query
@@ -267,6 +267,7 @@ def hopper_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
     every sequence, and of sequences without queries (dk, dv) or keys (dq), keep what the
     caller put there: pass zeros. delta = rowsum(dO * O) from
     flash's preprocess over the packed rows as one batch ((1, H, TQ) = lse's layout).
+    ``left``: a sliding window's left bound (HAS_LEFT, per sequence as the dense call's).
     Call only when ``hopper_varlen_bwd_supported`` holds. Returns (dq, dk, dv)."""
     nheads, head_dim = q.shape[1:]
     nheads_kv = k.shape[1]
@@ -283,7 +284,7 @@ def hopper_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
         delta = _delta(o4, do4)  # (1, H, TQ): lse's layout
         _launch_split(q4, k4, v4, do4, lse, delta, (dq4, dk4, dv4), cfg, scale, causal,
                       group, varlen=(batch, max_seqlen_q, max_seqlen_k, cu_seqlens_q,
-                                     cu_seqlens_k))
+                                     cu_seqlens_k), left=left)
     return dq, dk, dv
 
 
@@ -309,7 +310,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
     (B, S, H, D) tensors; ``varlen`` = (batch, max_seqlen_q, max_seqlen_k, cu_seqlens_q,
     cu_seqlens_k) when they are (1, T, H, D) views of packed sequences
     (hopper_varlen_backward): the kernels then also take the tensors as base pointers.
-    ``left``: a sliding window's left bound (HAS_LEFT; whole head dims, dense)."""
+    ``left``: a sliding window's left bound (HAS_LEFT; whole head dims)."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
     rows_q, rows_k = seqlen_q, seqlen_k
@@ -321,9 +322,9 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         pq, pk, pv, pdo, (pdq, pdk, pdv) = q, k, v, dout, outs
         flag = dict(VARLEN=True)
     if left is not None:
-        if varlen is not None or cfg.d_split > 1:
-            raise ValueError("a sliding window: dense calls with whole head dims only")
-        flag = dict(left=int(left), HAS_LEFT=True)
+        if cfg.d_split > 1:
+            raise ValueError("a sliding window: whole head dims only (no column blocks)")
+        flag = dict(flag, left=int(left), HAS_LEFT=True)
     cols = head_dim // cfg.d_split  # dK / dV columns per launch (all but at hd 256)
     dk_t, dv_t, key_heads, dkdv_flag = outs[1], outs[2], nheads_kv, dict(flag)
     if cfg.gqa_expand and group > 1:

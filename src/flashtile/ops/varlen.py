@@ -27,9 +27,10 @@ On sm_90 the forward runs the Gluon kernels instead from 8k-long sequences
 (hopper_fwd.hopper_varlen_forward, where hopper_varlen_supported and
 configs.hopper_varlen_preferred; grid (query tiles of the longest sequence, B * H)):
 measured 1.07-1.39x this kernel at 8k-long sequences and 0.73-0.98x at 2k (ac7393a).
-FLASHTILE_HOPPER_VARLEN=1 / =0 forces it on / off. The backward is this file's, or with
-FLASHTILE_HOPPER_VARLEN_BWD=1 (opt-in, not yet run on a GPU) the Gluon two-kernel
-backward over per-sequence descriptors (hopper_bwd.hopper_varlen_backward).
+FLASHTILE_HOPPER_VARLEN=1 / =0 forces it on / off. The backward is this file's, or on
+sm_90 from 8k-long sequences (configs.hopper_varlen_bwd_preferred; FLASHTILE_HOPPER_VARLEN_BWD
+=1 / =0 forces it on / off) the Gluon two-kernel backward over per-sequence descriptors
+(hopper_bwd.hopper_varlen_backward), sliding windows included.
 """
 
 from __future__ import annotations
@@ -410,7 +411,7 @@ def varlen_backward(
         # TMA descriptors
         return hopper_bwd.hopper_varlen_backward(
             dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-            softmax_scale, window_size[1] == 0, dq, dk, dv)
+            softmax_scale, window_size[1] == 0, dq, dk, dv, left=window_size[0])
     cfg = config or configs.bwd_config(
         meta["BLOCK_D"], window_size[1] is not None, q.dtype, q.device, max_seqlen_k
     )
