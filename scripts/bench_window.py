@@ -6,13 +6,13 @@ kernel (=0), at model shapes.
 
 Shapes (bf16, causal, B1): hd 64 H32 at 16k with windows of 1024 and 4096 keys;
 Mistral's attention (hd 128, H32 KV8, window 4096) at 16k and 32k; Gemma-2's sliding
-layers (hd 256, H16 KV8, window 4096) at 8k and 16k. Per shape: flashtile with the
-Gluon window path, the portable kernel, stage A's window beside stage C's where the window
-runs C, at hd 64 stage A without its 128-register cap, and the same call without a
-window (full causal, Gluon) for scale. do_bench medians over ``--rounds`` interleaved
-rounds (median of rounds); then forward + backward with the
-window path on and off (the Gluon backward at hd 64 / 128). TFLOPS count the (query,
-key) pairs the window keeps: 4 * D per pair and head (3.5x that for forward + backward).
+layers (hd 256, H16 KV8, window 4096) at 8k and 16k. Per shape: flashtile with the Gluon
+window path, the portable kernel, the other stage's window beside it (A beside C where
+the window runs C, C beside A elsewhere), at hd 64 stage A without its 128-register cap,
+and the same call without a window (full causal, Gluon) for scale. do_bench medians over
+``--rounds`` interleaved rounds (median of rounds); then forward + backward with the
+window path on and off (the Gluon backward at hd 64 / 128). TFLOPS count the (query, key)
+pairs the window keeps: 4 * D per pair and head (3.5x that for forward + backward).
 Each variant's out (gradients) is compared with the portable kernel's (max |difference|,
 relative for gradients; MISMATCH above 2e-2).
 """
@@ -104,6 +104,9 @@ def main() -> int:
         if cfg is not None and cfg.pingpong:  # stage C: stage A's window beside it
             variants["gluon stage A"] = direct_call(q, k, v, left,
                                                     configs.hopper_fwd_config(d, True, n))
+        elif cfg is not None:  # stage A: stage C's window beside it (not yet measured)
+            variants["gluon stage C"] = direct_call(q, k, v, left,
+                                                    configs.hopper_fwd_config_c(d, True, n))
         if cfg is not None and cfg.max_regs is not None:
             variants["gluon uncapped"] = direct_call(q, k, v, left,
                                                      dataclasses.replace(cfg, max_regs=None))
