@@ -254,9 +254,9 @@ def window_mode() -> str:
     forward where configs.hopper_fwd_schedule runs a Gluon stage, ``window_config``; the
     two-kernel backward at hd 64 / 128 where hopper_bwd's table runs it), "off" (=0 or
     empty) keeps them on the portable kernels. On by default since session 12: 286 + 96
-    GPU tests and the covering validation grid passed with it (634c4d4 / 66647e8), and it
-    measured 1.12-1.29x the portable forward and 1.21-1.36x its forward + backward at
-    hd 64 / 128 (benchmarks/results.md, session 12)."""
+    GPU tests (634c4d4, 66647e8) and the covering validation grid (766a526) passed with
+    it, and it measured 1.09-1.71x the portable forward and 1.21-1.36x its forward +
+    backward at hd 64 / 128 (benchmarks/results.md, session 12)."""
     return env_mode("FLASHTILE_HOPPER_WINDOW")
 
 
@@ -727,7 +727,8 @@ def _c_producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, b, h
                 n_tiles, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                 HAS_LEFT: gl.constexpr = False):
     # stage B's producer loop; empty_bars count 2 (one arrive per warpgroup). HAS_LEFT:
-    # tiles [lo, n_tiles), ring positions counted from lo
+    # tiles [lo, n_tiles), ring positions counted from lo (a loop of its own, so that the
+    # shipped stage B / C producers compile to the instructions they were measured with)
     if HAS_LEFT:
         for pos in range(0, n_tiles - lo):
             use = pos // NUM_STAGES
