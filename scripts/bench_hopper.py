@@ -34,6 +34,7 @@ BACKENDS = ("gluon-C", "gluon-B", "gluon-A", "gluon-A*", "portable", "sdpa-cudnn
 
 C_STAGES = None  # --c-stages: override stage C's ring depth (e.g. 2 at hd 128)
 A_FIELDS: dict = {}  # --a-config: override fields of the gluon-A column's config
+C_FIELDS: dict = {}  # --c-config: the same for the gluon-C column
 
 
 def gluon_configs(d, causal, s):
@@ -43,6 +44,7 @@ def gluon_configs(d, causal, s):
     cfg_c = configs.hopper_fwd_config_c(d, causal, s)
     if C_STAGES:
         cfg_c = dataclasses.replace(cfg_c, num_stages=C_STAGES)
+    cfg_c = dataclasses.replace(cfg_c, **C_FIELDS)
     out = {"gluon-C": cfg_c,
            "gluon-B": dataclasses.replace(cfg, warp_specialize=True),
            "gluon-A": dataclasses.replace(cfg, warp_specialize=False, **A_FIELDS)}
@@ -86,13 +88,16 @@ def main() -> int:
     ap.add_argument("--causal", choices=("0", "1", "both"), default="both")
     ap.add_argument("--a-config", help="override gluon-A config fields, e.g. "
                     "block_m=64,num_warps=4,block_n=64,num_stages=3,max_regs=128")
+    ap.add_argument("--c-config", help="override gluon-C config fields, e.g. "
+                    "block_n=64,num_stages=2")
     ap.add_argument("--only", nargs="+", choices=BACKENDS,
                     help="these columns only (sdpa-cudnn is always timed: the reference)")
     args = ap.parse_args()
     C_STAGES = args.c_stages
-    for item in filter(None, (args.a_config or "").split(",")):
-        name, value = item.split("=")
-        A_FIELDS[name] = None if value == "None" else int(value)
+    for text, fields in ((args.a_config, A_FIELDS), (args.c_config, C_FIELDS)):
+        for item in filter(None, (text or "").split(",")):
+            name, value = item.split("=")
+            fields[name] = None if value == "None" else int(value)
     if args.only:
         BACKENDS = tuple(b for b in BACKENDS if b in args.only or b == "sdpa-cudnn")
     dev = torch.device("cuda")
