@@ -2,7 +2,7 @@
 C where the schedule runs C, else A; FLASHTILE_HOPPER_WINDOW=1) against the portable
 kernel (=0), at model shapes.
 
-    python scripts/bench_window.py [--rounds 3]
+    python scripts/bench_window.py [--rounds 3] [--softcap 50]
 
 Shapes (bf16, causal, B1): hd 64 H32 at 16k with windows of 1024 and 4096 keys;
 Mistral's attention (hd 128, H32 KV8, window 4096) at 16k and 32k; Gemma-2's sliding
@@ -14,7 +14,9 @@ and the same call without a window (full causal, Gluon) for scale. do_bench medi
 window path on and off (the Gluon backward at hd 64 / 128). TFLOPS count the (query, key)
 pairs the window keeps: 4 * D per pair and head (3.5x that for forward + backward).
 Each variant's out (gradients) is compared with the portable kernel's (max |difference|,
-relative for gradients; MISMATCH above 2e-2).
+relative for gradients; MISMATCH above 2e-2). ``--softcap``: every call softcapped, with
+the Gluon forward's opt-in softcap on (FLASHTILE_HOPPER_SOFTCAP=1; its backward is the
+portable one either way).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def window_env(mode: str):
         os.environ.pop("FLASHTILE_HOPPER_WINDOW", None)
 
 
-def direct_call(q, k, v, left, config):
+def direct_call(q, k, v, left, config, softcap=0.0):
     """A causal windowed call of the Gluon forward launched with ``config``, out of the
     dispatch's hands."""
     from flashtile.ops import hopper_fwd
@@ -58,7 +60,7 @@ def direct_call(q, k, v, left, config):
         out = torch.empty_like(q)
         lse = torch.empty(1, q.shape[2], q.shape[1], device="cuda", dtype=torch.float32)
         return hopper_fwd.hopper_attention_forward(q, k, v, None, True, out, lse, config,
-                                                   left)[0]
+                                                   left, softcap)[0]
     return fn
 
 
@@ -71,6 +73,9 @@ def kept_pairs(n: int, left: int) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--softcap", type=float, default=0.0,
+                    help="every call with this softcap (> 0: FLASHTILE_HOPPER_SOFTCAP=1, the "
+                    "Gluon forward's opt-in softcap; Gemma-2 uses 50)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_window: needs a GPU")
@@ -79,8 +84,11 @@ def main() -> int:
     from flashtile import configs
     from flashtile.ops import hopper_fwd
 
+    cap = args.softcap
+    if cap > 0:
+        os.environ["FLASHTILE_HOPPER_SOFTCAP"] = "1"
     print(f"{torch.cuda.get_device_name()} torch {torch.__version__} triton "
-          f"{triton.__version__}; bf16, B1, causal")
+          f"{triton.__version__}; bf16, B1, causal" + (f", softcap {cap:g}" if cap else ""))
     status = 0
     for label, h, hkv, d, n, left in SHAPES:
         gen = torch.Generator(device="cuda").manual_seed(n + d)
@@ -91,7 +99,8 @@ def main() -> int:
 
         def windowed(mode, q=q, k=k, v=v, win=win):
             with window_env(mode):
-                return flashtile.flash_attn_func(q, k, v, causal=True, window_size=win)
+                return flashtile.flash_attn_func(q, k, v, causal=True, window_size=win,
+                                                 softcap=cap)
 
         def call(windowed=windowed):  # the Gluon window path (opt-in: window_mode)
             return windowed("1")
@@ -100,18 +109,18 @@ def main() -> int:
             return windowed("0")
 
         variants = {"gluon": call, "portable": portable}
-        cfg = hopper_fwd.window_config(d, True, n)
+        cfg = hopper_fwd.window_config(d, True, n, softcap=cap > 0)
         if cfg is not None and cfg.pingpong:  # stage C: stage A's window beside it
             variants["gluon stage A"] = direct_call(q, k, v, left,
-                                                    configs.hopper_fwd_config(d, True, n))
+                                                    configs.hopper_fwd_config(d, True, n), cap)
         elif cfg is not None:  # stage A: stage C's window beside it (not yet measured)
             variants["gluon stage C"] = direct_call(q, k, v, left,
-                                                    configs.hopper_fwd_config_c(d, True, n))
+                                                    configs.hopper_fwd_config_c(d, True, n), cap)
         if cfg is not None and cfg.max_regs is not None:
             variants["gluon uncapped"] = direct_call(q, k, v, left,
                                                      dataclasses.replace(cfg, max_regs=None))
         variants["no window (causal)"] = (
-            lambda q=q, k=k, v=v: flashtile.flash_attn_func(q, k, v, causal=True))
+            lambda q=q, k=k, v=v: flashtile.flash_attn_func(q, k, v, causal=True, softcap=cap))
         # forward + backward (the backward's window path: the two-kernel Gluon backward at
         # hd 64 / 128, the portable one at hd 256 either way)
         qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
@@ -119,7 +128,8 @@ def main() -> int:
 
         def fwd_bwd(mode, qg=qg, kg=kg, vg=vg, dout=dout, win=win):
             with window_env(mode):
-                out = flashtile.flash_attn_func(qg, kg, vg, causal=True, window_size=win)
+                out = flashtile.flash_attn_func(qg, kg, vg, causal=True, window_size=win,
+                                                softcap=cap)
                 return torch.autograd.grad(out, (qg, kg, vg), dout)
 
         variants["gluon fwd+bwd"] = lambda: fwd_bwd("1")

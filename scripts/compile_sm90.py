@@ -99,8 +99,8 @@ def hopper_variants():
     stage C tiles (configs.hopper_fwd_config_c); configs.hopper_fwd_schedule picks which
     one a call runs. "varlen": the same kernels as ops/varlen.py launches them (packed
     sequences, device-side descriptors), bf16; (the last field "window" /
-    "window-varlen") stage A with a sliding window's left edge, dense / varlen, and
-    ("hopper-C-window") stage C with it."""
+    "window-varlen") stage A with a sliding window's left edge, dense / varlen,
+    ("hopper-C-window") stage C with it, and ("softcap") stages A / C with a softcap."""
     import dataclasses
 
     import torch
@@ -137,25 +137,37 @@ def hopper_variants():
             # and stage C's (the window's config where the schedule runs C)
             yield (f"hopper-C-window d{hd}{'-causal' if causal else ''} bfloat16", hd, causal,
                    torch.bfloat16, configs.hopper_fwd_config_c(hd, causal, 4096), "window")
+            # a softcap (SOFTCAP, opt-in: FLASHTILE_HOPPER_SOFTCAP=1), stages A and C; not
+            # the register-capped stage A (836 B of spills), which window_config's softcap
+            # rule replaces by stage C
+            cfg_a = configs.hopper_fwd_config(hd, causal, 4096)
+            if cfg_a.max_regs is None:
+                yield (f"hopper-softcap d{hd}{'-causal' if causal else ''} bfloat16", hd,
+                       causal, torch.bfloat16, cfg_a, "softcap")
+            yield (f"hopper-C-softcap d{hd}{'-causal' if causal else ''} bfloat16", hd,
+                   causal, torch.bfloat16, configs.hopper_fwd_config_c(hd, causal, 4096),
+                   "softcap")
     # stage C at hd 128 with the smaller ring (160 KB), for A/B runs
     yield ("hopper-C d128 bfloat16 ring2", 128, False, torch.bfloat16,
            dataclasses.replace(configs.hopper_fwd_config_c(128, False, 4096), num_stages=2), False)
 
 
-def hopper_main(as_json: bool) -> None:
+def hopper_main(as_json: bool, only: str | None = None) -> None:
     """Compile the Gluon forward for sm_90: one line per variant (JSON with --json)."""
     import json
 
     from flashtile.ops import hopper_fwd
 
     for name, hd, causal, dt, cfg, varlen in hopper_variants():
+        if only and only not in name:  # --variants
+            continue
         is_varlen = varlen in (True, "window-varlen")
         is_window = varlen in ("window", "window-varlen")
         rec = dict(name=name, head_dim=hd, causal=causal, dtype=str(dt), config=repr(cfg),
                    varlen=is_varlen, window=is_window)
         try:
             k = hopper_fwd.compile_sm90(hd, causal, dt, cfg, varlen=is_varlen,
-                                        window=is_window)
+                                        window=is_window, softcap=varlen == "softcap")
             ptx = k.asm.get("ptx", "")
             regs, spills = ptxas_usage(ptx)
             rec.update(ok=True, regs=regs, spill_bytes=spills, smem=k.metadata.shared,
@@ -283,7 +295,7 @@ def main():
     if args.hopper_bwd:
         return hopper_bwd_main(args.json, args.variants)
     if args.hopper:
-        return hopper_main(args.json)
+        return hopper_main(args.json, args.variants)
     import torch
 
     dev = torch.device("cuda")  # only used as a key: configs treat it as sm_90 below

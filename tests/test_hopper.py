@@ -221,6 +221,40 @@ def test_problem_ok_windows(window, causal, ok, monkeypatch):
             ok and window[0] is None)
 
 
+def test_problem_ok_softcap(monkeypatch):
+    """A softcap reaches the Gluon forward only with FLASHTILE_HOPPER_SOFTCAP=1 (opt-in
+    until its GPU tests run) and a caller that runs it (``softcaps=True``: the dense and
+    varlen forwards; never the backward's check); never a negative one."""
+    q, k, v = _qkv()
+    monkeypatch.setenv("FLASHTILE_HOPPER_SOFTCAP", "1")
+    assert hopper_fwd.hopper_problem_ok(q, k, v, True, softcap=30.0, softcaps=True)
+    assert hopper_fwd.hopper_problem_ok(q, k, v, False, (100, None), softcap=5.0,
+                                        windows=True, softcaps=True)
+    assert not hopper_fwd.hopper_problem_ok(q, k, v, True, softcap=30.0)
+    assert not hopper_fwd.hopper_problem_ok(q, k, v, True, softcap=-1.0, softcaps=True)
+    assert not hopper_fwd.hopper_problem_ok(q, k, v, True, softcap=30.0, dropout_p=0.1,
+                                            softcaps=True)
+    for value in (None, "0"):
+        if value is None:
+            monkeypatch.delenv("FLASHTILE_HOPPER_SOFTCAP")
+        else:
+            monkeypatch.setenv("FLASHTILE_HOPPER_SOFTCAP", value)
+        assert not hopper_fwd.hopper_problem_ok(q, k, v, True, softcap=30.0, softcaps=True)
+        assert hopper_fwd.hopper_problem_ok(q, k, v, True, softcaps=True)
+
+
+def test_softcap_config():
+    """A softcapped call takes the window's configs, but stage C where stage A would run
+    register-capped (hd 64 causal: the tanh spills there)."""
+    capped = configs.hopper_fwd_config(64, True, 4096)
+    assert capped.max_regs is not None
+    assert hopper_fwd.window_config(64, True, 4096) == capped
+    assert hopper_fwd.window_config(64, True, 4096, softcap=True).schedule == "C"
+    for hd, causal in ((64, False), (128, True), (256, True)):
+        assert hopper_fwd.window_config(hd, causal, 16384, softcap=True) == (
+            hopper_fwd.window_config(hd, causal, 16384))
+
+
 def test_window_config():
     """A windowed call runs the shipped schedule's stage where it is C (stage C's
     warpgroups mask their left-edge tiles), stage A where it is A or B (B has no
@@ -380,6 +414,43 @@ def test_hopper_c_window_vs_reference(case, device, monkeypatch):
     monkeypatch.setattr(hopper_fwd, "_launch", spy)
     result = run_case(case, device)
     assert stages and all(st == "C" and left is not None for st, left in stages), stages
+    assert result.ok, result.summary()
+
+
+SOFTCAP_CASES = [
+    Case(batch=2, seqlen_q=sq, seqlen_k=sk, nheads=4, nheads_kv=2, head_dim=hd,
+         causal=causal, window_size=win, softcap=cap, dtype=torch.bfloat16,
+         backward=(sq <= 1000))
+    for hd in (64, 128, 256)
+    for causal in (True, False)
+    for cap in (30.0, 2.0)
+    for win in ((-1, -1), (128, 0 if causal else -1))
+    for (sq, sk) in ((1000, 1000), (239, 113), (113, 239), (2113, 2113))
+    if not (hd == 256 and sq > 1000)
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", SOFTCAP_CASES, ids=lambda c: c.name)
+def test_hopper_softcap_vs_reference(case, device, monkeypatch):
+    """A softcap through the Gluon forward (FLASHTILE_HOPPER_SOFTCAP=1; ``window_config``:
+    stage A or C, forced where the table picks the portable kernel): out and lse, and the
+    portable backward fed them, within the DESIGN.md bound of the float64 reference;
+    strong (2) and mild (30) caps, with and without a sliding window."""
+    _gpu_sm90()
+    monkeypatch.setenv("FLASHTILE_HOPPER_SOFTCAP", "1")
+    monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW", raising=False)
+    _force_gluon(monkeypatch, case.head_dim, case.causal, case.seqlen_q)
+    calls = []
+    real = hopper_fwd._launch
+
+    def spy(cfg, *args, **kwargs):
+        calls.append(kwargs.get("softcap"))
+        return real(cfg, *args, **kwargs)
+
+    monkeypatch.setattr(hopper_fwd, "_launch", spy)
+    result = run_case(case, device)
+    assert calls and all(c == case.softcap for c in calls), calls
     assert result.ok, result.summary()
 
 

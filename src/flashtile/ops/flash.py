@@ -443,16 +443,18 @@ def attention_forward(
         return out, lse
     if config is None and _maybe_sm90(device) and hopper_fwd.hopper_supported(
         q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
-        softmax_scale=softmax_scale, windows=True,
+        softmax_scale=softmax_scale, windows=True, softcaps=True,
     ):  # sm_90: the Gluon kernel (ops/hopper_fwd.py) where configs.hopper_fwd_schedule
-        # measured it faster (a sliding window: stage A); FLASHTILE_DISABLE_HOPPER=1 skips it
+        # measured it faster (a sliding window or softcap: stage A or C, window_config);
+        # FLASHTILE_DISABLE_HOPPER=1 skips it
         causal_ = window_size[1] == 0
         left = window_size[0]
-        hcfg = (hopper_fwd.default_config(q.shape[-1], causal_, seqlen_q) if left is None
-                else hopper_fwd.window_config(q.shape[-1], causal_, seqlen_q))
+        hcfg = (hopper_fwd.default_config(q.shape[-1], causal_, seqlen_q)
+                if left is None and not softcap
+                else hopper_fwd.window_config(q.shape[-1], causal_, seqlen_q, bool(softcap)))
         if hcfg is not None:
             return hopper_fwd.hopper_attention_forward(
-                q, k, v, softmax_scale, causal_, out, lse, hcfg, left
+                q, k, v, softmax_scale, causal_, out, lse, hcfg, left, softcap
             )
     if dropout_p > 0 and rng_state is None:
         rng_state = draw_rng_state()

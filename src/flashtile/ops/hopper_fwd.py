@@ -74,6 +74,7 @@ from ._gluon_common import (
     scratch_allocator,
     seq_bounds,
     seq_desc,
+    tanh_f32,
     window_tile_range,
 )
 from ._gluon_common import kv_tile_range as _tile_range
@@ -102,7 +103,7 @@ def _hopper_disabled() -> bool:
 
 def hopper_supported(
     q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None,
-    windows=False,
+    windows=False, softcaps=False,
 ):
     """True when the Gluon forward can run this call: an sm_90 device (not the
     interpreter, not disabled by FLASHTILE_DISABLE_HOPPER=1) and a problem it covers
@@ -110,7 +111,8 @@ def hopper_supported(
 
     ``window`` is the launchers' ``(left, right)``: None for an unbounded side, any int a
     bound. Causal is ``causal=True`` or ``right == 0`` with no left bound. ``windows``:
-    the caller can run a left bound (a sliding window) through ``window_config``.
+    the caller can run a left bound (a sliding window) through ``window_config``;
+    ``softcaps``: a softcap (stages A and C, opt-in: ``softcap_mode``).
     """
     if _hopper_disabled() or is_interpreting():
         return False
@@ -119,17 +121,18 @@ def hopper_supported(
     if device_capability(q.device) != (9, 0):
         return False
     return hopper_problem_ok(q, k, v, causal, window, softcap, dropout_p, softmax_scale,
-                             windows)
+                             windows, softcaps)
 
 
 def hopper_problem_ok(
     q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None,
-    windows=False,
+    windows=False, softcaps=False,
 ):
     """The device-independent half of ``hopper_supported``: fp16/bf16, head dim in
     HOPPER_HEAD_DIMS, full or causal masking (with ``windows`` and ``window_mode`` on,
     also a left bound >= 0: a sliding window, causal or not; no right bound other than
-    causal's, no softcap or dropout), a positive scale, non-empty q and k, and
+    causal's; with ``softcaps`` and ``softcap_mode`` on, a softcap > 0; no dropout), a
+    positive scale, non-empty q and k, and
     TMA-addressable tensors (16-byte aligned base and strides, last stride 1)."""
     if q.dtype not in _DTYPES or not (q.dtype == k.dtype == v.dtype):
         return False
@@ -142,7 +145,9 @@ def hopper_problem_ok(
         return False
     if left is not None and not (windows and left >= 0 and window_mode() != "off"):
         return False
-    if softcap or dropout_p or (softmax_scale is not None and not softmax_scale > 0):
+    if softcap and not (softcaps and softcap > 0 and softcap_mode() == "on"):
+        return False
+    if dropout_p or (softmax_scale is not None and not softmax_scale > 0):
         return False
     if k.shape[1] == 0 or q.shape[1] == 0:
         return False
@@ -155,12 +160,13 @@ def hopper_problem_ok(
 
 
 def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=None,
-                             left=None):
+                             left=None, softcap=0.0):
     """Run the Gluon forward into ``out`` ((B, M, H, D), q's dtype, TMA-addressable) and
     ``lse`` ((B, H, M) fp32, contiguous). Call only when ``hopper_supported`` holds.
     ``left``: a sliding window's left bound (row i sees keys from i + N - M - left on;
-    stages A and C, ``window_config``). Returns ``(out, lse)``; lse in natural
-    log, -inf on rows that see no key."""
+    stages A and C, ``window_config``); ``softcap`` > 0: scores softcap * tanh(s /
+    softcap) (the same). Returns ``(out, lse)``; lse in natural log, -inf on rows that
+    see no key."""
     batch, seqlen_q, _, head_dim = q.shape
     seqlen_k = k.shape[1]
     cfg = config or default_config(head_dim, causal, seqlen_q)
@@ -168,32 +174,37 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
         cfg = configs.hopper_fwd_config(head_dim, causal, seqlen_q)
     if not _tma_addressable(out):  # a caller's out= view TMA cannot store to
         tmp = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-        hopper_attention_forward(q, k, v, softmax_scale, causal, tmp, lse, cfg, left)
+        hopper_attention_forward(q, k, v, softmax_scale, causal, tmp, lse, cfg, left,
+                                 softcap)
         return out.copy_(tmp), lse
     with device_ctx(q):
         _launch(cfg, seqlen_q, batch, q, k, v, out, lse, (None,) * 6, seqlen_q, seqlen_k,
-                softmax_scale, causal, left=left)
+                softmax_scale, causal, left=left, softcap=softcap)
     return out, lse
 
 
 def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k,
-            softmax_scale, causal, left=None, **varlen):
+            softmax_scale, causal, left=None, softcap=0.0, **varlen):
     """Launch ``cfg``'s kernel over (cdiv(rows, block_m), batch * H) on 4D (B, S, H, D)
     tensors: the dense call, or (``varlen_ptrs`` = packed Q, K, V, O, cu_seqlens_q / k and
     VARLEN=True) the varlen one, whose (1, T, H, D) views carry the descriptors' layout.
-    ``left`` (a sliding window's left bound) needs stage A or C."""
+    ``left`` (a sliding window's left bound) and ``softcap`` need stage A or C."""
     head_dim, nheads, nheads_kv = q.shape[3], q.shape[2], k.shape[2]
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     kernel, block_m, num_warps, extra = _kernel_args(cfg)
+    qk_scale = float(scale) * 1.4426950408889634
     if kernel is not _fwd_ws_kernel:
         extra = dict(extra, left=0 if left is None else int(left), HAS_LEFT=left is not None)
-    elif left is not None:
-        raise ValueError(f"a sliding window runs on stage A or C, not B: {cfg}")
+        if softcap:  # scores tanh(qk * scale / softcap), softmax scale softcap * log2(e)
+            extra.update(cap_scale=float(scale) / float(softcap), SOFTCAP=True)
+            qk_scale = float(softcap) * 1.4426950408889634
+    elif left is not None or softcap:
+        raise ValueError(f"a sliding window or softcap runs on stage A or C, not B: {cfg}")
     _gluon_launch(
         kernel, (triton.cdiv(rows, cfg.block_m), batch * nheads), q.device, _desc(q, block_m),
         _desc(k, cfg.block_n), _desc(v, cfg.block_n), _desc(out, block_m),
         lse, *varlen_ptrs, seqlen_q, seqlen_k, nheads, nheads // nheads_kv,
-        float(scale) * 1.4426950408889634, HEAD_DIM=head_dim, BLOCK_M=block_m,
+        qk_scale, HEAD_DIM=head_dim, BLOCK_M=block_m,
         BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
         num_warps=num_warps, **extra, **_options(cfg), **varlen,
     )
@@ -203,13 +214,13 @@ def hopper_varlen_supported(q, k, v, out, causal, window, softcap, softmax_scale
     """May ops/varlen.py's forward take the Gluon path: packed (T, H, D) q / k / v / out
     that hopper_supported's rules accept as (1, T, H, D) views (sm_90, fp16/bf16, head
     dim 64/128/256, full or causal or (unless FLASHTILE_HOPPER_WINDOW=0) a sliding window;
-    no softcap, TMA-addressable), and a schedule other than the portable kernel for the
-    call's max_seqlen_q (checked by the launcher)."""
+    a softcap under FLASHTILE_HOPPER_SOFTCAP=1; TMA-addressable), and a schedule other
+    than the portable kernel for the call's max_seqlen_q (checked by the launcher)."""
     if varlen_disabled():
         return False
     views = [x.unsqueeze(0) for x in (q, k, v)]
     return hopper_supported(*views, causal, window, softcap, 0.0, softmax_scale,
-                            windows=True) and _tma_addressable(out)
+                            windows=True, softcaps=True) and _tma_addressable(out)
 
 
 def varlen_mode() -> str:
@@ -224,7 +235,7 @@ def varlen_disabled() -> bool:
 
 
 def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale,
-                          causal, out, lse, config=None, left=None):
+                          causal, out, lse, config=None, left=None, softcap=0.0):
     """The Gluon forward over packed variable-length sequences (ops/varlen.py's layout:
     q / out (TQ, H, D), k / v (TK, Hkv, D), lse (H, TQ) fp32, int32 cu_seqlens). Grid
     (query tiles of the longest sequence, B * H); each program builds TMA descriptors
@@ -232,20 +243,21 @@ def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, sof
     Returns (out, lse), or None where the shipped schedule for max_seqlen_q is the
     portable kernel, or (``varlen_mode`` "auto", no ``config``) the sequences are shorter
     than configs.HOPPER_VARLEN_MIN_SEQLEN: then the caller runs its own. ``left``: a
-    sliding window's left bound (stage A or C, ``window_config``). Call only when
-    hopper_varlen_supported holds."""
+    sliding window's left bound, ``softcap`` > 0 a softcap (stage A or C,
+    ``window_config``). Call only when hopper_varlen_supported holds."""
     if config is None and varlen_mode() == "auto" and not configs.hopper_varlen_preferred(
             max_seqlen_q):
         return None
-    cfg = config or (default_config(q.shape[-1], causal, max_seqlen_q) if left is None
-                     else window_config(q.shape[-1], causal, max_seqlen_q))
+    cfg = config or (default_config(q.shape[-1], causal, max_seqlen_q)
+                     if left is None and not softcap
+                     else window_config(q.shape[-1], causal, max_seqlen_q, bool(softcap)))
     if cfg is None:
         return None
     with device_ctx(q), scratch_allocator(q.device):
         _launch(cfg, max_seqlen_q, cu_seqlens_q.shape[0] - 1,
                 *(x.unsqueeze(0) for x in (q, k, v, out)), lse,
                 (q, k, v, out, cu_seqlens_q, cu_seqlens_k), 0, 0, softmax_scale, causal,
-                left=left, VARLEN=True)
+                left=left, softcap=softcap, VARLEN=True)
     return out, lse
 
 
@@ -260,15 +272,30 @@ def window_mode() -> str:
     return env_mode("FLASHTILE_HOPPER_WINDOW")
 
 
-def window_config(head_dim, causal, seqlen_q):
-    """The config of a windowed call (a left bound; causal or not) where the shipped
+def softcap_mode() -> str:
+    """Softcap on the Gluon forward (stages A and C, ``window_config``): "on" with
+    FLASHTILE_HOPPER_SOFTCAP=1 only; unset ("auto") and =0 keep softcapped calls on the
+    portable kernel. Built in session 12 after the device time ran out (sm_90 builds,
+    GPU tests written, none run yet: suite softcap); the backward of a softcapped call is
+    the portable one either way."""
+    return env_mode("FLASHTILE_HOPPER_SOFTCAP")
+
+
+def window_config(head_dim, causal, seqlen_q, softcap=False):
+    """The config of a windowed or softcapped call (causal or not) where the shipped
     schedule runs a Gluon stage at all (``default_config`` not None; else None, the
     portable kernel): stage C where the schedule runs C (since session 12, its
-    warpgroups' left-edge tiles; stage A before), else stage A (B has no window)."""
+    warpgroups' left-edge tiles; stage A before), else stage A (B has neither). With
+    ``softcap``, stage C also where stage A would run register-capped (hd 64 causal):
+    there the tanh takes the capped build from 52 to 836 bytes of spills (ptxas, sm_90),
+    where stage C has none."""
     cfg = default_config(head_dim, causal, seqlen_q)
     if cfg is None or cfg.pingpong:
         return cfg
-    return configs.hopper_fwd_config(head_dim, causal, seqlen_q)
+    cfg = configs.hopper_fwd_config(head_dim, causal, seqlen_q)
+    if softcap and cfg.max_regs is not None:
+        return configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
+    return cfg
 
 
 def default_config(head_dim, causal, seqlen_q):
@@ -422,11 +449,13 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
                 lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM: gl.constexpr,
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                 MASKED: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
-                EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False):
+                EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0,
+                SOFTCAP: gl.constexpr = False):
     """Step i: consume key tile t = _step_tile(i) from ring slot i % NUM_STAGES: S = Q K^T
     (wgmma, smem x smem), softmax in registers, O += P V (wgmma, P from registers), then
     refill the slot with the tile of step i + NUM_STAGES. The steps visit tiles [lo,
-    n_tiles) (lo > 0 only under a sliding window, HAS_LEFT)."""
+    n_tiles) (lo > 0 only under a sliding window, HAS_LEFT). SOFTCAP: the scores are
+    tanh(qk * cap_scale), and qk_scale carries softcap * log2(e)."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = acc.type.layout
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -439,6 +468,8 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     qk = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     qk = warpgroup_mma(q2, k_buf.permute((1, 0)), qk, use_acc=False, is_async=True)
     qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
+    if SOFTCAP:
+        qk = tanh_f32(qk * cap_scale)
     if MASKED:
         qk = _scores_masked(qk, _step_tile(i, lo, n_tiles, MASKED_FIRST), rows, seqlen_k,
                             diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
@@ -477,6 +508,7 @@ def _fwd_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
     VARLEN: gl.constexpr = False, EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False,
+    cap_scale=1.0, SOFTCAP: gl.constexpr = False,  # softcap: tanh(qk * sm_scale / softcap)
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -542,19 +574,22 @@ def _fwd_kernel(
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
-            BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT,
+            BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
+            SOFTCAP,
         )
     for i in range(ends_0, ends_1):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
-            BLOCK_N, NUM_STAGES, False, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT,
+            BLOCK_N, NUM_STAGES, False, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
+            SOFTCAP,
         )
     for i in range(ends_1, n_tiles - lo):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
-            BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT,
+            BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
+            SOFTCAP,
         )
     _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM)
@@ -771,7 +806,7 @@ def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_ba
             m_other, rows, seqlen_k, diag, qk_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
             BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
             MASKED: gl.constexpr, CAUSAL: gl.constexpr, base=0, left=0,
-            HAS_LEFT: gl.constexpr = False):
+            HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False):
     """Key tile j, this warpgroup's iteration k >= 0 (its first tile was the prologue's):
     issue S_j = Q K_j^T and O += P_{j-1} V_{j-1} back to back, pass the turn, then the
     softmax of S_j runs while PV_{j-1} is still on the tensor cores. Returns (acc, P_j,
@@ -792,6 +827,8 @@ def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_ba
     mbarrier.arrive(turn_bars.index(1 - WG), count=1)
     # -- S_j done (wgmma groups retire in order; PV_{j-1} may stay in flight) --
     qk = warpgroup_mma_wait(num_outstanding=1, deps=(qk,))
+    if SOFTCAP:  # tanh(qk * sm_scale / softcap); qk_scale carries softcap * log2(e)
+        qk = tanh_f32(qk * cap_scale)
     if MASKED:
         qk = _scores_masked(qk, j, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
     p_new, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED)
@@ -809,7 +846,8 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
                 v_bars, empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k, qk_scale,
                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
-                left=0, HAS_LEFT: gl.constexpr = False):
+                left=0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0,
+                SOFTCAP: gl.constexpr = False):
     """One consumer warpgroup: query rows [start_cta + WG * BLOCK_M, + BLOCK_M), its own
     online softmax and epilogue. Its key tiles are [lo, n_tiles) (``_c_tiles``: lo > 0
     only under a sliding window, HAS_LEFT); the producer loads [base, n_cta), the union
@@ -853,6 +891,8 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
         qk = warpgroup_mma(q2, k_smem.index(s0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
                            qk, use_acc=False, is_async=True)
         qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
+        if SOFTCAP:
+            qk = tanh_f32(qk * cap_scale)
         qk = _scores_masked(qk, lo, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
         p, _alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, True)
         p = gl.convert_layout(p.to(dtype), p_layout)
@@ -862,19 +902,22 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
             acc, p, m_i, l_i = _c_step(
                 j, j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
                 empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
-                BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, base, left, HAS_LEFT,
+                BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, base, left, HAS_LEFT, cap_scale,
+                SOFTCAP,
             )
         for j in range(gl.maximum(a, lo + 1), n_full):
             acc, p, m_i, l_i = _c_step(
                 j, j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
                 empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
-                BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, base,
+                BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, base, 0, False, cap_scale,
+                SOFTCAP,
             )
         for j in range(gl.maximum(n_full, lo + 1), n_tiles):
             acc, p, m_i, l_i = _c_step(
                 j, j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
                 empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
-                BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, base, left, HAS_LEFT,
+                BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, base, left, HAS_LEFT, cap_scale,
+                SOFTCAP,
             )
         # -- last PV --
         t = n_tiles - 1 - base
@@ -903,6 +946,7 @@ def _fwd_c_kernel(
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, LOAD_REGS: gl.constexpr,
     MMA_REGS: gl.constexpr, PINGPONG: gl.constexpr, VARLEN: gl.constexpr = False,
     left=0, HAS_LEFT: gl.constexpr = False,  # a sliding window: keys from row + diag - left
+    cap_scale=1.0, SOFTCAP: gl.constexpr = False,  # softcap: tanh(qk * sm_scale / softcap)
 ):
     """Stage C. BLOCK_M is the tile of one consumer warpgroup (64 rows: the kernel runs
     with num_warps=4, warpgroup 0; warpgroup 1 and the producer are workers); a program
@@ -977,11 +1021,11 @@ def _fwd_c_kernel(
             (_c_consumer, (0, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
                             empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k,
                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
-                            PINGPONG, left, HAS_LEFT)),
+                            PINGPONG, left, HAS_LEFT, cap_scale, SOFTCAP)),
             (_c_consumer, (1, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
                             empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k,
                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
-                            PINGPONG, left, HAS_LEFT)),
+                            PINGPONG, left, HAS_LEFT, cap_scale, SOFTCAP)),
             (_c_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, b, hk,
                            base, n_cta, BLOCK_N, NUM_STAGES, HAS_LEFT)),
         ],
@@ -996,10 +1040,10 @@ def _fwd_c_kernel(
 
 
 def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
-                 varlen: bool = False, window: bool = False):
+                 varlen: bool = False, window: bool = False, softcap: bool = False):
     """Compile the Gluon forward for sm_90 on any machine (no GPU needed) with the
     argument types a real launch produces (``varlen``: hopper_varlen_forward's;
-    ``window``: a sliding window's left bound, stage A). Returns
+    ``window``: a sliding window's left bound, ``softcap``: SOFTCAP, stages A / C). Returns
     Triton's compiled kernel (``.asm`` holds ttgir/ptx/cubin, ``.metadata.shared`` the
     shared memory in bytes)."""
     from triton.backends.compiler import GPUTarget
@@ -1031,6 +1075,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
     if kernel is not _fwd_ws_kernel:
         sig["left"] = "i32"
         constexprs["HAS_LEFT"] = window
+        sig["cap_scale"] = "fp32"
+        constexprs["SOFTCAP"] = softcap
     sig.update({name: "constexpr" for name in constexprs})
     src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),

@@ -297,7 +297,7 @@ def varlen_forward(
         # for max_seqlen_q is not the portable kernel (None: fall through)
         res = hopper_fwd.hopper_varlen_forward(
             q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale,
-            window_size[1] == 0, out, lse, left=window_size[0])
+            window_size[1] == 0, out, lse, left=window_size[0], softcap=softcap)
         if res is not None:
             return res
     cfg = config or configs.fwd_config(
