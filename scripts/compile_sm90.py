@@ -201,7 +201,7 @@ def hopper_bwd_variants():
     dK/dV kernel with one program per query head (HopperBwdConfig.gqa_expand), (names
     ending " window") a sliding window's left bound at hd 64 / 128, and (names ending
     " varlen") the varlen build of the shipped kernels at hd 64 / 128 (" window varlen":
-    both)."""
+    both), and (" softcap") a softcap at hd 64 / 128."""
     import dataclasses
 
     import torch
@@ -231,6 +231,8 @@ def hopper_bwd_variants():
             if hd <= 128:  # a sliding window's left bound (HAS_LEFT), dense and varlen
                 yield f"{tag} bfloat16 window", hd, causal, torch.bfloat16, cfg
                 yield f"{tag} bfloat16 window varlen", hd, causal, torch.bfloat16, cfg
+                # a softcap (SOFTCAP, opt-in: FLASHTILE_HOPPER_SOFTCAP=1)
+                yield f"{tag} bfloat16 softcap", hd, causal, torch.bfloat16, cfg
             fused = configs.hopper_bwd_fused_config(hd, causal)
             if fused not in (None, cfg):  # the fused kernel's tiles (not shipped), ordered
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused
@@ -252,7 +254,8 @@ def hopper_bwd_main(as_json: bool, only: str | None = None) -> None:
             kernels = hopper_bwd.compile_sm90(hd, causal, dt, cfg,
                                               deterministic=not name.endswith(" racing"),
                                               varlen=name.endswith(" varlen"),
-                                              window=" window" in name)
+                                              window=" window" in name,
+                                              softcap=name.endswith(" softcap"))
         except Exception as exc:  # report every variant, then fail in the caller
             kernels = {kn: exc for kn in (("fused",) if cfg.fused else ("dkdv", "dq"))}
         for kname, k in kernels.items():

@@ -38,6 +38,10 @@ EXPAND_VARLEN_SPILL_LIMIT = {"d64": 32, "d64-causal": 128, "d128-causal": 64}
 # the sliding-window build (HAS_LEFT, opt-in): dK/dV 72 / 128 bytes at hd 64 (capped), 100
 # / 56 at hd 128 (ptxas, session 11); the dQ kernel none
 WINDOW_SPILL_LIMIT = {"d64": 128, "d64-causal": 192, "d128": 160, "d128-causal": 96}
+# the softcap build (SOFTCAP, opt-in) of the shipped dK/dV tiles: 360 / 548 bytes at hd 64
+# under the cap (a softcapped call drops the cap: 213 / 214 registers, none), 180 / 240 at
+# hd 128 (ptxas, session 12)
+SOFTCAP_SPILL_LIMIT = {"d64": 480, "d64-causal": 720, "d128": 240, "d128-causal": 320}
 
 
 # ----------------------------------------------------------------------------------
@@ -68,6 +72,8 @@ def test_compiles_for_sm90(name, compiled):
         limit = EXPAND_VARLEN_SPILL_LIMIT if name.endswith(" dkdv") else {}
     if " window " in name:
         limit = WINDOW_SPILL_LIMIT if name.endswith(" dkdv") else {}
+    if " softcap " in name:  # compiled here with the shipped (capped) tiles
+        limit = SOFTCAP_SPILL_LIMIT if name.endswith(" dkdv") else {}
     assert_sm90_build(name, rec, limit.get(tag, 0))
 
 
@@ -380,6 +386,65 @@ def test_hopper_bwd_window_vs_reference(case, device, monkeypatch):
     result = run_case(case, device)
     assert calls and calls[0] == case.window_size[0], f"{case.name}: not the window path"
     assert result.ok, result.summary()
+
+
+BWD_SOFTCAP_CASES = [
+    Case(batch=2, seqlen_q=sq, seqlen_k=sk, nheads=4, nheads_kv=hkv, head_dim=hd,
+         causal=causal, window_size=win, softcap=cap, dtype=torch.bfloat16)
+    for hd in (64, 128)
+    for causal in (True, False)
+    for cap in (30.0, 2.0)
+    for win in ((-1, -1), (128, 0 if causal else -1))
+    for (sq, sk) in ((1000, 1000), (239, 113), (113, 239))
+    for hkv in (4, 1)
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", BWD_SOFTCAP_CASES, ids=lambda c: c.name)
+def test_hopper_bwd_softcap_vs_reference(case, device, monkeypatch):
+    """A softcap through the two-kernel Gluon backward (FLASHTILE_HOPPER_SOFTCAP=1, forced
+    on): dS scaled by 1 - tanh^2 of the capped scores in both kernels, dq / dk / dv within
+    the DESIGN.md bound of the float64 reference; strong (2) and mild (30) caps, with and
+    without a sliding window, MHA and MQA."""
+    _gpu_sm90()
+    monkeypatch.setenv("FLASHTILE_HOPPER_SOFTCAP", "1")
+    monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
+    monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW", raising=False)
+    calls = []
+    real = hopper_bwd.hopper_attention_backward
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("softcap"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hopper_bwd, "hopper_attention_backward", spy)
+    result = run_case(case, device)
+    assert calls and calls[0] == case.softcap, f"{case.name}: not the softcap path"
+    assert result.ok, result.summary()
+
+
+def test_problem_ok_softcap(monkeypatch):
+    """A softcap reaches the two-kernel Gluon backward with FLASHTILE_HOPPER_SOFTCAP=1 and
+    a caller that passes it on (``softcaps=True``), at hd 64 / 128 only; not the fused
+    kernel, not unset; its default tiles drop the hd 64 dK/dV register cap."""
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
+    monkeypatch.setenv("FLASHTILE_HOPPER_SOFTCAP", "1")
+    for head_dim, ok in ((64, True), (128, True), (256, False)):
+        q, k, v = _qkv(head_dim)
+        assert hopper_bwd.hopper_bwd_problem_ok(q, k, v, True, softcap=30.0,
+                                                softcaps=True) is ok
+        assert not hopper_bwd.hopper_bwd_problem_ok(q, k, v, True, softcap=30.0)
+    q, k, v = _qkv(64)
+    monkeypatch.setenv(hopper_bwd.FUSED_ENV_VAR, "1")
+    assert not hopper_bwd.hopper_bwd_problem_ok(q, k, v, True, softcap=30.0, softcaps=True)
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR)
+    monkeypatch.delenv("FLASHTILE_HOPPER_SOFTCAP")
+    assert not hopper_bwd.hopper_bwd_problem_ok(q, k, v, True, softcap=30.0, softcaps=True)
+    monkeypatch.delenv(hopper_bwd.OVERRIDES_ENV_VAR, raising=False)
+    assert hopper_bwd.default_config(64, True, 4096).max_regs is not None
+    assert hopper_bwd.default_config(64, True, 4096, softcap=True).max_regs is None
 
 
 def _grads(q, k, v, causal, dout, poison=False):

@@ -673,11 +673,11 @@ def attention_backward(
         return dq.zero_(), dk.zero_(), dv.zero_()
     if config is None and _maybe_sm90(device) and hopper_bwd.hopper_bwd_supported(
         q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
-        softmax_scale=softmax_scale, windows=True,
+        softmax_scale=softmax_scale, windows=True, softcaps=True,
     ):  # sm_90 where configs.hopper_bwd_preferred: the Gluon kernels (ops/hopper_bwd.py)
         return hopper_bwd.hopper_attention_backward(
             dout, q, k, v, out, lse, softmax_scale, window_size[1] == 0, dq, dk, dv,
-            left=window_size[0],
+            left=window_size[0], softcap=softcap,
         )
     delta_shape = (batch, nheads, seqlen_q)
     key = None

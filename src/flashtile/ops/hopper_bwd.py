@@ -2,9 +2,10 @@
 shared-memory rings and asynchronous wgmma. The default on sm_90 where
 configs.hopper_bwd_preferred measured it faster than the portable backward of
 ops/flash.py (hd 64 and 128 since 2026-11-30), which stays the path for everything this
-one does not cover (dropout, softcap, other head dims; sliding windows at hd 256, or
-anywhere with FLASHTILE_HOPPER_WINDOW=0: at hd 64 / 128 they run here, HAS_LEFT,
-_q_window_range), for hd 64 below 1k keys
+one does not cover (dropout, other head dims; sliding windows at hd 256, or anywhere
+with FLASHTILE_HOPPER_WINDOW=0: at hd 64 / 128 they run here, HAS_LEFT,
+_q_window_range; a softcap unless FLASHTILE_HOPPER_SOFTCAP=1, opt-in until GPU-run:
+SOFTCAP), for hd 64 below 1k keys
 and, until measured, hd 256. FLASHTILE_HOPPER_BWD=1 forces it wherever it can run, =0
 switches it off. A fused variant (one kernel in FA3's roles, dQ through fp32 atomics,
 ordered by default; _bwd_fused_kernel, FLASHTILE_HOPPER_BWD_FUSED=1) is opt-in: measured
@@ -107,6 +108,7 @@ from ._gluon_common import (
     scratch_allocator,
     seq_bounds,
     seq_desc,
+    tanh_f32,
     tma_addressable,
     tma_desc,
     tma_reduce_add,
@@ -142,7 +144,7 @@ def hopper_bwd_mode() -> str:
 
 def hopper_bwd_supported(
     q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None,
-    seqlen_k=None, windows=False,
+    seqlen_k=None, windows=False, softcaps=False,
 ):
     """True when the Gluon backward runs this call: not switched off (``hopper_bwd_mode``),
     not the interpreter, an sm_90 device, a covered problem (``hopper_bwd_problem_ok``),
@@ -151,7 +153,8 @@ def hopper_bwd_supported(
     ``window`` is the launchers' ``(left, right)`` as in ``hopper_fwd.hopper_supported``;
     ``windows``: the caller passes a left bound on (``hopper_attention_backward``'s
     ``left``), which the two-kernel backward runs at hd 64 / 128 unless
-    FLASHTILE_HOPPER_WINDOW=0 (``hopper_fwd.window_mode``)."""
+    FLASHTILE_HOPPER_WINDOW=0 (``hopper_fwd.window_mode``); ``softcaps``: a softcap too,
+    at hd 64 / 128 under FLASHTILE_HOPPER_SOFTCAP=1 (``hopper_fwd.softcap_mode``)."""
     mode = hopper_bwd_mode()
     if mode == "off" or is_interpreting():
         return False
@@ -160,7 +163,7 @@ def hopper_bwd_supported(
     if device_capability(q.device) != (9, 0):
         return False
     if not hopper_bwd_problem_ok(q, k, v, causal, window, softcap, dropout_p, softmax_scale,
-                                 windows):
+                                 windows, softcaps):
         return False
     return mode == "on" or configs.hopper_bwd_preferred(
         q.shape[-1], bool(causal) or window[1] == 0,
@@ -169,7 +172,7 @@ def hopper_bwd_supported(
 
 def hopper_bwd_problem_ok(
     q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None,
-    windows=False,
+    windows=False, softcaps=False,
 ):
     """Device-independent half: what the Gluon forward covers (fp16/bf16, full or causal,
     with ``windows`` a sliding window as ``hopper_fwd.hopper_problem_ok`` takes it but
@@ -179,10 +182,11 @@ def hopper_bwd_problem_ok(
     dout and the gradient buffers need no alignment: the launcher copies if they do."""
     if q.shape[-1] not in HOPPER_BWD_HEAD_DIMS:
         return False
-    if window[0] is not None and (q.shape[-1] > 128 or os.environ.get(FUSED_ENV_VAR) == "1"):
-        return False  # no window in the column-block (hd 256) or the fused kernels
+    if ((window[0] is not None or softcap)
+            and (q.shape[-1] > 128 or os.environ.get(FUSED_ENV_VAR) == "1")):
+        return False  # no window / softcap in the column-block (hd 256) or fused kernels
     return hopper_fwd.hopper_problem_ok(q, k, v, causal, window, softcap, dropout_p,
-                                        softmax_scale, windows)
+                                        softmax_scale, windows, softcaps)
 
 
 # ==================================================================================
@@ -191,16 +195,18 @@ def hopper_bwd_problem_ok(
 
 
 def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq, dk, dv,
-                              config=None, deterministic=True, left=None):
+                              config=None, deterministic=True, left=None, softcap=0.0):
     """Write dq, dk, dv ((B, M, H, D) / (B, N, Hkv, D), any strides with a unit last one)
     for ``lse`` ((B, H, M) fp32 contiguous, natural log, as the forwards return it).
-    ``left``: a sliding window's left bound (the two-kernel backward, whole head dims).
+    ``left``: a sliding window's left bound, ``softcap`` > 0 a softcap (the two-kernel
+    backward, whole head dims).
     Call only when ``hopper_bwd_supported`` holds. Returns ``(dq, dk, dv)``.
     With a fused config (``config.fused``) dQ goes through fp32 atomics, in key-tile
     order unless ``deterministic=False``; the two-kernel path is deterministic anyway."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
-    cfg = config or default_config(head_dim, causal, seqlen_k, nheads // nheads_kv)
+    cfg = config or default_config(head_dim, causal, seqlen_k, nheads // nheads_kv,
+                                   bool(softcap))
     if not _tma_ok(dout):  # e.g. an expanded (stride 0) gradient from a .sum()
         dout = dout.contiguous()
     lse = lse.contiguous()  # the kernels index it as (B * H, M)
@@ -211,13 +217,14 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     with device_ctx(q):
         delta = _delta(out, dout)
         if cfg.fused:
-            if left is not None:
-                raise ValueError(f"a sliding window runs on the two-kernel backward, not {cfg}")
+            if left is not None or softcap:
+                raise ValueError("a sliding window or softcap runs on the two-kernel "
+                                 f"backward, not {cfg}")
             _launch_fused(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group,
                           deterministic)
         else:
             _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group,
-                          left=left)
+                          left=left, softcap=softcap)
     for g, tmp in zip((dq, dk, dv), outs):
         if tmp is not g:  # a caller's buffer TMA cannot store to
             g.copy_(tmp)
@@ -308,12 +315,13 @@ def _delta(out, dout):
 
 
 def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, varlen=None,
-                  left=None):
+                  left=None, softcap=0.0):
     """The dK/dV kernel, then the dQ kernel (7 GEMMs per tile pair, no atomics), over 4D
     (B, S, H, D) tensors; ``varlen`` = (batch, max_seqlen_q, max_seqlen_k, cu_seqlens_q,
     cu_seqlens_k) when they are (1, T, H, D) views of packed sequences
     (hopper_varlen_backward): the kernels then also take the tensors as base pointers.
-    ``left``: a sliding window's left bound (HAS_LEFT; whole head dims)."""
+    ``left``: a sliding window's left bound (HAS_LEFT), ``softcap`` > 0 a softcap
+    (SOFTCAP); whole head dims."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
     rows_q, rows_k = seqlen_q, seqlen_k
@@ -328,6 +336,12 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         if cfg.d_split > 1:
             raise ValueError("a sliding window: whole head dims only (no column blocks)")
         flag = dict(flag, left=int(left), HAS_LEFT=True)
+    qk_scale = float(scale) * _LOG2E
+    if softcap:  # scores tanh(qk * scale / softcap), softmax scale softcap * log2(e)
+        if cfg.d_split > 1:
+            raise ValueError("a softcap: whole head dims only (no column blocks)")
+        flag = dict(flag, cap_scale=float(scale) / float(softcap), SOFTCAP=True)
+        qk_scale = float(softcap) * _LOG2E
     cols = head_dim // cfg.d_split  # dK / dV columns per launch (all but at hd 256)
     dk_t, dv_t, key_heads, dkdv_flag = outs[1], outs[2], nheads_kv, dict(flag)
     if cfg.gqa_expand and group > 1:
@@ -348,7 +362,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         launch(
             _bwd_dkdv_kernel, (triton.cdiv(rows_k, cfg.block_n), batch * key_heads), q.device,
             *descs, lse, delta, pq, pk, pv, pdo, pdk, pdv, cu_q, cu_k, seqlen_q, seqlen_k,
-            nheads, group, float(scale) * _LOG2E, float(scale), HEAD_DIM=head_dim,
+            nheads, group, qk_scale, float(scale), HEAD_DIM=head_dim,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages,
             CAUSAL=bool(causal), PREFETCH=cfg.prefetch_stats, D_SPLIT=cfg.d_split,
             HALF=half, num_warps=cfg.num_warps, **_maxnreg(cfg.max_regs), **dkdv_flag,
@@ -362,7 +376,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         tma_desc(q, cfg.dq_block_m), tma_desc(k, cfg.dq_block_n),
         tma_desc(v, cfg.dq_block_n), tma_desc(dout, cfg.dq_block_m),
         tma_desc(outs[0], cfg.dq_block_m), lse, delta, pq, pk, pv, pdo, pdq, cu_q, cu_k,
-        seqlen_q, seqlen_k, nheads, group, float(scale) * _LOG2E, float(scale),
+        seqlen_q, seqlen_k, nheads, group, qk_scale, float(scale),
         HEAD_DIM=head_dim, BLOCK_M=cfg.dq_block_m, BLOCK_N=cfg.dq_block_n,
         NUM_STAGES=cfg.dq_num_stages, CAUSAL=bool(causal), num_warps=cfg.dq_num_warps,
         **_maxnreg(cfg.dq_max_regs), **flag,
@@ -408,22 +422,28 @@ OVERRIDES_ENV_VAR = "FLASHTILE_HOPPER_BWD_OVERRIDES"
 
 
 def default_config(head_dim: int, causal: bool, seqlen_k: int,
-                   group: int = 1) -> configs.HopperBwdConfig:
+                   group: int = 1, softcap: bool = False) -> configs.HopperBwdConfig:
     """The shipped tiles (configs.hopper_bwd_config: the two-kernel backward);
     FLASHTILE_HOPPER_BWD_FUSED=1 picks the fused kernel's (configs.hopper_bwd_fused_config).
+    ``softcap``: without the dK/dV register cap, which the softcap's tanh takes from 20 /
+    52 to 360 / 548 bytes of spills at hd 64 (ptxas, sm_90; uncapped 213 / 214 registers,
+    none; not yet measured against each other: suite softcap).
     FLASHTILE_HOPPER_BWD_OVERRIDES="max_regs=none,..." replaces fields of either, for A/B
     runs of whole models (configs.parse_overrides). Memoised per environment value, as
     hopper_fwd.default_config."""
     return _default_config(head_dim, causal, seqlen_k, group,
                            os.environ.get(FUSED_ENV_VAR) == "1",
-                           os.environ.get(OVERRIDES_ENV_VAR, ""))
+                           os.environ.get(OVERRIDES_ENV_VAR, ""), softcap=softcap)
 
 
 @functools.lru_cache(maxsize=1024)
-def _default_config(head_dim, causal, seqlen_k, group, fused, overrides, expand=True):
+def _default_config(head_dim, causal, seqlen_k, group, fused, overrides, expand=True,
+                    softcap=False):
     # no fused tiles (None) at hd 256: the two-kernel backward runs there
     cfg = (fused and configs.hopper_bwd_fused_config(head_dim, causal)
            or configs.hopper_bwd_config(head_dim, causal, seqlen_k, group, expand))
+    if softcap and not cfg.fused:
+        cfg = dataclasses.replace(cfg, max_regs=None)
     return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
 
 
@@ -679,7 +699,8 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                lse_stride, diag, qk_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr,
                PREFETCH: gl.constexpr, D_SPLIT: gl.constexpr, HALF: gl.constexpr,
-               CAUSAL: gl.constexpr = True, left=0, HAS_LEFT: gl.constexpr = False):
+               CAUSAL: gl.constexpr = True, left=0, HAS_LEFT: gl.constexpr = False,
+               cap_scale=1.0, SOFTCAP: gl.constexpr = False):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     PREFETCH: ``lse2_in``, ``delta_in`` are this iteration's row statistics, and the next
@@ -713,6 +734,9 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         lse2 = _row_lse2(LSE, bh, rows, seqlen_q, lse_stride)
     # -- P^T, then dV += P^T dO (P^T from registers) --
     s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
+    if SOFTCAP:  # scores tanh(s * cap_scale) (qk_scale: softcap * log2 e); ds/ds_raw = 1 - t^2
+        s_t = tanh_f32(s_t * cap_scale)
+        grad_t = 1.0 - s_t * s_t
     p_t, p_op = _probs_t(s_t, lse2, keys, rows, diag, qk_scale, q_buf.dtype, a_layout,
                          MASKED, CAUSAL, left, HAS_LEFT)
     if D_SPLIT > 1:  # this launch's column block of dO and Q (B operands of dV, dK)
@@ -727,7 +751,10 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     if not PREFETCH:
         delta = _row_delta(DELTA, bh, rows, seqlen_q, lse_stride)
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
-    ds_op = gl.convert_layout((p_t * (dp_t - delta[None, :])).to(q_buf.dtype), a_layout)
+    ds_t = p_t * (dp_t - delta[None, :])
+    if SOFTCAP:
+        ds_t = ds_t * grad_t
+    ds_op = gl.convert_layout(ds_t.to(q_buf.dtype), a_layout)
     dk = warpgroup_mma(ds_op, q_b, dk, is_async=True)
     dv, dk, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, p_op, ds_op))
     # -- refill: every warpgroup must be done with slot s before TMA overwrites it --
@@ -753,6 +780,7 @@ def _bwd_dkdv_kernel(
     D_SPLIT: gl.constexpr = 1, HALF: gl.constexpr = 0, VARLEN: gl.constexpr = False,
     EXPAND: gl.constexpr = False,
     left=0, HAS_LEFT: gl.constexpr = False,  # a sliding window: keys from row + diag - left
+    cap_scale=1.0, SOFTCAP: gl.constexpr = False,  # softcap: tanh(qk * sm_scale / softcap)
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -803,13 +831,15 @@ def _bwd_dkdv_kernel(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-                NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT)
+                NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT, cap_scale,
+                SOFTCAP)
         for j in range(n_band, n_mid):
             dk, dv, lse2, delta = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-                NUM_STAGES, False, PREFETCH, D_SPLIT, HALF)
+                NUM_STAGES, False, PREFETCH, D_SPLIT, HALF, True, 0, False, cap_scale,
+                SOFTCAP)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
@@ -817,7 +847,8 @@ def _bwd_dkdv_kernel(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-                NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT)
+                NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT, cap_scale,
+                SOFTCAP)
 
     # -- epilogue: dK (scaled) and dV through the K and V buffers, or (a column block)
     #    through staging tiles of the dK / dV descriptors' box --
@@ -1166,7 +1197,7 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
              rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM: gl.constexpr,
              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
              MASKED: gl.constexpr, CAUSAL: gl.constexpr, lo=0, left=0,
-             HAS_LEFT: gl.constexpr = False):
+             HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False):
     """Consume key tile t: S = Q K^T and dP = dO V^T (in flight together), dS, then
     dQ += dS K (dS from registers); refill the slot with tile t + NUM_STAGES. The tiles
     start at ``lo`` (ring position t - lo; 0 without a sliding window, HAS_LEFT)."""
@@ -1183,11 +1214,17 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
     mbarrier.wait(v_bars.index(s), phase)
     dp = warpgroup_mma(do2, v_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
     qk = warpgroup_mma_wait(num_outstanding=1, deps=(qk,))
+    if SOFTCAP:  # scores tanh(s * cap_scale) (qk_scale: softcap * log2 e); ds/ds_raw = 1 - t^2
+        qk = tanh_f32(qk * cap_scale)
+        grad = 1.0 - qk * qk
     if MASKED:  # causal band, keys past seqlen_k, a window's left edge
         qk = scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
     p = gl.exp2(qk * qk_scale - lse2[:, None])
     dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
-    ds_op = gl.convert_layout((p * (dp - delta[:, None])).to(q2.dtype), a_layout)
+    ds = p * (dp - delta[:, None])
+    if SOFTCAP:
+        ds = ds * grad
+    ds_op = gl.convert_layout(ds.to(q2.dtype), a_layout)
     dq = warpgroup_mma(ds_op, k_buf, dq, is_async=True)
     dq, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds_op))
     gl.thread_barrier()  # every warpgroup is done with slot s
@@ -1212,6 +1249,7 @@ def _bwd_dq_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, VARLEN: gl.constexpr = False,
     left=0, HAS_LEFT: gl.constexpr = False,  # a sliding window: keys from row + diag - left
+    cap_scale=1.0, SOFTCAP: gl.constexpr = False,  # softcap: tanh(qk * sm_scale / softcap)
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -1272,15 +1310,18 @@ def _bwd_dq_kernel(
     for t in range(lo, a):
         dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
                       delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
-                      BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left, HAS_LEFT)
+                      BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left, HAS_LEFT, cap_scale,
+                      SOFTCAP)
     for t in range(a, n_full):
         dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
                       delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
-                      BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, lo, left, HAS_LEFT)
+                      BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, lo, left, HAS_LEFT, cap_scale,
+                      SOFTCAP)
     for t in range(n_full, n_tiles):
         dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
                       delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
-                      BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left, HAS_LEFT)
+                      BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left, HAS_LEFT, cap_scale,
+                      SOFTCAP)
 
     gl.thread_barrier()  # every warpgroup is done reading Q
     _store_tile(dq * sm_scale, q_smem, dq_desc, [b, start_m, h, 0], BLOCK_M, HEAD_DIM)
@@ -1294,7 +1335,7 @@ def _bwd_dq_kernel(
 
 def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                  deterministic: bool = True, varlen: bool = False,
-                 window: bool = False) -> dict:
+                 window: bool = False, softcap: bool = False) -> dict:
     """Compile both backward kernels for sm_90 on any machine (no GPU) with the argument
     types a real launch produces (``varlen``: hopper_varlen_backward's; ``window``: a
     sliding window's left bound, HAS_LEFT). Returns
@@ -1340,6 +1381,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         if name != "fused":
             types["left"] = "i32"
             constexprs["HAS_LEFT"] = window
+            types["cap_scale"] = "fp32"
+            constexprs["SOFTCAP"] = softcap
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
         ptrs = [n for n in ("Q", "K", "V", "DO", "DQ", "DK", "DV", "CU_Q", "CU_K")
                 if n in kernel.arg_names]

@@ -273,11 +273,11 @@ def window_mode() -> str:
 
 
 def softcap_mode() -> str:
-    """Softcap on the Gluon forward (stages A and C, ``window_config``): "on" with
-    FLASHTILE_HOPPER_SOFTCAP=1 only; unset ("auto") and =0 keep softcapped calls on the
-    portable kernel. Built in session 12 after the device time ran out (sm_90 builds,
-    GPU tests written, none run yet: suite softcap); the backward of a softcapped call is
-    the portable one either way."""
+    """Softcap on the Gluon kernels (the forward's stages A and C, ``window_config``; the
+    two-kernel backward at hd 64 / 128): "on" with FLASHTILE_HOPPER_SOFTCAP=1 only; unset
+    ("auto") and =0 keep softcapped calls on the portable kernels. Built in session 12
+    after the device time ran out (sm_90 builds, GPU tests written, none run yet: suite
+    softcap)."""
     return env_mode("FLASHTILE_HOPPER_SOFTCAP")
 
 
