@@ -1,6 +1,7 @@
 """The Hopper (sm_90) forward: Gluon kernels with TMA, an mbarrier-guarded shared-memory
 ring and asynchronous wgmma. The portable tile-level kernel (ops/flash.py) stays the path
-for other GPUs, the interpreter, softcap and dropout, and for sliding windows under
+for other GPUs, the interpreter and dropout, for a softcap unless FLASHTILE_HOPPER_SOFTCAP=1
+(opt-in until GPU-run: SOFTCAP, ``softcap_mode``), and for sliding windows under
 FLASHTILE_HOPPER_WINDOW=0 (by default they run stage A or C, ``window_config``); the backward
 runs there (it recomputes from q, k, v, out and lse, which this forward returns the same
 way) where the Gluon backward of ops/hopper_bwd.py is not preferred
@@ -11,9 +12,9 @@ Layers, top to bottom:
     hopper_supported              may this call take the Hopper path? (dispatch predicate)
     default_config                the shipped schedule of a call (configs.hopper_fwd_schedule),
                                   None where the portable kernel is faster
-    window_config                 a sliding window's config: stage C where the schedule
-                                  runs C, else stage A; their left-edge tiles
-                                  (HAS_LEFT, window_tile_range) are masked
+    window_config                 a sliding window's (or softcap's) config: stage C where
+                                  the schedule runs C, else stage A; their left-edge
+                                  tiles (HAS_LEFT, window_tile_range) are masked
     hopper_attention_forward      launcher: (out, lse), no autograd; flash.attention_forward
                                   calls it first
     hopper_varlen_forward         the same kernels over packed variable-length sequences
