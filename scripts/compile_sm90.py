@@ -231,8 +231,9 @@ def hopper_bwd_variants():
             if hd <= 128:  # a sliding window's left bound (HAS_LEFT), dense and varlen
                 yield f"{tag} bfloat16 window", hd, causal, torch.bfloat16, cfg
                 yield f"{tag} bfloat16 window varlen", hd, causal, torch.bfloat16, cfg
-                # a softcap (SOFTCAP, opt-in: FLASHTILE_HOPPER_SOFTCAP=1)
-                yield f"{tag} bfloat16 softcap", hd, causal, torch.bfloat16, cfg
+                # a softcap (SOFTCAP, opt-in: FLASHTILE_HOPPER_SOFTCAP=1), on its own tiles
+                yield (f"{tag} bfloat16 softcap", hd, causal, torch.bfloat16,
+                       configs.hopper_bwd_config(hd, causal, 4096, softcap=True))
             fused = configs.hopper_bwd_fused_config(hd, causal)
             if fused not in (None, cfg):  # the fused kernel's tiles (not shipped), ordered
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused

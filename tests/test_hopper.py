@@ -270,6 +270,11 @@ def test_window_config():
             assert cfg.schedule == "A" and not cfg.warp_specialize and not cfg.pingpong
     assert hopper_fwd.window_config(128, False, 16384).schedule == "C"
     assert hopper_fwd.window_config(64, True, 512) is None  # the table's portable kernel
+    # what a call runs: the shipped schedule, or the window's with a left bound / softcap
+    assert hopper_fwd.call_config(64, True, 4096) == hopper_fwd.default_config(64, True, 4096)
+    assert hopper_fwd.call_config(64, True, 4096, left=5) == hopper_fwd.window_config(
+        64, True, 4096)
+    assert hopper_fwd.call_config(64, True, 4096, softcap=30.0).schedule == "C"
 
 
 @pytest.mark.parametrize("head_dim,ok", [(64, True), (128, True), (256, True), (40, False),
@@ -343,6 +348,20 @@ def _gpu_sm90():
         pytest.skip("needs an sm_90 GPU (H100/H200)")
 
 
+def _record_launches(monkeypatch):
+    """Spy on hopper_fwd._launch: the list of (config, keyword arguments) of each Gluon
+    forward launch, so a test proves which stage ran with which window / softcap."""
+    calls = []
+    real = hopper_fwd._launch
+
+    def spy(cfg, *args, **kwargs):
+        calls.append((cfg, kwargs))
+        return real(cfg, *args, **kwargs)
+
+    monkeypatch.setattr(hopper_fwd, "_launch", spy)
+    return calls
+
+
 def _force_gluon(monkeypatch, head_dim, causal, seqlen_q):
     """Where the shipped table sends this shape to the portable kernel, run stage A
     instead (unless FLASHTILE_HOPPER_SCHEDULE already forces a stage): these tests are
@@ -404,16 +423,10 @@ def test_hopper_c_window_vs_reference(case, device, monkeypatch):
     _gpu_sm90()
     monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW", raising=False)
     monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", "C")
-    stages = []
-    real = hopper_fwd._launch
-
-    def spy(cfg, *args, **kwargs):
-        stages.append((cfg.schedule, kwargs.get("left")))
-        return real(cfg, *args, **kwargs)
-
-    monkeypatch.setattr(hopper_fwd, "_launch", spy)
+    stages = _record_launches(monkeypatch)
     result = run_case(case, device)
-    assert stages and all(st == "C" and left is not None for st, left in stages), stages
+    assert stages and all(cfg.schedule == "C" and kw.get("left") is not None
+                          for cfg, kw in stages), stages
     assert result.ok, result.summary()
 
 
@@ -441,16 +454,9 @@ def test_hopper_softcap_vs_reference(case, device, monkeypatch):
     monkeypatch.setenv("FLASHTILE_HOPPER_SOFTCAP", "1")
     monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW", raising=False)
     _force_gluon(monkeypatch, case.head_dim, case.causal, case.seqlen_q)
-    calls = []
-    real = hopper_fwd._launch
-
-    def spy(cfg, *args, **kwargs):
-        calls.append(kwargs.get("softcap"))
-        return real(cfg, *args, **kwargs)
-
-    monkeypatch.setattr(hopper_fwd, "_launch", spy)
+    calls = _record_launches(monkeypatch)
     result = run_case(case, device)
-    assert calls and all(c == case.softcap for c in calls), calls
+    assert calls and all(kw.get("softcap") == case.softcap for _cfg, kw in calls), calls
     assert result.ok, result.summary()
 
 

@@ -385,7 +385,8 @@ def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig | No
 
 
 def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
-                      group: int = 1, expand: bool = True) -> HopperBwdConfig:
+                      group: int = 1, expand: bool = True,
+                      softcap: bool = False) -> HopperBwdConfig:
     """Gluon backward tiles for fp16/bf16 on sm_90 (head dim 64, 128 or 256). Resources from
     compiling for sm_90 on the CPU (ptxas -v; tests/test_hopper_bwd.py: no spills but
     the ones listed there, fits 227 KB). First guesses were FA3's shapes (128 keys per
@@ -421,9 +422,11 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
         # against 327.4. The HF training step: 0.91x / 0.89x sdpa capped, 0.95x / 0.93x not
         # Since 5114cb8 GQA runs these MHA programs too (gqa_expand), so the cap holds
         # for it; only the varlen backward's group loop stays uncapped.
+        # A softcap (opt-in, not yet measured): uncapped, 213 / 214 registers and no
+        # spills, where the softcap's tanh takes the capped build to 360 / 548 B (ptxas)
+        capped = (group == 1 or gqa_expand) and not softcap
         return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 3,
-                               max_regs=168 if group == 1 or gqa_expand else None,
-                               gqa_expand=gqa_expand)
+                               max_regs=168 if capped else None, gqa_expand=gqa_expand)
     if head_dim > 128:
         # hd 256 (opt-in, FLASHTILE_HOPPER_BWD=1; 0e01b69 `bwd256`: 156-198 TFLOPS, below the
         # portable backward's swept tiles, 206-239, so not preferred): a 64-key dK and

@@ -214,20 +214,6 @@ def kv_tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M: gl.constexpr, BLOCK_N: g
 
 
 @gluon.jit
-def tanh_f32(x):
-    """tanh in fp32 by the portable kernels' formula (ops/_common.tanh_f32, op for op), so
-    that a softcapped forward here and a portable backward see the same scores."""
-    ax = gl.abs(x)
-    e = gl.exp(-2.0 * ax)
-    t_big = (1.0 - e) / (1.0 + e)
-    # odd Taylor series where 1 - e cancels; error < 1e-11 for |x| < 0.1
-    x2 = ax * ax
-    t_small = ax * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0))))
-    t = gl.where(ax < 0.1, t_small, t_big)
-    return gl.where(x < 0, -t, t)
-
-
-@gluon.jit
 def scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
                   left=0, HAS_LEFT: gl.constexpr = False):
     """-inf where key t * BLOCK_N + c is past seqlen_k, (causal) right of the diagonal,

@@ -449,9 +449,7 @@ def attention_forward(
         # FLASHTILE_DISABLE_HOPPER=1 skips it
         causal_ = window_size[1] == 0
         left = window_size[0]
-        hcfg = (hopper_fwd.default_config(q.shape[-1], causal_, seqlen_q)
-                if left is None and not softcap
-                else hopper_fwd.window_config(q.shape[-1], causal_, seqlen_q, bool(softcap)))
+        hcfg = hopper_fwd.call_config(q.shape[-1], causal_, seqlen_q, left, softcap)
         if hcfg is not None:
             return hopper_fwd.hopper_attention_forward(
                 q, k, v, softmax_scale, causal_, out, lse, hcfg, left, softcap

@@ -95,7 +95,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from .. import configs
 from . import hopper_fwd
-from ._common import device_capability, device_ctx, env_mode, is_interpreting
+from ._common import device_capability, device_ctx, env_mode, is_interpreting, tanh_f32
 from ._gluon_common import (
     alloc_ring_pair,
     desc_signature,
@@ -108,7 +108,6 @@ from ._gluon_common import (
     scratch_allocator,
     seq_bounds,
     seq_desc,
-    tanh_f32,
     tma_addressable,
     tma_desc,
     tma_reduce_add,
@@ -425,9 +424,8 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int,
                    group: int = 1, softcap: bool = False) -> configs.HopperBwdConfig:
     """The shipped tiles (configs.hopper_bwd_config: the two-kernel backward);
     FLASHTILE_HOPPER_BWD_FUSED=1 picks the fused kernel's (configs.hopper_bwd_fused_config).
-    ``softcap``: without the dK/dV register cap, which the softcap's tanh takes from 20 /
-    52 to 360 / 548 bytes of spills at hd 64 (ptxas, sm_90; uncapped 213 / 214 registers,
-    none; not yet measured against each other: suite softcap).
+    ``softcap``: the tiles of a softcapped call (configs.hopper_bwd_config's: uncapped at
+    hd 64).
     FLASHTILE_HOPPER_BWD_OVERRIDES="max_regs=none,..." replaces fields of either, for A/B
     runs of whole models (configs.parse_overrides). Memoised per environment value, as
     hopper_fwd.default_config."""
@@ -441,9 +439,7 @@ def _default_config(head_dim, causal, seqlen_k, group, fused, overrides, expand=
                     softcap=False):
     # no fused tiles (None) at hd 256: the two-kernel backward runs there
     cfg = (fused and configs.hopper_bwd_fused_config(head_dim, causal)
-           or configs.hopper_bwd_config(head_dim, causal, seqlen_k, group, expand))
-    if softcap and not cfg.fused:
-        cfg = dataclasses.replace(cfg, max_regs=None)
+           or configs.hopper_bwd_config(head_dim, causal, seqlen_k, group, expand, softcap))
     return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
 
 

@@ -12,6 +12,8 @@ Layers, top to bottom:
     hopper_supported              may this call take the Hopper path? (dispatch predicate)
     default_config                the shipped schedule of a call (configs.hopper_fwd_schedule),
                                   None where the portable kernel is faster
+    call_config                   default_config, or window_config for a windowed or
+                                  softcapped call
     window_config                 a sliding window's (or softcap's) config: stage C where
                                   the schedule runs C, else stage A; their left-edge
                                   tiles (HAS_LEFT, window_tile_range) are masked
@@ -65,7 +67,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .. import configs
-from ._common import device_capability, device_ctx, env_mode, is_interpreting
+from ._common import device_capability, device_ctx, env_mode, is_interpreting, tanh_f32
 from ._gluon_common import GL_DTYPES as _GL_DTYPES
 from ._gluon_common import (
     alloc_ring_pair,
@@ -75,7 +77,6 @@ from ._gluon_common import (
     scratch_allocator,
     seq_bounds,
     seq_desc,
-    tanh_f32,
     window_tile_range,
 )
 from ._gluon_common import kv_tile_range as _tile_range
@@ -249,9 +250,7 @@ def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, sof
     if config is None and varlen_mode() == "auto" and not configs.hopper_varlen_preferred(
             max_seqlen_q):
         return None
-    cfg = config or (default_config(q.shape[-1], causal, max_seqlen_q)
-                     if left is None and not softcap
-                     else window_config(q.shape[-1], causal, max_seqlen_q, bool(softcap)))
+    cfg = config or call_config(q.shape[-1], causal, max_seqlen_q, left, softcap)
     if cfg is None:
         return None
     with device_ctx(q), scratch_allocator(q.device):
@@ -282,6 +281,14 @@ def softcap_mode() -> str:
     return env_mode("FLASHTILE_HOPPER_SOFTCAP")
 
 
+def call_config(head_dim, causal, seqlen_q, left=None, softcap=0.0):
+    """The config a dense or varlen call runs: ``default_config``, or ``window_config``
+    when it has a sliding window's left bound or a softcap (None: the portable kernel)."""
+    if left is None and not softcap:
+        return default_config(head_dim, causal, seqlen_q)
+    return window_config(head_dim, causal, seqlen_q, bool(softcap))
+
+
 def window_config(head_dim, causal, seqlen_q, softcap=False):
     """The config of a windowed or softcapped call (causal or not) where the shipped
     schedule runs a Gluon stage at all (``default_config`` not None; else None, the
@@ -289,8 +296,14 @@ def window_config(head_dim, causal, seqlen_q, softcap=False):
     warpgroups' left-edge tiles; stage A before), else stage A (B has neither). With
     ``softcap``, stage C also where stage A would run register-capped (hd 64 causal):
     there the tanh takes the capped build from 52 to 836 bytes of spills (ptxas, sm_90),
-    where stage C has none."""
-    cfg = default_config(head_dim, causal, seqlen_q)
+    where stage C has none. Memoised per FLASHTILE_HOPPER_SCHEDULE, as default_config."""
+    return _window_config(head_dim, causal, seqlen_q, bool(softcap),
+                          os.environ.get("FLASHTILE_HOPPER_SCHEDULE", "").upper())
+
+
+@functools.lru_cache(maxsize=1024)
+def _window_config(head_dim, causal, seqlen_q, softcap, forced):
+    cfg = _default_config(head_dim, causal, seqlen_q, forced)
     if cfg is None or cfg.pingpong:
         return cfg
     cfg = configs.hopper_fwd_config(head_dim, causal, seqlen_q)
