@@ -60,7 +60,7 @@ def variants(head_dim):
                     SOFTCAP=False, DROPOUT=False, UPCAST=False, DOT_PREC="tf32")
         yield f"d{head_dim}{'-causal' if causal else ''}", base
     yield f"d{head_dim}-window-softcap-dropout", dict(
-        base, HAS_LEFT=True, HAS_RIGHT=True, SOFTCAP=True, DROPOUT=True)
+        base, HAS_LEFT=True, HAS_RIGHT=True, SOFTCAP=2, DROPOUT=True)  # 2: tanh.approx
     yield f"d{head_dim}-causal-dropout", dict(base, DROPOUT=True)  # MiniGPT's attention
 
 

@@ -328,3 +328,50 @@ def test_torch_compile_fullgraph(device):
 def test_second_device():
     dev = torch.device("cuda", 1)
     _assert_ok(run_case(Case(seqlen_q=300, seqlen_k=300, head_dim=64, causal=True), dev))
+
+
+@pytest.mark.parametrize("softcap,dtype,interp,flag", [
+    (0.0, torch.bfloat16, False, 0), (0.0, torch.float32, True, 0),
+    (30.0, torch.bfloat16, False, 2), (30.0, torch.float16, False, 2),
+    (30.0, torch.float32, False, 1), (30.0, torch.bfloat16, True, 1),
+])
+def test_softcap_flag(softcap, dtype, interp, flag, monkeypatch):
+    """The SOFTCAP constexpr: tanh.approx (2) for 16-bit inputs on a GPU, the accurate
+    tanh (1) for fp32 inputs and under the interpreter (no inline PTX there); the
+    portable launchers pass it (flash's flags, varlen's constexprs)."""
+    from flashtile.ops import _common, varlen
+
+    monkeypatch.setattr(_common, "is_interpreting", lambda: interp)
+    assert _common.softcap_flag(softcap, dtype) == flag
+    q = torch.zeros(1, 8, 2, 64, dtype=dtype)
+    _, _, flags = flash._common_params(q, q, None, (None, None), softcap, 0.0, None)
+    assert flags[2] == flag
+    meta, _ = varlen._params(q[0], q[0], None, (None, None), softcap)
+    assert meta["SOFTCAP"] == flag
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a GPU (inline PTX)")
+def test_fast_tanh_accuracy():
+    """tanh_f32(FAST=True) (tanh.approx.f32) against torch.tanh in float64: relative
+    error below 2^-10 wherever |tanh| > 2^-20, the accurate variant below 1e-6."""
+    import triton
+    import triton.language as tl
+
+    from flashtile.ops._common import tanh_f32
+
+    @triton.jit
+    def _tanh_kernel(X, Y, Z, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(X + offs, mask=offs < n)
+        tl.store(Y + offs, tanh_f32(x, True), mask=offs < n)
+        tl.store(Z + offs, tanh_f32(x), mask=offs < n)
+
+    x = torch.cat([torch.linspace(-20, 20, 100_001), torch.logspace(-8, 1, 10_001),
+                   -torch.logspace(-8, 1, 10_001)]).cuda()
+    y, z = torch.empty_like(x), torch.empty_like(x)
+    _tanh_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, z, x.numel(), BLOCK=1024)
+    ref = torch.tanh(x.double())
+    big = ref.abs() > 2**-20
+    assert ((y.double() - ref).abs()[big] / ref.abs()[big]).max() < 2**-10
+    assert ((z.double() - ref).abs()[big] / ref.abs()[big]).max() < 1e-6

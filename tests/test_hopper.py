@@ -258,9 +258,10 @@ def test_softcap_config():
 def test_window_config():
     """A windowed call runs the shipped schedule's stage where it is C (stage C's
     warpgroups mask their left-edge tiles), stage A where it is A or B (B has no
-    window), the portable kernel where the table picks it."""
+    window) except at hd 256 from WINDOW_C_MIN_SEQLEN_HD256 (stage C), the portable
+    kernel where the table picks it."""
     for hd, causal, seqlen in ((64, True, 4096), (128, False, 16384), (128, True, 1024),
-                               (128, True, 16384), (256, True, 8192)):
+                               (128, True, 16384), (256, True, 4096)):
         cfg = hopper_fwd.window_config(hd, causal, seqlen)
         shipped = hopper_fwd.default_config(hd, causal, seqlen)
         if shipped.pingpong:
@@ -269,6 +270,12 @@ def test_window_config():
             assert cfg == configs.hopper_fwd_config(hd, causal, seqlen)
             assert cfg.schedule == "A" and not cfg.warp_specialize and not cfg.pingpong
     assert hopper_fwd.window_config(128, False, 16384).schedule == "C"
+    long_ = hopper_fwd.WINDOW_C_MIN_SEQLEN_HD256
+    for causal in (True, False):
+        assert hopper_fwd.default_config(256, causal, long_).schedule == "A"
+        assert hopper_fwd.window_config(256, causal, long_) == configs.hopper_fwd_config_c(
+            256, causal, long_)
+        assert hopper_fwd.window_config(256, causal, long_ - 1).schedule == "A"
     assert hopper_fwd.window_config(64, True, 512) is None  # the table's portable kernel
     # what a call runs: the shipped schedule, or the window's with a left bound / softcap
     assert hopper_fwd.call_config(64, True, 4096) == hopper_fwd.default_config(64, True, 4096)

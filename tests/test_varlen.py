@@ -460,3 +460,21 @@ def test_bench_lengths():
 
     lens = bench_varlen.draw_lengths(16384, 4096)
     assert sum(lens) == 16384 and max(lens) == 4096 and min(lens) > 0
+
+
+def test_hopper_varlen_bwd_takes_windows(monkeypatch):
+    """In the default ("auto") mode a windowed varlen call may take the Gluon varlen
+    backward (since session 13): hopper_varlen_bwd_supported asks the dense check with
+    windows accepted; the device half is stubbed, nothing runs."""
+    from flashtile.ops import hopper_bwd
+
+    monkeypatch.delenv(hopper_bwd.VARLEN_ENV_VAR, raising=False)
+    asked = []
+    monkeypatch.setattr(hopper_bwd, "hopper_bwd_supported",
+                        lambda *a, **kw: asked.append((a, kw)) or True)
+    q = torch.randn(10, 4, 64, dtype=torch.bfloat16)
+    long_ = configs.HOPPER_VARLEN_MIN_SEQLEN
+    assert hopper_bwd.hopper_varlen_bwd_supported(q, q, q, q, True, (100, 0), 0.0, None,
+                                                  long_, long_)
+    (args, kw), = asked
+    assert args[4] == (100, 0) and kw["windows"] is True and kw["seqlen_k"] == long_

@@ -91,11 +91,18 @@ def next_pow2(x: int) -> int:
 
 
 @triton.jit
-def tanh_f32(x):
-    """tanh in fp32, accurate to a few ulp everywhere (libdevice is not available under
-    the interpreter, and tanh.approx is only good to 2^-11). The Gluon kernels call it
-    too (elementwise on their layouts), so a softcapped Gluon forward and a portable
-    backward, or the reverse, compute the same scores."""
+def tanh_f32(x, FAST: tl.constexpr = False):
+    """tanh in fp32. By default accurate to a few ulp everywhere (libdevice is not
+    available under the interpreter). FAST: the GPU's tanh.approx.f32 (one MUFU op,
+    relative error about 2^-11; what flash-attn's softcap uses), for 16-bit inputs on a
+    GPU, whose scores carry more rounding than that: the default's exponential and
+    IEEE division cost a softcapped forward 2-4x its time (H200, 7386e40). The Gluon
+    kernels call it too (elementwise on their layouts), so a softcapped Gluon forward
+    and a portable backward, or the reverse, compute the same scores (``softcap_flag``
+    picks the same variant for both)."""
+    if FAST:
+        return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [x],
+                                         dtype=tl.float32, is_pure=True, pack=1)
     ax = tl.abs(x)
     e = tl.exp(-2.0 * ax)
     t_big = (1.0 - e) / (1.0 + e)
@@ -106,15 +113,30 @@ def tanh_f32(x):
     return tl.where(x < 0, -t, t)
 
 
+SOFTCAP_FAST = tl.constexpr(2)  # the SOFTCAP constexpr's value for tanh_f32(FAST=True)
+
+
+def softcap_flag(softcap: float, dtype: torch.dtype) -> int:
+    """The kernels' SOFTCAP constexpr: 0 without a softcap; SOFTCAP_FAST (tanh.approx) for
+    16-bit inputs on a GPU; 1 (the accurate tanh) for fp32 inputs and under the
+    interpreter, which cannot run inline PTX."""
+    if not softcap > 0:
+        return 0
+    if dtype == torch.float32 or is_interpreting():
+        return 1
+    return int(SOFTCAP_FAST)
+
+
 @triton.jit
 def scores_log2(qk, sm_scale, softcap, SOFTCAP: tl.constexpr):
     """Raw q.k (fp32) -> scores in log2 units, and tanh of the capped argument (or 0).
+    SOFTCAP: ``softcap_flag``'s value (0 off, SOFTCAP_FAST for tanh.approx).
 
     With SOFTCAP: s = softcap * tanh(sm_scale * qk / softcap); the tanh is returned so
     the backward can form ds/dqk = sm_scale * (1 - tanh^2) without recomputing it.
     """
     if SOFTCAP:
-        t = tanh_f32(qk * (sm_scale / softcap))
+        t = tanh_f32(qk * (sm_scale / softcap), SOFTCAP == SOFTCAP_FAST)
         return t * (softcap * 1.4426950408889634), t
     else:
         return qk * (sm_scale * 1.4426950408889634), qk

@@ -50,6 +50,7 @@ from ._common import (
     plain_eager,
     q_tile_ranges,
     scores_log2,
+    softcap_flag,
     softmax_finish,
 )
 from ._launch import cached_launch, current_stream, make_room, plain_launch, run_compiled
@@ -292,8 +293,8 @@ def _common_params(q, k, softmax_scale, window_size, softcap, dropout_p, rng_sta
     BLOCK_M, BLOCK_N, then the flags."""
     _, seqlen_q, nheads, head_dim = q.shape
     left, right = window_size
-    flags = _flags(left is not None, right is not None, softcap > 0, dropout_p > 0, q.dtype,
-                   is_interpreting())
+    flags = _flags(left is not None, right is not None, softcap_flag(softcap, q.dtype),
+                   dropout_p > 0, q.dtype, is_interpreting())
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     seed, rng_offset = rng_state if dropout_p > 0 else (0, 0)
     runtime = (

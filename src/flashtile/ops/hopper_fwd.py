@@ -293,7 +293,8 @@ def window_config(head_dim, causal, seqlen_q, softcap=False):
     """The config of a windowed or softcapped call (causal or not) where the shipped
     schedule runs a Gluon stage at all (``default_config`` not None; else None, the
     portable kernel): stage C where the schedule runs C (since session 12, its
-    warpgroups' left-edge tiles; stage A before), else stage A (B has neither). With
+    warpgroups' left-edge tiles; stage A before) and at hd 256 from
+    WINDOW_C_MIN_SEQLEN_HD256, else stage A (B has neither). With
     ``softcap``, stage C also where stage A would run register-capped (hd 64 causal):
     there the tanh takes the capped build from 52 to 836 bytes of spills (ptxas, sm_90),
     where stage C has none. Memoised per FLASHTILE_HOPPER_SCHEDULE, as default_config."""
@@ -309,7 +310,15 @@ def _window_config(head_dim, causal, seqlen_q, softcap, forced):
     cfg = configs.hopper_fwd_config(head_dim, causal, seqlen_q)
     if softcap and cfg.max_regs is not None:
         return configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
+    if head_dim > 128 and seqlen_q >= WINDOW_C_MIN_SEQLEN_HD256 and not forced:
+        return configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
     return cfg
+
+
+# hd 256 windows run stage C from this query length (7386e40, `varlenwin`, bench_window:
+# Gemma-2's shape, causal, window 4096, stage C / A 556 / 490 TFLOPS at 8k and 560 / 506
+# at 16k, +11-13%; predicted -5..+10%). Shorter ones keep stage A (not measured).
+WINDOW_C_MIN_SEQLEN_HD256 = 8192
 
 
 def default_config(head_dim, causal, seqlen_q):
@@ -483,7 +492,7 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     qk = warpgroup_mma(q2, k_buf.permute((1, 0)), qk, use_acc=False, is_async=True)
     qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
     if SOFTCAP:
-        qk = tanh_f32(qk * cap_scale)
+        qk = tanh_f32(qk * cap_scale, True)
     if MASKED:
         qk = _scores_masked(qk, _step_tile(i, lo, n_tiles, MASKED_FIRST), rows, seqlen_k,
                             diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
@@ -842,7 +851,7 @@ def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_ba
     # -- S_j done (wgmma groups retire in order; PV_{j-1} may stay in flight) --
     qk = warpgroup_mma_wait(num_outstanding=1, deps=(qk,))
     if SOFTCAP:  # tanh(qk * sm_scale / softcap); qk_scale carries softcap * log2(e)
-        qk = tanh_f32(qk * cap_scale)
+        qk = tanh_f32(qk * cap_scale, True)
     if MASKED:
         qk = _scores_masked(qk, j, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
     p_new, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED)
@@ -906,7 +915,7 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
                            qk, use_acc=False, is_async=True)
         qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
         if SOFTCAP:
-            qk = tanh_f32(qk * cap_scale)
+            qk = tanh_f32(qk * cap_scale, True)
         qk = _scores_masked(qk, lo, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
         p, _alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, True)
         p = gl.convert_layout(p.to(dtype), p_layout)

@@ -62,6 +62,7 @@ from ._common import (
     next_pow2,
     online_softmax,
     plain_eager,
+    softcap_flag,
     softmax_finish,
     stage_bounds,
 )
@@ -559,7 +560,8 @@ def kvcache_forward(
     nheads_kv = k_cache.shape[2]
     seqlen_new = 0 if k is None else k.shape[1]
     plan = _plan(q, k_cache, page_table, seqlen_new, num_splits, config,
-                 cache_seqlens is not None, left is not None, right is not None, softcap > 0)
+                 cache_seqlens is not None, left is not None, right is not None,
+                 softcap_flag(softcap, q.dtype))
     device = q.device
     if out is None:
         out = torch.empty(q.shape, dtype=q.dtype, device=device)

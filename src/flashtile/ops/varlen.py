@@ -53,6 +53,7 @@ from ._common import (
     kv_tile_ranges,
     next_pow2,
     q_tile_ranges,
+    softcap_flag,
     softmax_finish,
     stage_bounds,
 )
@@ -250,7 +251,7 @@ def _params(q, k, softmax_scale, window_size, softcap):
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     meta = dict(
         HEAD_DIM=head_dim, BLOCK_D=max(16, next_pow2(head_dim)), HAS_LEFT=left is not None,
-        HAS_RIGHT=right is not None, SOFTCAP=softcap > 0,
+        HAS_RIGHT=right is not None, SOFTCAP=softcap_flag(softcap, q.dtype),
         UPCAST=is_interpreting() and q.dtype != torch.float32,
         DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32",
     )
