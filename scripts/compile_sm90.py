@@ -137,9 +137,9 @@ def hopper_variants():
             # and stage C's (the window's config where the schedule runs C)
             yield (f"hopper-C-window d{hd}{'-causal' if causal else ''} bfloat16", hd, causal,
                    torch.bfloat16, configs.hopper_fwd_config_c(hd, causal, 4096), "window")
-            # a softcap (SOFTCAP, opt-in: FLASHTILE_HOPPER_SOFTCAP=1), stages A and C; not
-            # the register-capped stage A (836 B of spills), which window_config's softcap
-            # rule replaces by stage C
+            # a softcap (SOFTCAP; on by default at hd 128 / 256), stages A and C; not the
+            # register-capped stage A (hd 64 causal: 104 B of spills with tanh.approx), as
+            # hd 64 softcaps run the portable forward
             cfg_a = configs.hopper_fwd_config(hd, causal, 4096)
             if cfg_a.max_regs is None:
                 yield (f"hopper-softcap d{hd}{'-causal' if causal else ''} bfloat16", hd,
@@ -231,7 +231,7 @@ def hopper_bwd_variants():
             if hd <= 128:  # a sliding window's left bound (HAS_LEFT), dense and varlen
                 yield f"{tag} bfloat16 window", hd, causal, torch.bfloat16, cfg
                 yield f"{tag} bfloat16 window varlen", hd, causal, torch.bfloat16, cfg
-                # a softcap (SOFTCAP, opt-in: FLASHTILE_HOPPER_SOFTCAP=1), on its own tiles
+                # a softcap (SOFTCAP, on by default), on its own tiles
                 yield (f"{tag} bfloat16 softcap", hd, causal, torch.bfloat16,
                        configs.hopper_bwd_config(hd, causal, 4096, softcap=True))
             fused = configs.hopper_bwd_fused_config(hd, causal)

@@ -222,37 +222,41 @@ def test_problem_ok_windows(window, causal, ok, monkeypatch):
 
 
 def test_problem_ok_softcap(monkeypatch):
-    """A softcap reaches the Gluon forward only with FLASHTILE_HOPPER_SOFTCAP=1 (opt-in
-    until its GPU tests run) and a caller that runs it (``softcaps=True``: the dense and
-    varlen forwards; never the backward's check); never a negative one."""
+    """A softcap reaches the Gluon forward unless FLASHTILE_HOPPER_SOFTCAP=0 (on by
+    default since session 13) and only from a caller that runs it (``softcaps=True``:
+    the dense and varlen forwards; never the backward's check); never a negative one."""
     q, k, v = _qkv()
-    monkeypatch.setenv("FLASHTILE_HOPPER_SOFTCAP", "1")
-    assert hopper_fwd.hopper_problem_ok(q, k, v, True, softcap=30.0, softcaps=True)
-    assert hopper_fwd.hopper_problem_ok(q, k, v, False, (100, None), softcap=5.0,
-                                        windows=True, softcaps=True)
-    assert not hopper_fwd.hopper_problem_ok(q, k, v, True, softcap=30.0)
-    assert not hopper_fwd.hopper_problem_ok(q, k, v, True, softcap=-1.0, softcaps=True)
-    assert not hopper_fwd.hopper_problem_ok(q, k, v, True, softcap=30.0, dropout_p=0.1,
-                                            softcaps=True)
-    for value in (None, "0"):
+    for value in (None, "1"):
         if value is None:
-            monkeypatch.delenv("FLASHTILE_HOPPER_SOFTCAP")
+            monkeypatch.delenv("FLASHTILE_HOPPER_SOFTCAP", raising=False)
         else:
             monkeypatch.setenv("FLASHTILE_HOPPER_SOFTCAP", value)
-        assert not hopper_fwd.hopper_problem_ok(q, k, v, True, softcap=30.0, softcaps=True)
-        assert hopper_fwd.hopper_problem_ok(q, k, v, True, softcaps=True)
+        assert hopper_fwd.hopper_problem_ok(q, k, v, True, softcap=30.0, softcaps=True)
+        assert hopper_fwd.hopper_problem_ok(q, k, v, False, (100, None), softcap=5.0,
+                                            windows=True, softcaps=True)
+        assert not hopper_fwd.hopper_problem_ok(q, k, v, True, softcap=30.0)
+        assert not hopper_fwd.hopper_problem_ok(q, k, v, True, softcap=-1.0, softcaps=True)
+        assert not hopper_fwd.hopper_problem_ok(q, k, v, True, softcap=30.0, dropout_p=0.1,
+                                                softcaps=True)
+    monkeypatch.setenv("FLASHTILE_HOPPER_SOFTCAP", "0")
+    assert not hopper_fwd.hopper_problem_ok(q, k, v, True, softcap=30.0, softcaps=True)
+    assert hopper_fwd.hopper_problem_ok(q, k, v, True, softcaps=True)
 
 
-def test_softcap_config():
-    """A softcapped call takes the window's configs, but stage C where stage A would run
-    register-capped (hd 64 causal: the tanh spills there)."""
+def test_softcap_config(monkeypatch):
+    """A softcapped call takes the window's configs at hd 128 / 256 and the portable
+    kernel at hd 64 (measured faster there), unless a schedule is forced."""
+    monkeypatch.delenv("FLASHTILE_HOPPER_SCHEDULE", raising=False)
     capped = configs.hopper_fwd_config(64, True, 4096)
     assert capped.max_regs is not None
     assert hopper_fwd.window_config(64, True, 4096) == capped
-    assert hopper_fwd.window_config(64, True, 4096, softcap=True).schedule == "C"
-    for hd, causal in ((64, False), (128, True), (256, True)):
+    for causal in (True, False):
+        assert hopper_fwd.window_config(64, causal, 16384, softcap=True) is None
+    for hd, causal in ((128, True), (128, False), (256, True), (256, False)):
         assert hopper_fwd.window_config(hd, causal, 16384, softcap=True) == (
             hopper_fwd.window_config(hd, causal, 16384))
+    monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", "A")
+    assert hopper_fwd.window_config(64, True, 4096, softcap=True) == capped
 
 
 def test_window_config():
@@ -281,7 +285,7 @@ def test_window_config():
     assert hopper_fwd.call_config(64, True, 4096) == hopper_fwd.default_config(64, True, 4096)
     assert hopper_fwd.call_config(64, True, 4096, left=5) == hopper_fwd.window_config(
         64, True, 4096)
-    assert hopper_fwd.call_config(64, True, 4096, softcap=30.0).schedule == "C"
+    assert hopper_fwd.call_config(64, True, 4096, softcap=30.0) is None  # portable
 
 
 @pytest.mark.parametrize("head_dim,ok", [(64, True), (128, True), (256, True), (40, False),
@@ -453,14 +457,17 @@ SOFTCAP_CASES = [
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", SOFTCAP_CASES, ids=lambda c: c.name)
 def test_hopper_softcap_vs_reference(case, device, monkeypatch):
-    """A softcap through the Gluon forward (FLASHTILE_HOPPER_SOFTCAP=1; ``window_config``:
-    stage A or C, forced where the table picks the portable kernel): out and lse, and the
-    portable backward fed them, within the DESIGN.md bound of the float64 reference;
-    strong (2) and mild (30) caps, with and without a sliding window."""
+    """A softcap through the Gluon forward (on by default; ``window_config``: stage A or
+    C, stage A forced where the table picks the portable kernel and at hd 64, whose
+    softcapped calls run the portable forward by default): out and lse, and the portable
+    backward fed them, within the DESIGN.md bound of the float64 reference; strong (2)
+    and mild (30) caps, with and without a sliding window."""
     _gpu_sm90()
-    monkeypatch.setenv("FLASHTILE_HOPPER_SOFTCAP", "1")
+    monkeypatch.delenv("FLASHTILE_HOPPER_SOFTCAP", raising=False)
     monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW", raising=False)
     _force_gluon(monkeypatch, case.head_dim, case.causal, case.seqlen_q)
+    if case.head_dim == 64 and not os.environ.get("FLASHTILE_HOPPER_SCHEDULE"):
+        monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", "A")
     calls = _record_launches(monkeypatch)
     result = run_case(case, device)
     assert calls and all(kw.get("softcap") == case.softcap for _cfg, kw in calls), calls

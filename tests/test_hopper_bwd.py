@@ -409,10 +409,10 @@ BWD_SOFTCAP_CASES = [
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", BWD_SOFTCAP_CASES, ids=lambda c: c.name)
 def test_hopper_bwd_softcap_vs_reference(case, device, monkeypatch):
-    """A softcap through the two-kernel Gluon backward (FLASHTILE_HOPPER_SOFTCAP=1, forced
-    on): dS scaled by 1 - tanh^2 of the capped scores in both kernels, dq / dk / dv within
-    the DESIGN.md bound of the float64 reference; strong (2) and mild (30) caps, with and
-    without a sliding window, MHA and MQA."""
+    """A softcap through the two-kernel Gluon backward (FLASHTILE_HOPPER_SOFTCAP=1 and
+    FLASHTILE_HOPPER_BWD=1: forced on): dS scaled by 1 - tanh^2 of the capped scores in
+    both kernels, dq / dk / dv within the DESIGN.md bound of the float64 reference;
+    strong (2) and mild (30) caps, with and without a sliding window, MHA and MQA."""
     _gpu_sm90()
     monkeypatch.setenv("FLASHTILE_HOPPER_SOFTCAP", "1")
     monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
@@ -425,11 +425,12 @@ def test_hopper_bwd_softcap_vs_reference(case, device, monkeypatch):
 
 
 def test_problem_ok_softcap(monkeypatch):
-    """A softcap reaches the two-kernel Gluon backward with FLASHTILE_HOPPER_SOFTCAP=1 and
-    a caller that passes it on (``softcaps=True``), at hd 64 / 128 only; not the fused
-    kernel, not unset; its default tiles drop the hd 64 dK/dV register cap."""
+    """A softcap reaches the two-kernel Gluon backward unless FLASHTILE_HOPPER_SOFTCAP=0
+    (on by default since session 13) from a caller that passes it on (``softcaps=True``),
+    at hd 64 / 128 only; not the fused kernel; its default tiles drop the hd 64 dK/dV
+    register cap."""
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
-    monkeypatch.setenv("FLASHTILE_HOPPER_SOFTCAP", "1")
+    monkeypatch.delenv("FLASHTILE_HOPPER_SOFTCAP", raising=False)
     for head_dim, ok in ((64, True), (128, True), (256, False)):
         q, k, v = _qkv(head_dim)
         assert hopper_bwd.hopper_bwd_problem_ok(q, k, v, True, softcap=30.0,
@@ -439,7 +440,7 @@ def test_problem_ok_softcap(monkeypatch):
     monkeypatch.setenv(hopper_bwd.FUSED_ENV_VAR, "1")
     assert not hopper_bwd.hopper_bwd_problem_ok(q, k, v, True, softcap=30.0, softcaps=True)
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR)
-    monkeypatch.delenv("FLASHTILE_HOPPER_SOFTCAP")
+    monkeypatch.setenv("FLASHTILE_HOPPER_SOFTCAP", "0")
     assert not hopper_bwd.hopper_bwd_problem_ok(q, k, v, True, softcap=30.0, softcaps=True)
     monkeypatch.delenv(hopper_bwd.OVERRIDES_ENV_VAR, raising=False)
     assert hopper_bwd.default_config(64, True, 4096).max_regs is not None

@@ -422,8 +422,8 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
         # against 327.4. The HF training step: 0.91x / 0.89x sdpa capped, 0.95x / 0.93x not
         # Since 5114cb8 GQA runs these MHA programs too (gqa_expand), so the cap holds
         # for it; only the varlen backward's group loop stays uncapped.
-        # A softcap (opt-in, not yet measured): uncapped, 213 / 214 registers and no
-        # spills, where the softcap's tanh takes the capped build to 360 / 548 B (ptxas)
+        # A softcap: uncapped, 211 / 221 registers and no spills, where the tanh takes
+        # the capped build to 212 / 416 B (ptxas, tanh.approx; not measured capped)
         capped = (group == 1 or gqa_expand) and not softcap
         return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 3,
                                max_regs=168 if capped else None, gqa_expand=gqa_expand)

@@ -4,8 +4,8 @@ configs.hopper_bwd_preferred measured it faster than the portable backward of
 ops/flash.py (hd 64 and 128 since 2026-11-30), which stays the path for everything this
 one does not cover (dropout, other head dims; sliding windows at hd 256, or anywhere
 with FLASHTILE_HOPPER_WINDOW=0: at hd 64 / 128 they run here, HAS_LEFT,
-_q_window_range; a softcap unless FLASHTILE_HOPPER_SOFTCAP=1, opt-in until GPU-run:
-SOFTCAP), for hd 64 below 1k keys
+_q_window_range; a softcap runs here too unless FLASHTILE_HOPPER_SOFTCAP=0: SOFTCAP), for
+hd 64 below 1k keys
 and, until measured, hd 256. FLASHTILE_HOPPER_BWD=1 forces it wherever it can run, =0
 switches it off. A fused variant (one kernel in FA3's roles, dQ through fp32 atomics,
 ordered by default; _bwd_fused_kernel, FLASHTILE_HOPPER_BWD_FUSED=1) is opt-in: measured
@@ -153,7 +153,7 @@ def hopper_bwd_supported(
     ``windows``: the caller passes a left bound on (``hopper_attention_backward``'s
     ``left``), which the two-kernel backward runs at hd 64 / 128 unless
     FLASHTILE_HOPPER_WINDOW=0 (``hopper_fwd.window_mode``); ``softcaps``: a softcap too,
-    at hd 64 / 128 under FLASHTILE_HOPPER_SOFTCAP=1 (``hopper_fwd.softcap_mode``)."""
+    at hd 64 / 128 unless FLASHTILE_HOPPER_SOFTCAP=0 (``hopper_fwd.softcap_mode``)."""
     mode = hopper_bwd_mode()
     if mode == "off" or is_interpreting():
         return False

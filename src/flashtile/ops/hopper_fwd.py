@@ -1,8 +1,9 @@
 """The Hopper (sm_90) forward: Gluon kernels with TMA, an mbarrier-guarded shared-memory
 ring and asynchronous wgmma. The portable tile-level kernel (ops/flash.py) stays the path
-for other GPUs, the interpreter and dropout, for a softcap unless FLASHTILE_HOPPER_SOFTCAP=1
-(opt-in until GPU-run: SOFTCAP, ``softcap_mode``), and for sliding windows under
-FLASHTILE_HOPPER_WINDOW=0 (by default they run stage A or C, ``window_config``); the backward
+for other GPUs, the interpreter and dropout, for a softcap at hd 64 or under
+FLASHTILE_HOPPER_SOFTCAP=0 (at hd 128 / 256 it runs stage A or C: SOFTCAP, ``softcap_mode``),
+and for sliding windows under FLASHTILE_HOPPER_WINDOW=0 (by default they run stage A or C,
+``window_config``); the backward
 runs there (it recomputes from q, k, v, out and lse, which this forward returns the same
 way) where the Gluon backward of ops/hopper_bwd.py is not preferred
 (configs.hopper_bwd_preferred). Device helpers shared with that backward live in
@@ -147,7 +148,7 @@ def hopper_problem_ok(
         return False
     if left is not None and not (windows and left >= 0 and window_mode() != "off"):
         return False
-    if softcap and not (softcaps and softcap > 0 and softcap_mode() == "on"):
+    if softcap and not (softcaps and softcap > 0 and softcap_mode() != "off"):
         return False
     if dropout_p or (softmax_scale is not None and not softmax_scale > 0):
         return False
@@ -216,7 +217,7 @@ def hopper_varlen_supported(q, k, v, out, causal, window, softcap, softmax_scale
     """May ops/varlen.py's forward take the Gluon path: packed (T, H, D) q / k / v / out
     that hopper_supported's rules accept as (1, T, H, D) views (sm_90, fp16/bf16, head
     dim 64/128/256, full or causal or (unless FLASHTILE_HOPPER_WINDOW=0) a sliding window;
-    a softcap under FLASHTILE_HOPPER_SOFTCAP=1; TMA-addressable), and a schedule other
+    a softcap unless FLASHTILE_HOPPER_SOFTCAP=0; TMA-addressable), and a schedule other
     than the portable kernel for the call's max_seqlen_q (checked by the launcher)."""
     if varlen_disabled():
         return False
@@ -273,11 +274,13 @@ def window_mode() -> str:
 
 
 def softcap_mode() -> str:
-    """Softcap on the Gluon kernels (the forward's stages A and C, ``window_config``; the
-    two-kernel backward at hd 64 / 128): "on" with FLASHTILE_HOPPER_SOFTCAP=1 only; unset
-    ("auto") and =0 keep softcapped calls on the portable kernels. Built in session 12
-    after the device time ran out (sm_90 builds, GPU tests written, none run yet: suite
-    softcap)."""
+    """Softcap on the Gluon kernels: "auto" (unset) and "on" (=1) run them (the forward's
+    stages A and C at hd 128 / 256, ``window_config``; the two-kernel backward at hd 64 /
+    128), "off" (=0 or empty) keeps softcapped calls on the portable kernels. On by
+    default since session 13: 184 + 195 GPU tests and the HF Gemma-2 models passed
+    (7386e40, 925238e), and with tanh.approx (925238e) it measured 1.45-1.60x the
+    portable forward at hd 128 / 256 and 1.06-1.35x its forward + backward
+    (benchmarks/results.md, session 13)."""
     return env_mode("FLASHTILE_HOPPER_SOFTCAP")
 
 
@@ -294,10 +297,10 @@ def window_config(head_dim, causal, seqlen_q, softcap=False):
     schedule runs a Gluon stage at all (``default_config`` not None; else None, the
     portable kernel): stage C where the schedule runs C (since session 12, its
     warpgroups' left-edge tiles; stage A before) and at hd 256 from
-    WINDOW_C_MIN_SEQLEN_HD256, else stage A (B has neither). With
-    ``softcap``, stage C also where stage A would run register-capped (hd 64 causal):
-    there the tanh takes the capped build from 52 to 836 bytes of spills (ptxas, sm_90),
-    where stage C has none. Memoised per FLASHTILE_HOPPER_SCHEDULE, as default_config."""
+    WINDOW_C_MIN_SEQLEN_HD256, else stage A (B has neither). With ``softcap`` at hd 64:
+    None (the portable kernel measured faster there). A forced schedule
+    (FLASHTILE_HOPPER_SCHEDULE=A|B|C, for A/B runs) overrides both exceptions. Memoised
+    per FLASHTILE_HOPPER_SCHEDULE, as default_config."""
     return _window_config(head_dim, causal, seqlen_q, bool(softcap),
                           os.environ.get("FLASHTILE_HOPPER_SCHEDULE", "").upper())
 
@@ -307,14 +310,19 @@ def _window_config(head_dim, causal, seqlen_q, softcap, forced):
     cfg = _default_config(head_dim, causal, seqlen_q, forced)
     if cfg is None or cfg.pingpong:
         return cfg
+    if softcap and head_dim <= 64 and not forced:
+        return None  # the portable kernel (the note below)
     cfg = configs.hopper_fwd_config(head_dim, causal, seqlen_q)
-    if softcap and cfg.max_regs is not None:
-        return configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
     if head_dim > 128 and seqlen_q >= WINDOW_C_MIN_SEQLEN_HD256 and not forced:
         return configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
     return cfg
 
 
+# A softcapped forward at hd 64 runs the portable kernel: with tanh.approx (925238e,
+# `s13soft`, bench_window --softcap 50, causal, windows 1024 / 4096) it read 255.5 / 306.7
+# TFLOPS against stage A's 251.5 / 296.5 and stage C's 228.8 / 295.9: the score's second
+# MUFU op (tanh beside exp2) sets the pace there whatever the schedule. Its backward stays
+# on the Gluon kernels (forward + backward 1.14-1.17x the portable path in that run).
 # hd 256 windows run stage C from this query length (7386e40, `varlenwin`, bench_window:
 # Gemma-2's shape, causal, window 4096, stage C / A 556 / 490 TFLOPS at 8k and 560 / 506
 # at 16k, +11-13%; predicted -5..+10%). Shorter ones keep stage A (not measured).
