@@ -13,6 +13,7 @@ import torch
 import flashtile
 from flashtile import configs
 from flashtile.ops import _checks, flash
+from flashtile.ops._common import softcap_flag
 from flashtile.validate import make_qkv
 
 CASES = [  # (batch, seqlen_q, seqlen_k, nheads, nheads_kv, head_dim, dtype, kwargs)
@@ -165,7 +166,8 @@ def test_launch_arguments_by_name(monkeypatch):
     common = dict(seqlen_q=10, seqlen_k=12, nheads=4, group=2, sm_scale=40 ** -0.5,
                   softcap=3.0, window_left=5, window_right=0, dropout_p=0.1, seed=11,
                   rng_offset=22, HEAD_DIM=40, BLOCK_D=64, HAS_LEFT=True, HAS_RIGHT=True,
-                  SOFTCAP=True, DROPOUT=True, UPCAST=flash.is_interpreting(), DOT_PREC="tf32")
+                  SOFTCAP=softcap_flag(3.0, q.dtype), DROPOUT=True,
+                  UPCAST=flash.is_interpreting(), DOT_PREC="tf32")
     want = [
         dict(common, Q=q, K=k, V=v, O=out, LSE=lse, stride_kn=96, stride_vh=48,
              stride_om=160, BLOCK_M=fwd_cfg.block_m, BLOCK_N=fwd_cfg.block_n),
