@@ -315,6 +315,10 @@ class HopperBwdConfig:
     # group reduces (the launcher: 2 x B x N x H x D elements more of memory, one rounding
     # more per partial); the programs are then MHA's, with MHA's register cap
     gqa_expand: bool = False
+    # both two-kernel kernels: arm a ring slot's two barriers (mbarrier expect) before
+    # the step's CTA barrier and issue the copies after it, in the prologue too
+    # (_gluon_common.issue_kv_slot's EARLY): one bar.sync fewer per step (ptxas sm_90)
+    early_expect: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

@@ -364,7 +364,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
             nheads, group, qk_scale, float(scale), HEAD_DIM=head_dim,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages,
             CAUSAL=bool(causal), PREFETCH=cfg.prefetch_stats, D_SPLIT=cfg.d_split,
-            HALF=half, num_warps=cfg.num_warps, **_maxnreg(cfg.max_regs), **dkdv_flag,
+            HALF=half, EARLY_EXPECT=cfg.early_expect, num_warps=cfg.num_warps,
+            **_maxnreg(cfg.max_regs), **dkdv_flag,
         )
     if key_heads != nheads_kv:  # fp32 accumulation, one rounding (torch's sum of bf16)
         for part, grad in ((dk_t, outs[1]), (dv_t, outs[2])):
@@ -377,7 +378,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         tma_desc(outs[0], cfg.dq_block_m), lse, delta, pq, pk, pv, pdo, pdq, cu_q, cu_k,
         seqlen_q, seqlen_k, nheads, group, qk_scale, float(scale),
         HEAD_DIM=head_dim, BLOCK_M=cfg.dq_block_m, BLOCK_N=cfg.dq_block_n,
-        NUM_STAGES=cfg.dq_num_stages, CAUSAL=bool(causal), num_warps=cfg.dq_num_warps,
+        NUM_STAGES=cfg.dq_num_stages, CAUSAL=bool(causal), EARLY_EXPECT=cfg.early_expect,
+        num_warps=cfg.dq_num_warps,
         **_maxnreg(cfg.dq_max_regs), **flag,
     )
 
@@ -562,22 +564,37 @@ def _key_tile_coords(seqlen_q, seqlen_k, nheads, group, BLOCK_M: gl.constexpr,
 @gluon.jit
 def _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, it, n_m, m_lo, b, hk,
                group, pred, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr,
-               REVERSE: gl.constexpr):
+               REVERSE: gl.constexpr, EARLY: gl.constexpr = False,
+               BARRIER: gl.constexpr = False):
     """TMA-load the Q and dO tiles of iteration ``it`` (head hk * group + it // n_m,
     query tile m_lo + it % n_m, or m_lo + n_m - 1 - it % n_m if REVERSE) into ring slot
-    it % NUM_STAGES (skipped if not pred)."""
+    it % NUM_STAGES (skipped if not pred). EARLY, BARRIER: as in
+    _gluon_common.issue_kv_slot (both barriers armed first; the CTA barrier, with
+    BARRIER, between the expects and the copies)."""
     s = it % NUM_STAGES
     h = hk * group + it // n_m
     j = it % n_m
     if REVERSE:
         j = n_m - 1 - j
     start_m = (m_lo + j) * BLOCK_M
-    mbarrier.expect(q_bars.index(s), q_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bars.index(s),
-                                    q_smem.index(s), pred=pred)
-    mbarrier.expect(do_bars.index(s), do_desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(do_desc, [b, start_m, h, 0], do_bars.index(s),
-                                    do_smem.index(s), pred=pred)
+    if EARLY:
+        mbarrier.expect(q_bars.index(s), q_desc.block_type.nbytes, pred=pred)
+        mbarrier.expect(do_bars.index(s), do_desc.block_type.nbytes, pred=pred)
+        if BARRIER:
+            gl.thread_barrier()
+        tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bars.index(s),
+                                        q_smem.index(s), pred=pred)
+        tma.async_copy_global_to_shared(do_desc, [b, start_m, h, 0], do_bars.index(s),
+                                        do_smem.index(s), pred=pred)
+    else:
+        if BARRIER:
+            gl.thread_barrier()
+        mbarrier.expect(q_bars.index(s), q_desc.block_type.nbytes, pred=pred)
+        tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bars.index(s),
+                                        q_smem.index(s), pred=pred)
+        mbarrier.expect(do_bars.index(s), do_desc.block_type.nbytes, pred=pred)
+        tma.async_copy_global_to_shared(do_desc, [b, start_m, h, 0], do_bars.index(s),
+                                        do_smem.index(s), pred=pred)
 
 
 @gluon.jit
@@ -618,7 +635,8 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
                     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, REVERSE: gl.constexpr,
                     ACC_DIM: gl.constexpr, VARLEN: gl.constexpr = False,
-                    EXPAND: gl.constexpr = False, left=0, HAS_LEFT: gl.constexpr = False):
+                    EXPAND: gl.constexpr = False, left=0, HAS_LEFT: gl.constexpr = False,
+                    EARLY_EXPECT: gl.constexpr = False):
     """What the dK/dV kernel starts with: this program's (batch, KV head, the query heads
     per KV head it visits, key tile), the
     query tiles it visits (``_q_tile_range``), shared memory for the resident K, V and
@@ -650,7 +668,7 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     tma.async_copy_global_to_shared(v_desc, [b, start_n, kv_head, 0], kv_bar, v_smem)
     for i in gl.static_range(NUM_STAGES):
         _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i, n_m, m_lo, b, hk,
-                   q_group, i < n_iter, BLOCK_M, NUM_STAGES, REVERSE)
+                   q_group, i < n_iter, BLOCK_M, NUM_STAGES, REVERSE, EARLY_EXPECT)
 
     # -- the key indices, zeroed dK / dV accumulators, and K, V once they have landed --
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
@@ -696,7 +714,8 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr,
                PREFETCH: gl.constexpr, D_SPLIT: gl.constexpr, HALF: gl.constexpr,
                CAUSAL: gl.constexpr = True, left=0, HAS_LEFT: gl.constexpr = False,
-               cap_scale=1.0, SOFTCAP: gl.constexpr = False):
+               cap_scale=1.0, SOFTCAP: gl.constexpr = False,
+               EARLY_EXPECT: gl.constexpr = False):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     PREFETCH: ``lse2_in``, ``delta_in`` are this iteration's row statistics, and the next
@@ -754,10 +773,9 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     dk = warpgroup_mma(ds_op, q_b, dk, is_async=True)
     dv, dk, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, p_op, ds_op))
     # -- refill: every warpgroup must be done with slot s before TMA overwrites it --
-    gl.thread_barrier()
     nxt = it + NUM_STAGES
     _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, nxt, n_m, m_lo, b, hk,
-               group, nxt < n_iter, BLOCK_M, NUM_STAGES, False)
+               group, nxt < n_iter, BLOCK_M, NUM_STAGES, False, EARLY_EXPECT, True)
     if PREFETCH:
         return dk, dv, lse2_next, delta_next
     return dk, dv, lse2_in, delta_in
@@ -777,6 +795,7 @@ def _bwd_dkdv_kernel(
     EXPAND: gl.constexpr = False,
     left=0, HAS_LEFT: gl.constexpr = False,  # a sliding window: keys from row + diag - left
     cap_scale=1.0, SOFTCAP: gl.constexpr = False,  # softcap: tanh(qk * sm_scale / softcap)
+    EARLY_EXPECT: gl.constexpr = False,  # HopperBwdConfig.early_expect
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -808,7 +827,8 @@ def _bwd_dkdv_kernel(
     (pid_n, b, hk, q_group, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter, k_smem, v_smem,
      q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2) = _key_tile_setup(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
-        BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND, left, HAS_LEFT)
+        BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND, left, HAS_LEFT,
+        EARLY_EXPECT)
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
     #    (masked), then the query tiles that see every key of this tile --
@@ -828,14 +848,14 @@ def _bwd_dkdv_kernel(
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT, cap_scale,
-                SOFTCAP)
+                SOFTCAP, EARLY_EXPECT)
         for j in range(n_band, n_mid):
             dk, dv, lse2, delta = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, False, PREFETCH, D_SPLIT, HALF, True, 0, False, cap_scale,
-                SOFTCAP)
+                SOFTCAP, EARLY_EXPECT)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
@@ -844,7 +864,7 @@ def _bwd_dkdv_kernel(
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT, cap_scale,
-                SOFTCAP)
+                SOFTCAP, EARLY_EXPECT)
 
     # -- epilogue: dK (scaled) and dV through the K and V buffers, or (a column block)
     #    through staging tiles of the dK / dV descriptors' box --
@@ -1193,7 +1213,8 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
              rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM: gl.constexpr,
              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
              MASKED: gl.constexpr, CAUSAL: gl.constexpr, lo=0, left=0,
-             HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False):
+             HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
+             EARLY_EXPECT: gl.constexpr = False):
     """Consume key tile t: S = Q K^T and dP = dO V^T (in flight together), dS, then
     dQ += dS K (dS from registers); refill the slot with tile t + NUM_STAGES. The tiles
     start at ``lo`` (ring position t - lo; 0 without a sliding window, HAS_LEFT)."""
@@ -1223,14 +1244,18 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
     ds_op = gl.convert_layout(ds.to(q2.dtype), a_layout)
     dq = warpgroup_mma(ds_op, k_buf, dq, is_async=True)
     dq, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds_op))
-    gl.thread_barrier()  # every warpgroup is done with slot s
     nxt = t + NUM_STAGES
-    if HAS_LEFT:  # slot s (ring positions count from lo)
+    if EARLY_EXPECT:  # the CTA barrier inside, between the expects and the copies
         issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, nxt, b, hk,
-                      nxt < n_tiles, BLOCK_N)
-    else:  # slot nxt % NUM_STAGES, the same one: the shipped kernels' PTX as measured
-        issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, nxt, b, hk, nxt < n_tiles,
-                 BLOCK_N, NUM_STAGES)
+                      nxt < n_tiles, BLOCK_N, True, True)
+    else:
+        gl.thread_barrier()  # every warpgroup is done with slot s
+        if HAS_LEFT:  # slot s (ring positions count from lo)
+            issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, nxt, b, hk,
+                          nxt < n_tiles, BLOCK_N)
+        else:  # slot nxt % NUM_STAGES, the same one: the shipped kernels' PTX as measured
+            issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, nxt, b, hk,
+                     nxt < n_tiles, BLOCK_N, NUM_STAGES)
     return dq
 
 
@@ -1246,6 +1271,7 @@ def _bwd_dq_kernel(
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, VARLEN: gl.constexpr = False,
     left=0, HAS_LEFT: gl.constexpr = False,  # a sliding window: keys from row + diag - left
     cap_scale=1.0, SOFTCAP: gl.constexpr = False,  # softcap: tanh(qk * sm_scale / softcap)
+    EARLY_EXPECT: gl.constexpr = False,  # HopperBwdConfig.early_expect
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -1291,7 +1317,7 @@ def _bwd_dq_kernel(
     tma.async_copy_global_to_shared(do_desc, [b, start_m, h, 0], q_bar, do_smem)
     for i in gl.static_range(NUM_STAGES):
         issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, lo + i, b, hk,
-                      lo + i < n_tiles, BLOCK_N)
+                      lo + i < n_tiles, BLOCK_N, EARLY_EXPECT)
 
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     lse2 = _row_lse2(LSE, pid_bh, rows, seqlen_q, lse_stride)
@@ -1307,17 +1333,17 @@ def _bwd_dq_kernel(
         dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
                       delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
                       BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left, HAS_LEFT, cap_scale,
-                      SOFTCAP)
+                      SOFTCAP, EARLY_EXPECT)
     for t in range(a, n_full):
         dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
                       delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
                       BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, lo, left, HAS_LEFT, cap_scale,
-                      SOFTCAP)
+                      SOFTCAP, EARLY_EXPECT)
     for t in range(n_full, n_tiles):
         dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
                       delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
                       BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left, HAS_LEFT, cap_scale,
-                      SOFTCAP)
+                      SOFTCAP, EARLY_EXPECT)
 
     gl.thread_barrier()  # every warpgroup is done reading Q
     _store_tile(dq * sm_scale, q_smem, dq_desc, [b, start_m, h, 0], BLOCK_M, HEAD_DIM)
@@ -1375,6 +1401,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             if cfg.gqa_expand:
                 constexprs["EXPAND"] = True
         if name != "fused":
+            constexprs["EARLY_EXPECT"] = bool(cfg.early_expect)
             types["left"] = "i32"
             constexprs["HAS_LEFT"] = window
             types["cap_scale"] = "fp32"
