@@ -317,7 +317,8 @@ class HopperBwdConfig:
     gqa_expand: bool = False
     # both two-kernel kernels: arm a ring slot's two barriers (mbarrier expect) before
     # the step's CTA barrier and issue the copies after it, in the prologue too
-    # (_gluon_common.issue_kv_slot's EARLY): one bar.sync fewer per step (ptxas sm_90)
+    # (_gluon_common.issue_kv_slot's EARLY): one bar.sync fewer per step (ptxas sm_90:
+    # 3 instead of 4); on at hd 64 (+1-6% backward), measured flat at hd 128
     early_expect: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
@@ -428,9 +429,14 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
         # for it; only the varlen backward's group loop stays uncapped.
         # A softcap: uncapped, 211 / 221 registers and no spills, where the tanh takes
         # the capped build to 212 / 416 B (ptxas, tanh.approx; not measured capped)
+        # early_expect (one bar.sync fewer per step in both kernels): `s13ee` (823ef52),
+        # backward TFLOPS at 4k / 16k non-causal 398.3 / 377.3 against 375.9 / 365.7,
+        # causal 334.0 / 366.0 against 329.7 / 360.0 (+1.3% to +6.0%; at hd 128 -1.6% to
+        # +1.0%, so not there)
         capped = (group == 1 or gqa_expand) and not softcap
         return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 3,
-                               max_regs=168 if capped else None, gqa_expand=gqa_expand)
+                               max_regs=168 if capped else None, gqa_expand=gqa_expand,
+                               early_expect=True)
     if head_dim > 128:
         # hd 256 (opt-in, FLASHTILE_HOPPER_BWD=1; 0e01b69 `bwd256`: 156-198 TFLOPS, below the
         # portable backward's swept tiles, 206-239, so not preferred): a 64-key dK and
