@@ -157,6 +157,9 @@ class HopperFwdConfig:
     # and 4 slower still: the emulation's ten instructions sit on the softmax's own
     # stream, the critical path with two programs per SM. Shipped at 0
     exp2_emu: int = 0
+    # stage A only: HopperBwdConfig.early_expect's ring refill (3 bar.sync per step
+    # instead of 4 in the backward; not yet measured in the forward)
+    early_expect: bool = False
 
     def __post_init__(self):
         if self.pingpong and not (self.warp_specialize and self.block_m == 128

@@ -371,7 +371,8 @@ def _kernel_args(cfg):
     if cfg.warp_specialize:
         return _fwd_ws_kernel, cfg.block_m, cfg.num_warps, dict(LOAD_REGS=cfg.load_regs)
     return _fwd_kernel, cfg.block_m, cfg.num_warps, dict(MASKED_FIRST=cfg.max_regs is not None,
-                                                        EXP2_EMU=cfg.exp2_emu)
+                                                        EXP2_EMU=cfg.exp2_emu,
+                                                        EARLY_EXPECT=cfg.early_expect)
 
 
 def _options(cfg) -> dict:
@@ -481,7 +482,7 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                 MASKED: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
                 EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0,
-                SOFTCAP: gl.constexpr = False):
+                SOFTCAP: gl.constexpr = False, EARLY_EXPECT: gl.constexpr = False):
     """Step i: consume key tile t = _step_tile(i) from ring slot i % NUM_STAGES: S = Q K^T
     (wgmma, smem x smem), softmax in registers, O += P V (wgmma, P from registers), then
     refill the slot with the tile of step i + NUM_STAGES. The steps visit tiles [lo,
@@ -511,12 +512,14 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     mbarrier.wait(v_bars.index(s), phase)
     acc = warpgroup_mma(p, v_buf, acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    # -- refill: every warpgroup must be done with slot s before TMA overwrites it --
-    gl.thread_barrier()
+    # -- refill: every warpgroup must be done with slot s before TMA overwrites it (the CTA
+    #    barrier; with EARLY_EXPECT inside issue_kv_slot, after the expects) --
+    if not EARLY_EXPECT:
+        gl.thread_barrier()
     nxt = i + NUM_STAGES
     issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s,
                   _step_tile(nxt, lo, n_tiles, MASKED_FIRST), b, hk, nxt < n_tiles - lo,
-                  BLOCK_N)
+                  BLOCK_N, EARLY_EXPECT, EARLY_EXPECT)
     return acc, m_i, l_i
 
 
@@ -540,6 +543,7 @@ def _fwd_kernel(
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
     VARLEN: gl.constexpr = False, EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False,
     cap_scale=1.0, SOFTCAP: gl.constexpr = False,  # softcap: tanh(qk * sm_scale / softcap)
+    EARLY_EXPECT: gl.constexpr = False,  # HopperFwdConfig.early_expect
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -578,7 +582,7 @@ def _fwd_kernel(
     for i in gl.static_range(NUM_STAGES):
         issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i,
                       _step_tile(i, lo, n_tiles, MASKED_FIRST), b, hk, i < n_tiles - lo,
-                      BLOCK_N)
+                      BLOCK_N, EARLY_EXPECT)
 
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
@@ -606,21 +610,21 @@ def _fwd_kernel(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP,
+            SOFTCAP, EARLY_EXPECT,
         )
     for i in range(ends_0, ends_1):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, False, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP,
+            SOFTCAP, EARLY_EXPECT,
         )
     for i in range(ends_1, n_tiles - lo):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP,
+            SOFTCAP, EARLY_EXPECT,
         )
     _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM)

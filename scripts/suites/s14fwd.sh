@@ -1,0 +1,19 @@
+# gpu_check.sh suite "s14fwd" (sourced; $out, $commit, ft() and status are set)
+# Built in session 13 after the device time ran out (CPU-checked, not yet GPU-run):
+# HopperFwdConfig.early_expect, stage A's ring refill in the order that took the
+# backward's step loops from 4 bar.sync to 3 (`s13ee`: +1.3% to +6.0% at hd 64). ptxas
+# sm_90: stage A's step loops 4 -> 3 bar.sync at hd 64 / 128 / 256, registers and spills
+# unchanged (hd 64 causal capped: 128 / 52 B); the off path's SASS unchanged (18 builds).
+# Prediction: stage A forward +1-3% at hd 64 (two programs per SM, ~460 instructions per
+# step), 0-2% at hd 256 (one program per SM, longer steps). hd 64 causal is where the
+# forward sits at 0.96-0.99x cuDNN (issue 4's floor is 1.0x). If it holds, the hd 64 /
+# 256 stage A configs take it. Both runs check the output against cuDNN (MISMATCH).
+for cfg in "" "early_expect=1"; do
+  tag=$(echo "${cfg:-shipped}" | md5sum | cut -c1-6)
+  timeout 200 python3 scripts/bench_hopper.py --head-dims 64 256 --seqlens 4096 16384 \
+    --only gluon-A ${cfg:+--a-config "$cfg"} --csv "$out/fwdA_$tag.csv" \
+    >"$out/fwdA_$tag.log" 2>&1 || status=1
+  echo "== ${cfg:-shipped} ($tag)"
+  grep -E "MISMATCH|Error" "$out/fwdA_$tag.log" | head -3
+  tail -n 9 "$out/fwdA_$tag.log" | cut -c1-90
+done
