@@ -320,9 +320,11 @@ def _window_config(head_dim, causal, seqlen_q, softcap, forced):
 
 # A softcapped forward at hd 64 runs the portable kernel: with tanh.approx (925238e,
 # `s13soft`, bench_window --softcap 50, causal, windows 1024 / 4096) it read 255.5 / 306.7
-# TFLOPS against stage A's 251.5 / 296.5 and stage C's 228.8 / 295.9: the score's second
-# MUFU op (tanh beside exp2) sets the pace there whatever the schedule. Its backward stays
-# on the Gluon kernels (forward + backward 1.14-1.17x the portable path in that run).
+# TFLOPS against stage A's 251.5 / 296.5 and stage C's 228.8 / 295.9; ab8ba26 `s13check`:
+# 255.5 / 306.2 (and 254.7 / 297.2) against 251.3 / 297.7. Within 3.4% either way: the
+# score's second MUFU op (tanh beside exp2) sets the pace there whatever the schedule.
+# Its backward stays on the Gluon kernels (forward + backward 1.14-1.18x the portable
+# path in those runs).
 # hd 256 windows run stage C from this query length (7386e40, `varlenwin`, bench_window:
 # Gemma-2's shape, causal, window 4096, stage C / A 556 / 490 TFLOPS at 8k and 560 / 506
 # at 16k, +11-13%; predicted -5..+10%). Shorter ones keep stage A (not measured).
