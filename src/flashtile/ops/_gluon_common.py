@@ -269,14 +269,8 @@ def issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, t, b, hk, p
     its wait on the slot's current phase, and the next phase cannot complete before the
     copies, which come after the barrier."""
     if EARLY:
-        mbarrier.expect(k_bars.index(s), k_desc.block_type.nbytes, pred=pred)
-        mbarrier.expect(v_bars.index(s), v_desc.block_type.nbytes, pred=pred)
-        if BARRIER:
-            gl.thread_barrier()
-        tma.async_copy_global_to_shared(k_desc, [b, t * BLOCK_N, hk, 0], k_bars.index(s),
-                                        k_smem.index(s), pred=pred)
-        tma.async_copy_global_to_shared(v_desc, [b, t * BLOCK_N, hk, 0], v_bars.index(s),
-                                        v_smem.index(s), pred=pred)
+        early_load_pair(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, b, t * BLOCK_N, hk,
+                        pred, BARRIER)
     else:
         if BARRIER:
             gl.thread_barrier()
@@ -286,6 +280,22 @@ def issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, t, b, hk, p
         mbarrier.expect(v_bars.index(s), v_desc.block_type.nbytes, pred=pred)
         tma.async_copy_global_to_shared(v_desc, [b, t * BLOCK_N, hk, 0], v_bars.index(s),
                                         v_smem.index(s), pred=pred)
+
+
+@gluon.jit
+def early_load_pair(a_desc, b_desc, a_smem, b_smem, a_bars, b_bars, s, b, row, head, pred,
+                    BARRIER: gl.constexpr):
+    """``issue_kv_slot``'s EARLY order for any two streamed tiles sharing coordinates (K /
+    V, Q / dO) at (batch b, row, head): both barriers of ring slot ``s`` armed, then (with
+    BARRIER) the step's CTA barrier, then both TMA copies."""
+    mbarrier.expect(a_bars.index(s), a_desc.block_type.nbytes, pred=pred)
+    mbarrier.expect(b_bars.index(s), b_desc.block_type.nbytes, pred=pred)
+    if BARRIER:
+        gl.thread_barrier()
+    tma.async_copy_global_to_shared(a_desc, [b, row, head, 0], a_bars.index(s),
+                                    a_smem.index(s), pred=pred)
+    tma.async_copy_global_to_shared(b_desc, [b, row, head, 0], b_bars.index(s),
+                                    b_smem.index(s), pred=pred)
 
 
 @gluon.jit
