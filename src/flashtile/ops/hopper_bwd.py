@@ -100,7 +100,6 @@ from ._gluon_common import (
     alloc_ring_pair,
     desc_signature,
     early_load_pair,
-    issue_kv,
     issue_kv_slot,
     kv_tile_range,
     launch,
@@ -1239,18 +1238,12 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
     ds_op = gl.convert_layout(ds.to(q2.dtype), a_layout)
     dq = warpgroup_mma(ds_op, k_buf, dq, is_async=True)
     dq, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds_op))
+    # every warpgroup is done with slot s (the CTA barrier inside issue_kv_slot): refill it
     nxt = t + NUM_STAGES
-    if EARLY_EXPECT:  # the CTA barrier inside, between the expects and the copies
-        issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, nxt, b, hk,
-                      nxt < n_tiles, BLOCK_N, True, True)
-    else:
-        gl.thread_barrier()  # every warpgroup is done with slot s
-        if HAS_LEFT:  # slot s (ring positions count from lo)
-            issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, nxt, b, hk,
-                          nxt < n_tiles, BLOCK_N)
-        else:  # slot nxt % NUM_STAGES, the same one: the shipped kernels' PTX as measured
-            issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, nxt, b, hk,
-                     nxt < n_tiles, BLOCK_N, NUM_STAGES)
+    if not (HAS_LEFT or EARLY_EXPECT):  # the same slot, as the shipped hd 128 PTX computes it
+        s = nxt % NUM_STAGES
+    issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, nxt, b, hk,
+                  nxt < n_tiles, BLOCK_N, EARLY_EXPECT, True)
     return dq
 
 

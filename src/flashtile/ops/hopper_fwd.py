@@ -515,13 +515,11 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     acc = warpgroup_mma(p, v_buf, acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     # -- refill: every warpgroup must be done with slot s before TMA overwrites it (the CTA
-    #    barrier; with EARLY_EXPECT inside issue_kv_slot, after the expects) --
-    if not EARLY_EXPECT:
-        gl.thread_barrier()
+    #    barrier inside issue_kv_slot; with EARLY_EXPECT after the expects) --
     nxt = i + NUM_STAGES
     issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s,
                   _step_tile(nxt, lo, n_tiles, MASKED_FIRST), b, hk, nxt < n_tiles - lo,
-                  BLOCK_N, EARLY_EXPECT, EARLY_EXPECT)
+                  BLOCK_N, EARLY_EXPECT, True)
     return acc, m_i, l_i
 
 

@@ -30,8 +30,7 @@ measured 1.07-1.39x this kernel at 8k-long sequences and 0.73-0.98x at 2k (ac739
 FLASHTILE_HOPPER_VARLEN=1 / =0 forces it on / off. The backward is this file's, or on
 sm_90 from 8k-long sequences (configs.hopper_varlen_bwd_preferred; FLASHTILE_HOPPER_VARLEN_BWD
 =1 / =0 forces it on / off) the Gluon two-kernel backward over per-sequence descriptors
-(hopper_bwd.hopper_varlen_backward); sliding windows there only with =1 (not yet
-GPU-run).
+(hopper_bwd.hopper_varlen_backward), sliding windows included.
 """
 
 from __future__ import annotations
