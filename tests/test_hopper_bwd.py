@@ -35,11 +35,12 @@ DKDV_SPILL_LIMIT = {"d64": 32, "d64-causal": 64, "d128-causal": 32}
 # the varlen build of the expanded GQA programs (opt-in, gqa_expand=1 override): 20 / 100
 # bytes at hd 64 under the cap, 0 / 36 at hd 128 (ptxas, session 10)
 EXPAND_VARLEN_SPILL_LIMIT = {"d64": 32, "d64-causal": 128, "d128-causal": 64}
-# the sliding-window build (HAS_LEFT, opt-in): dK/dV 72 / 128 bytes at hd 64 (capped), 100
-# / 56 at hd 128 (ptxas, session 11); the dQ kernel none
+# the sliding-window build (HAS_LEFT, on by default since session 12): dK/dV 72 / 128
+# bytes at hd 64 (capped), 100 / 56 at hd 128 (ptxas, session 11); the dQ kernel none
 WINDOW_SPILL_LIMIT = {"d64": 128, "d64-causal": 192, "d128": 160, "d128-causal": 96}
-# the softcap build (SOFTCAP, opt-in) of its dK/dV tiles: none at hd 64 (uncapped, 213 /
-# 214 registers; capped it would spill 360 / 548 B), 180 / 240 at hd 128 (ptxas, session 12)
+# the softcap build (SOFTCAP, on by default since session 13) of its dK/dV tiles: none at
+# hd 64 (uncapped, 211 / 221 registers), 116 / 224 at hd 128 (ptxas, tanh.approx; 180 / 240
+# with session 12's accurate tanh)
 SOFTCAP_SPILL_LIMIT = {"d128": 240, "d128-causal": 320}
 
 
