@@ -157,8 +157,12 @@ class HopperFwdConfig:
     # and 4 slower still: the emulation's ten instructions sit on the softmax's own
     # stream, the critical path with two programs per SM. Shipped at 0
     exp2_emu: int = 0
-    # stage A only: HopperBwdConfig.early_expect's ring refill (3 bar.sync per step
-    # instead of 4 in the backward; not yet measured in the forward)
+    # stage A only: HopperBwdConfig.early_expect's ring refill (the slot's barriers armed
+    # before the step's CTA barrier: 3 bar.sync per step instead of 4, ptxas sm_90).
+    # `s14fwd` (569592b), stage A forward TFLOPS at 4k / 16k, off -> on: hd 64 non-causal
+    # 488.6 / 466.1 -> 498.4 / 475.9, causal 408.7 / 444.3 -> 426.3 / 456.1 (0.98x / 1.00x
+    # -> 1.03x / 1.03x cuDNN); hd 256 non-causal 531.8 / 541.8 -> 546.7 / 562.0, causal
+    # 468.5 / 548.0 -> 488.5 / 558.4 (+1.9% to +4.3%). On in every stage A config
     early_expect: bool = False
 
     def __post_init__(self):
@@ -200,12 +204,15 @@ def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdCo
         # ring of 3, 112 KB smem: two programs per SM when registers allow. Non-causal
         # compiles to 127 registers; causal to 187 (the masked tiles' index compares), so
         # it is capped at 128 (52 bytes of spills, 2 stores + 2 loads per unmasked step)
-        return HopperFwdConfig(128, 128, 8, 3, max_regs=128 if causal else None)
+        return HopperFwdConfig(128, 128, 8, 3, max_regs=128 if causal else None,
+                               early_expect=True)
     if head_dim <= 128:
-        return HopperFwdConfig(128, 128, 8, 2)  # ring of 2, 160 KB smem
+        # ring of 2, 160 KB smem; early_expect by analogy with hd 64 / 256 (one program
+        # per SM as at hd 256); not yet timed off against on here
+        return HopperFwdConfig(128, 128, 8, 2, early_expect=True)
     # hd 256: 128x64, ring of 2 (192 KB smem); the O accumulator is 128 fp32 registers
     # per thread, so S stays at 64 columns
-    return HopperFwdConfig(128, 64, 8, 2)
+    return HopperFwdConfig(128, 64, 8, 2, early_expect=True)
 
 
 # Which forward runs on sm_90, per (head dim, causal, seqlen_q): a Gluon schedule "A",
