@@ -150,17 +150,6 @@ def hopper_variants():
     # stage C at hd 128 with the smaller ring (160 KB), for A/B runs
     yield ("hopper-C d128 bfloat16 ring2", 128, False, torch.bfloat16,
            dataclasses.replace(configs.hopper_fwd_config_c(128, False, 4096), num_stages=2), False)
-    # stage A over one allocation per ring slot (HopperFwdConfig.slot_ring, opt-in): hd 64
-    # with the late copy (1 bar.sync per step), capped at 128 registers (two programs per
-    # SM) causal or not, dense and varlen; hd 128 (ring of 2: 2 per step)
-    for causal in (False, True):
-        cfg = dataclasses.replace(configs.hopper_fwd_config(64, causal, 4096), slot_ring=2,
-                                  max_regs=128)
-        yield (f"hopper-slots d64{'-causal' if causal else ''} bfloat16", 64, causal,
-               torch.bfloat16, cfg, False)
-    yield ("hopper-slots-varlen d64-causal bfloat16", 64, True, torch.bfloat16, cfg, True)
-    yield ("hopper-slots d128-causal bfloat16", 128, True, torch.bfloat16,
-           dataclasses.replace(configs.hopper_fwd_config(128, True, 4096), slot_ring=1), False)
 
 
 def hopper_main(as_json: bool, only: str | None = None) -> None:

@@ -560,29 +560,6 @@ def test_stage_a_exp2_emu_vs_reference(exp2_emu, head_dim, causal, seqlen_q, seq
                seed=seqlen_q * 3 + exp2_emu)
 
 
-SLOT_RING_CASES = [(64, 2), (64, 1), (128, 1)]  # (head dim, HopperFwdConfig.slot_ring)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("head_dim,slot_ring", SLOT_RING_CASES,
-                         ids=[f"d{d}-slots{r}" for d, r in SLOT_RING_CASES])
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("seqlen_q,seqlen_k", [(1, 1), (200, 333), (1030, 1030), (333, 77),
-                                               (129, 1), (1, 700), (4097, 4097),
-                                               (640, 1920)])
-def test_stage_a_slot_ring_vs_reference(head_dim, slot_ring, causal, seqlen_q, seqlen_k,
-                                        device):
-    """Stage A over one allocation per ring slot (HopperFwdConfig.slot_ring: the unrolled
-    loop, the masked steps peeled off the front, the late copy with 2): every output
-    written and within the bound, at step counts below, at and past the ring depth and
-    off its multiples, causal bands and ragged ends included."""
-    _gpu_sm90()
-    cfg = dataclasses.replace(_stage_config("A", head_dim, causal, seqlen_q),
-                              slot_ring=slot_ring, max_regs=128 if head_dim == 64 else None)
-    _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, 2, head_dim, causal, torch.bfloat16, device,
-               seed=seqlen_q * 5 + slot_ring)
-
-
 STAGE_C_SEQLENS = [(1, 1), (17, 17), (1000, 1000), (4097, 4097), (113, 239), (239, 113),
                    (300, 40), (129, 1), (1, 700)]
 

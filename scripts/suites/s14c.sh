@@ -1,4 +1,6 @@
 # gpu_check.sh suite "s14c" (sourced; $out, $commit, ft() and status are set)
+# The variant was removed after this run (measured level, benchmarks/results.md); check out
+# 795c554 to run this suite again.
 # Session 14: stage A over one allocation per ring slot (HopperFwdConfig.slot_ring,
 # opt-in; hopper_fwd._fwd_slots_kernel). scripts/membar_probe.py found that Triton's
 # barrier pass orders every write of an allocation against every read of it whatever

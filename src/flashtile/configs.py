@@ -164,14 +164,6 @@ class HopperFwdConfig:
     # -> 1.03x / 1.03x cuDNN); hd 256 non-causal 531.8 / 541.8 -> 546.7 / 562.0, causal
     # 468.5 / 548.0 -> 488.5 / 558.4 (+1.9% to +4.3%). On in every stage A config
     early_expect: bool = False
-    # stage A only: the K/V ring as one allocation per slot, the step loop unrolled by
-    # the ring depth (hopper_fwd._fwd_slots_kernel): 0 off, 1 (2 bar.sync per step), 2
-    # (1 per step: each slot's copy issued a step late, LATE; needs a ring of 3), against
-    # early_expect's 3. Opt-in: `s14c` (795c554), hd 64 forward TFLOPS at 4k / 16k,
-    # shipped / slot_ring 2 / slot_ring 1 (both capped at 128 registers): non-causal
-    # 502.1 / 494.6 / 491.9 and 474.6 / 472.6 / 465.6, causal 413.3 / 405.1 / 407.7 and
-    # 438.1 / 439.1 / 456.5 (-2.0% to +4.2%, about level; predicted +2-6% causal)
-    slot_ring: int = 0
 
     def __post_init__(self):
         if self.pingpong and not (self.warp_specialize and self.block_m == 128

@@ -339,30 +339,6 @@ def alloc_ring_pair(a_desc, b_desc, NUM_STAGES: gl.constexpr):
     return a_ring, b_ring, a_bars, b_bars
 
 
-@gluon.jit
-def alloc_slot_pairs(a_desc, b_desc, NUM_STAGES: gl.constexpr):
-    """``alloc_ring_pair``'s ring as NUM_STAGES separate allocations per tile and per
-    barrier, returned as four tuples indexed by constant slot numbers. Triton 3.6's
-    barrier pass orders every write of an allocation against every read of it, whatever
-    the slot (scripts/membar_probe.py): one allocation per slot lets a loop unrolled by
-    the ring depth refill one slot while it reads another with no bar.sync between."""
-    a_slots = ()
-    b_slots = ()
-    a_bars = ()
-    b_bars = ()
-    for _u in gl.static_range(NUM_STAGES):
-        a_slots = a_slots + (gl.allocate_shared_memory(
-            a_desc.dtype, [1] + a_desc.block_type.shape, a_desc.layout),)
-        b_slots = b_slots + (gl.allocate_shared_memory(
-            b_desc.dtype, [1] + b_desc.block_type.shape, b_desc.layout),)
-        a_bars = a_bars + (gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout()),)
-        b_bars = b_bars + (gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout()),)
-    for u in gl.static_range(NUM_STAGES):
-        mbarrier.init(a_bars[u], count=1)
-        mbarrier.init(b_bars[u], count=1)
-    return a_slots, b_slots, a_bars, b_bars
-
-
 @contextlib.contextmanager
 def scratch_allocator(device: torch.device):
     """Global scratch for kernels that build TMA descriptors on the device (128 bytes per

@@ -72,7 +72,6 @@ from ._common import device_capability, device_ctx, env_mode, is_interpreting, t
 from ._gluon_common import GL_DTYPES as _GL_DTYPES
 from ._gluon_common import (
     alloc_ring_pair,
-    alloc_slot_pairs,
     exp2_mixed,
     issue_kv,
     issue_kv_slot,
@@ -195,13 +194,9 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
     ``left`` (a sliding window's left bound) and ``softcap`` need stage A or C."""
     head_dim, nheads, nheads_kv = q.shape[3], q.shape[2], k.shape[2]
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
-    if cfg.slot_ring and left is not None:  # the per-slot kernel has no window
-        cfg = dataclasses.replace(cfg, slot_ring=0)
     kernel, block_m, num_warps, extra = _kernel_args(cfg)
     qk_scale = float(scale) * 1.4426950408889634
-    if kernel is _fwd_slots_kernel:
-        extra = dict(extra, left=0)
-    elif kernel is not _fwd_ws_kernel:
+    if kernel is not _fwd_ws_kernel:
         extra = dict(extra, left=0 if left is None else int(left), HAS_LEFT=left is not None)
         if softcap:  # scores tanh(qk * scale / softcap), softmax scale softcap * log2(e)
             extra.update(cap_scale=float(scale) / float(softcap), SOFTCAP=True)
@@ -377,9 +372,6 @@ def _kernel_args(cfg):
                      PINGPONG=pingpong))
     if cfg.warp_specialize:
         return _fwd_ws_kernel, cfg.block_m, cfg.num_warps, dict(LOAD_REGS=cfg.load_regs)
-    if cfg.slot_ring:
-        return _fwd_slots_kernel, cfg.block_m, cfg.num_warps, dict(
-            EXP2_EMU=cfg.exp2_emu, LATE=cfg.slot_ring == 2)
     return _fwd_kernel, cfg.block_m, cfg.num_warps, dict(MASKED_FIRST=cfg.max_regs is not None,
                                                         EXP2_EMU=cfg.exp2_emu,
                                                         EARLY_EXPECT=cfg.early_expect)
@@ -634,179 +626,6 @@ def _fwd_kernel(
             BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
             SOFTCAP, EARLY_EXPECT,
         )
-    _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
-              HEAD_DIM)
-
-
-# ----------------------------------------------------------------------------------
-# stage A over one allocation per ring slot (HopperFwdConfig.slot_ring, opt-in): the
-# same step, with the loop unrolled by the ring depth so each step names its slot by a
-# constant. Triton's barrier pass then sees the refill of one slot and the reads of
-# another as independent (scripts/membar_probe.py): 2 bar.sync per step instead of 3,
-# or 1 with LATE, which arms the slot just read and copies into the slot read one step
-# earlier (its tile then lands one step later: NUM_STAGES - 1 steps of lead, not
-# NUM_STAGES). The band / unmasked / edge loops of _fwd_kernel become one loop with the
-# mask under a runtime branch (a loop starting at a runtime step cannot name its slots).
-# ----------------------------------------------------------------------------------
-
-
-@gluon.jit
-def _fwd_tile_slot(i, acc, m_i, l_i, q2, k_buf, v_buf, k_bar, v_bar, t, rows, seqlen_k,
-                   diag, qk_scale, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr,
-                   CAUSAL: gl.constexpr, EXP2_EMU: gl.constexpr, cap_scale,
-                   SOFTCAP: gl.constexpr):
-    """``_fwd_tile_a``'s step on key tile ``t`` held in (k_buf, v_buf), without the
-    refill."""
-    BLOCK_M: gl.constexpr = q2.shape[0]
-    BLOCK_N: gl.constexpr = k_buf.shape[0]
-    s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
-    o_layout: gl.constexpr = acc.type.layout
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    phase = (i // NUM_STAGES) & 1
-    mbarrier.wait(k_bar, phase)
-    qk = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
-    qk = warpgroup_mma(q2, k_buf.permute((1, 0)), qk, use_acc=False, is_async=True)
-    qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
-    if SOFTCAP:
-        qk = tanh_f32(qk * cap_scale, True)
-    if MASKED:
-        qk = _scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL)
-    p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED, EXP2_EMU)
-    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-    p = gl.convert_layout(p.to(q2.dtype), p_layout)
-    mbarrier.wait(v_bar, phase)
-    acc = warpgroup_mma(p, v_buf, acc, is_async=True)
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    return acc, m_i, l_i
-
-
-@gluon.jit
-def _slot_load(k_desc, v_desc, k_slot, v_slot, k_bar, v_bar, t, b, hk, pred,
-               BLOCK_N: gl.constexpr, EXPECT: gl.constexpr, COPY: gl.constexpr):
-    """Arm (EXPECT) and / or issue (COPY) the TMA loads of key tile ``t`` into one slot."""
-    if EXPECT:
-        mbarrier.expect(k_bar, k_desc.block_type.nbytes, pred=pred)
-        mbarrier.expect(v_bar, v_desc.block_type.nbytes, pred=pred)
-    if COPY:
-        tma.async_copy_global_to_shared(k_desc, [b, t * BLOCK_N, hk, 0], k_bar,
-                                        k_slot.index(0), pred=pred)
-        tma.async_copy_global_to_shared(v_desc, [b, t * BLOCK_N, hk, 0], v_bar,
-                                        v_slot.index(0), pred=pred)
-
-
-@gluon.jit
-def _fwd_step_slot(i, u: gl.constexpr, acc, m_i, l_i, q2, k_slots, v_slots, k_bars, v_bars,
-                   k_desc, v_desc, b, hk, n_tiles, rows, seqlen_k, diag, qk_scale,
-                   HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-                   MASKED: gl.constexpr, CAUSAL: gl.constexpr, EXP2_EMU: gl.constexpr,
-                   cap_scale, SOFTCAP: gl.constexpr, LATE: gl.constexpr):
-    """Step i (slot u = i % NUM_STAGES, a constant; key tile n_tiles - 1 - i), then the
-    refill after the step's CTA barrier: slot u for step i + NUM_STAGES, or (LATE) slot
-    u armed and the slot of step i - 1 (armed there) copied for step i - 1 + NUM_STAGES."""
-    # slot u's one buffer, indexed by a step-dependent zero (i < 2^30): its address is
-    # then computed in the step. As a constant it is hoisted out of the loop, and every
-    # slot's wgmma descriptors stay live in registers across it (ptxas sm_90, hd 64
-    # non-causal: 182 registers against 133 this way, 127 for _fwd_kernel)
-    z = i >> 30
-    acc, m_i, l_i = _fwd_tile_slot(
-        i, acc, m_i, l_i, q2, k_slots[u].index(z).reshape([BLOCK_N, HEAD_DIM]),
-        v_slots[u].index(z).reshape([BLOCK_N, HEAD_DIM]), k_bars[u], v_bars[u],
-        n_tiles - 1 - i, rows, seqlen_k, diag, qk_scale, NUM_STAGES, MASKED, CAUSAL,
-        EXP2_EMU, cap_scale, SOFTCAP)
-    gl.thread_barrier()  # every warp is done with slot u (its wait and both GEMMs)
-    nxt = i + NUM_STAGES
-    if LATE:
-        w: gl.constexpr = (u + NUM_STAGES - 1) % NUM_STAGES
-        _slot_load(k_desc, v_desc, k_slots[w], v_slots[w], k_bars[w], v_bars[w],
-                   n_tiles - nxt, b, hk, (i >= 1) & (nxt - 1 < n_tiles), BLOCK_N, False,
-                   True)
-        _slot_load(k_desc, v_desc, k_slots[u], v_slots[u], k_bars[u], v_bars[u], 0, b, hk,
-                   nxt < n_tiles, BLOCK_N, True, False)
-    else:
-        _slot_load(k_desc, v_desc, k_slots[u], v_slots[u], k_bars[u], v_bars[u],
-                   n_tiles - 1 - nxt, b, hk, nxt < n_tiles, BLOCK_N, True, True)
-    return acc, m_i, l_i
-
-
-@gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k", "left"])
-def _fwd_slots_kernel(
-    q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-    seqlen_q, seqlen_k, nheads, group, qk_scale, left,
-    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-    VARLEN: gl.constexpr = False, EXP2_EMU: gl.constexpr = 0,
-    cap_scale=1.0, SOFTCAP: gl.constexpr = False,
-    LATE: gl.constexpr = False,  # HopperFwdConfig.slot_ring == 2
-):
-    """_fwd_kernel's arguments (no sliding window: ``left`` unused) and results over
-    alloc_slot_pairs' ring. Key tiles last to first (MASKED_FIRST's order): the masked
-    ones (the causal band, at most two 128-key tiles for 128 rows, and the ragged last
-    tile) are then among the first NUM_STAGES steps, which run masked and guarded before
-    the unrolled loop; the loop and its tail (the last n_steps % NUM_STAGES steps) run
-    unmasked."""
-    gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
-    gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
-    gl.static_assert(NUM_STAGES >= 3 or not LATE, "LATE needs a ring of 3 or more")
-    gl.static_assert(BLOCK_M <= BLOCK_N * (NUM_STAGES - 1),
-                     "the causal band fits the first NUM_STAGES steps")
-    dtype: gl.constexpr = q_desc.dtype
-    o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
-    s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
-    pid_m = gl.program_id(0)
-    if CAUSAL:
-        pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
-    start_m = pid_m * BLOCK_M
-    if _past_seq_end(CU_Q, start_m, nheads, VARLEN):
-        return
-    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
-     o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-                            seqlen_q, seqlen_k, nheads, group, VARLEN)
-    diag = seqlen_k - seqlen_q
-    _, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
-
-    q_smem = gl.allocate_shared_memory(dtype, q_desc.block_type.shape, q_desc.layout)
-    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    mbarrier.init(q_bar, count=1)
-    k_slots, v_slots, k_bars, v_bars = alloc_slot_pairs(k_desc, v_desc, NUM_STAGES)
-    fence_async_shared()
-    gl.thread_barrier()
-    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bar, q_smem)
-    for u in gl.static_range(NUM_STAGES):
-        _slot_load(k_desc, v_desc, k_slots[u], v_slots[u], k_bars[u], v_bars[u],
-                   n_tiles - 1 - u, b, hk, u < n_tiles, BLOCK_N, True, True)
-
-    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
-    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
-    l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
-    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
-    mbarrier.wait(q_bar, 0)
-    q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
-
-    # the first NUM_STAGES steps, masked (a mask on a tile that needs none changes
-    # nothing), then whole rounds of the ring, then the tail, unmasked
-    for u in gl.static_range(NUM_STAGES):
-        if u < n_tiles:
-            acc, m_i, l_i = _fwd_step_slot(
-                u, u, acc, m_i, l_i, q2, k_slots, v_slots, k_bars, v_bars, k_desc, v_desc,
-                b, hk, n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_N,
-                NUM_STAGES, True, CAUSAL, EXP2_EMU, cap_scale, SOFTCAP, LATE)
-    n_main = gl.maximum(n_tiles - n_tiles % NUM_STAGES, NUM_STAGES)
-    # one CTA barrier here: else the barrier pass, which sees paths where the guards
-    # above skipped steps, puts one at the top of every round of the loop
-    gl.thread_barrier()
-    for base in range(NUM_STAGES, n_main, NUM_STAGES):
-        for u in gl.static_range(NUM_STAGES):
-            acc, m_i, l_i = _fwd_step_slot(
-                base + u, u, acc, m_i, l_i, q2, k_slots, v_slots, k_bars, v_bars, k_desc,
-                v_desc, b, hk, n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_N,
-                NUM_STAGES, False, CAUSAL, EXP2_EMU, cap_scale, SOFTCAP, LATE)
-    for u in gl.static_range(NUM_STAGES - 1):
-        if n_main + u < n_tiles:
-            acc, m_i, l_i = _fwd_step_slot(
-                n_main + u, u, acc, m_i, l_i, q2, k_slots, v_slots, k_bars, v_bars, k_desc,
-                v_desc, b, hk, n_tiles, rows, seqlen_k, diag, qk_scale, HEAD_DIM, BLOCK_N,
-                NUM_STAGES, False, CAUSAL, EXP2_EMU, cap_scale, SOFTCAP, LATE)
     _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM)
 
@@ -1290,8 +1109,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
     sig.update(seqlen_q="i32", seqlen_k="i32", nheads="i32", group="i32", qk_scale="fp32")
     if kernel is not _fwd_ws_kernel:
         sig["left"] = "i32"
-        if kernel is not _fwd_slots_kernel:
-            constexprs["HAS_LEFT"] = window
+        constexprs["HAS_LEFT"] = window
         sig["cap_scale"] = "fp32"
         constexprs["SOFTCAP"] = softcap
     sig.update({name: "constexpr" for name in constexprs})
