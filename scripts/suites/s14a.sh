@@ -4,15 +4,9 @@
 # stage A (causal below 4k) took it by analogy: timed here on (shipped) against off.
 # Prediction: +1-4% at hd 128 causal 1k / 2k. Then the full perf table (every backend,
 # 3 rounds) with the new default, for the README. ~6.5 min.
-for cfg in "" "early_expect=0"; do
-  tag=$(echo "${cfg:-shipped}" | md5sum | cut -c1-6)
-  timeout 60 python3 scripts/bench_hopper.py --head-dims 128 --seqlens 1024 2048 4096 \
-    --causal 1 --only gluon-A ${cfg:+--a-config "$cfg"} --csv "$out/fwdA128_$tag.csv" \
-    >"$out/fwdA128_$tag.log" 2>&1 || status=1
-  echo "== ${cfg:-shipped} ($tag)"
-  grep -E "MISMATCH|Error" "$out/fwdA128_$tag.log" | head -3
-  tail -n 4 "$out/fwdA128_$tag.log" | cut -c1-90
-done
+source scripts/suites/lib/fwd_sweep.sh
+fwd_sweep fwdA128 60 "--head-dims 128 --seqlens 1024 2048 4096 --causal 1" 4 "" \
+  "early_expect=0"
 timeout 400 python3 -m flashtile.cli bench --rounds 3 --commit "$commit" \
   --csv "$out/bench_perf.csv" --plot "$out/bench_perf.png" >"$out/bench_perf.log" 2>&1 \
   || status=1

@@ -13,15 +13,9 @@
 # spills, key tiles last to first); slot_ring 1 +1-3%; hd 128 causal (slot_ring 1, 1k-4k)
 # 0-3%. Then the variant's GPU tests, and stage A's GPU tests again with the shipped
 # defaults (s14b's 170 s limit cut them at 263 of 356, none failed). ~8 min.
-for cfg in "" "slot_ring=2,max_regs=128" "slot_ring=1,max_regs=128"; do
-  tag=$(echo "${cfg:-shipped}" | md5sum | cut -c1-6)
-  timeout 50 python3 scripts/bench_hopper.py --head-dims 64 --seqlens 4096 16384 \
-    --only gluon-A ${cfg:+--a-config "$cfg"} --csv "$out/slots64_$tag.csv" \
-    >"$out/slots64_$tag.log" 2>&1 || status=1
-  echo "== hd 64 ${cfg:-shipped} ($tag)"
-  grep -E "MISMATCH|Error|FAILED" "$out/slots64_$tag.log" | head -3
-  tail -n 4 "$out/slots64_$tag.log" | cut -c1-90
-done
+source scripts/suites/lib/fwd_sweep.sh
+fwd_sweep slots64 50 "--head-dims 64 --seqlens 4096 16384" 4 "" \
+  "slot_ring=2,max_regs=128" "slot_ring=1,max_regs=128"
 timeout 40 python3 scripts/bench_hopper.py --head-dims 128 --seqlens 1024 2048 4096 \
   --causal 1 --only gluon-A --a-config "slot_ring=1" --csv "$out/slots128.csv" \
   >"$out/slots128.log" 2>&1 || status=1

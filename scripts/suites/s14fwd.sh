@@ -8,15 +8,8 @@
 # step), 0-2% at hd 256 (one program per SM, longer steps). hd 64 causal is where the
 # forward sits at 0.96-0.99x cuDNN (issue 4's floor is 1.0x). If it holds, the hd 64 /
 # 256 stage A configs take it. Both runs check the output against cuDNN (MISMATCH).
-for cfg in "" "early_expect=1"; do
-  tag=$(echo "${cfg:-shipped}" | md5sum | cut -c1-6)
-  timeout 200 python3 scripts/bench_hopper.py --head-dims 64 256 --seqlens 4096 16384 \
-    --only gluon-A ${cfg:+--a-config "$cfg"} --csv "$out/fwdA_$tag.csv" \
-    >"$out/fwdA_$tag.log" 2>&1 || status=1
-  echo "== ${cfg:-shipped} ($tag)"
-  grep -E "MISMATCH|Error" "$out/fwdA_$tag.log" | head -3
-  tail -n 9 "$out/fwdA_$tag.log" | cut -c1-90
-done
+source scripts/suites/lib/fwd_sweep.sh
+fwd_sweep fwdA 200 "--head-dims 64 256 --seqlens 4096 16384" 9 "" "early_expect=1"
 # Then the covering validation grid with every default: f047845 made early_expect the hd
 # 64 backward default after 209 of its GPU tests (and none failed) ran in `s13ee`, whose
 # time limit cut the rest; the grid has not run with it yet. Then its 100 hd 64 backward
