@@ -9,6 +9,8 @@ for the same kernel and config):
 Each is timed by do_bench (L2 flushed before every call, as both benches do) and by
 CUDA events around 50 back-to-back calls (no flush); the rounds alternate. The host
 microseconds of one call (perf_counter over 200 calls, synchronised once) go beside.
+Session 14 (`s14b`): direct and api within 0.5% at hd 64 / 128, 4k / 16k (api's ~35 us
+more host time hidden behind the kernel); the 7% was between machine starts.
 
     python scripts/fwd_path_ab.py [--head-dims 64] [--seqlens 4096 16384] [--rounds 3]
 """
