@@ -9,8 +9,11 @@ Two verbs:
             --section SpeedOfLight --section ComputeWorkloadAnalysis \
             --section MemoryWorkloadAnalysis python scripts/ncu_ladder.py run ...
     python scripts/ncu_ladder.py run --backward [--seqlen ... --head-dim ... --causal]
-        the same for flashtile's backward (flash_attn_func): forward and one warm-up
-        backward outside the range, then one backward (preprocess, dK/dV, dQ kernels)
+                                     [--backend flashtile|sdpa-cudnn]
+        the same for a backward: forward and one warm-up backward outside the range, then
+        one backward (flashtile's preprocess, dK/dV and dQ kernels as dispatched, or
+        SDPA's cuDNN backward kernels, to read their grid, block, registers and shared
+        memory beside flashtile's)
     python scripts/ncu_ladder.py summarize DIR [--files A.csv B.csv ...]
         reads DIR/ncu_<rung>.csv (ncu's raw CSV; or the named files, labelled by their
         stem) and prints one row per kernel: duration, SM and DRAM throughput (% of
@@ -39,7 +42,11 @@ COLUMNS = (  # (label, metric-name regex); first match wins; ms and GB in those 
     ("DRAM GB", r"^dram__bytes\.sum$"),
     ("regs", r"^launch__registers_per_thread$"),  # LaunchStats section only
     ("occ %", r"^sm__warps_active\.avg\.pct_of_peak_sustained_active$"),  # Occupancy only
+    ("grid", r"^launch__grid_size$"),  # LaunchStats, as are block and smem
+    ("block", r"^launch__block_size$"),
+    ("smem KB", r"^launch__shared_mem_per_block$"),
 )
+INTS = ("regs", "grid", "block")  # printed whole
 STALL = re.compile(r"^smsp__average_warp(s_issue_stalled|_latency_issue_stalled)_([a-z_]+?)"
                    r"(_per_issue_active)?\.ratio$")
 PIPE = re.compile(r"^sm__(inst_executed_)?pipe_([a-z0-9_]+?)(_cycles_active)?\.avg\.pct_of_peak_"
@@ -56,14 +63,23 @@ def run(args) -> int:
     shape = paper_shape(args.seqlen, args.head_dim, args.causal)
     q, k, v, _ = make_inputs(shape, torch.device("cuda"))
     if args.backward:
-        from flashtile import flash_attn_func
-
         q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
-        out = flash_attn_func(q, k, v, causal=args.causal)
+        if args.backend == "sdpa-cudnn":
+            import torch.nn.functional as F
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            q, k, v = (t.detach().transpose(1, 2).contiguous().requires_grad_(True)
+                       for t in (q, k, v))
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=args.causal)
+        else:
+            from flashtile import flash_attn_func
+
+            out = flash_attn_func(q, k, v, causal=args.causal)
         dout = torch.randn_like(out)
         out.backward(dout, retain_graph=True)  # compile + warm-up, outside the range
         fn = lambda: out.backward(dout, retain_graph=True)  # noqa: E731
-        label = "backward"
+        label = f"backward ({args.backend})"
     else:
         rung = registry()[args.rung].fn
         fn = lambda: rung(q, k, v, causal=args.causal)  # noqa: E731
@@ -106,6 +122,8 @@ def parse(path: Path) -> list[dict]:
             for i, name in enumerate(head):
                 if re.match(pat, name) and r[i] not in ("", "n/a"):
                     rec[label] = _value(units[i], r[i])
+                    if label == "smem KB":  # bytes come out in GB
+                        rec[label] *= 1e6
                     break
         if "DRAM GB" not in rec and "ms" in rec:  # ncu 2025: a rate; GB = GB/s * s
             for i, name in enumerate(head):
@@ -152,7 +170,8 @@ def summarize(args) -> int:
             continue
         for rec in parse(path):
             found += 1
-            cells = [f"{rec[c]:.3g}" if c in rec else "-" for c, _ in COLUMNS]
+            cells = [("-" if c not in rec else f"{rec[c]:.0f}" if c in INTS
+                      else f"{rec[c]:.3g}") for c, _ in COLUMNS]
             print(f"| {label} | {rec['kernel']} | " + " | ".join(cells)
                   + f" | {rec['pipes']} | {rec['stalls']} |")
     return 0 if found else 1
@@ -165,6 +184,8 @@ def main(argv=None) -> int:
     r.add_argument("--rung", default="production")
     r.add_argument("--backward", action="store_true",
                    help="profile flashtile's backward instead of a forward rung")
+    r.add_argument("--backend", choices=("flashtile", "sdpa-cudnn"), default="flashtile",
+                   help="whose backward --backward profiles")
     r.add_argument("--seqlen", type=int, default=4096)
     r.add_argument("--head-dim", type=int, default=64)
     r.add_argument("--causal", action="store_true")

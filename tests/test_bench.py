@@ -325,8 +325,9 @@ def test_run_benchmark_gpu(tmp_path):
 
 def test_ncu_summary_parses_raw_csv(tmp_path, capsys):
     """scripts/ncu_ladder.py reads ncu's raw CSV (metric names, a units row, a row per
-    kernel): times, registers, occupancy, the busiest pipes and the top stall reasons
-    (per issued instruction); `summarize --files` labels rows by file stem."""
+    kernel): times, registers, occupancy, launch shape, the busiest pipes and the top
+    stall reasons (per issued instruction); `summarize --files` labels rows by file
+    stem."""
     import importlib.util
     from pathlib import Path
 
@@ -335,25 +336,30 @@ def test_ncu_summary_parses_raw_csv(tmp_path, capsys):
     ncu = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ncu)
     names = ["ID", "Kernel Name", "gpu__time_duration.sum",
-             "launch__registers_per_thread",
+             "launch__registers_per_thread", "launch__grid_size", "launch__block_size",
+             "launch__shared_mem_per_block",
              "sm__warps_active.avg.pct_of_peak_sustained_active",
              "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
              "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active",
              "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
              "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio",
              "smsp__average_warp_latency_issue_stalled_barrier.ratio"]
-    units = ["", "", "usecond", "register/thread", "%", "%", "%", "ratio", "ratio", "ratio"]
-    rows = [["0", "_bwd_dkdv_kernel", "2480", "168", "18.5", "46.0", "12.0", "1.1", "1.2",
-             "9.0"]]
+    units = ["", "", "usecond", "register/thread", "", "", "Kbyte", "%", "%", "%", "ratio",
+             "ratio", "ratio"]
+    rows = [["0", "_bwd_dkdv_kernel", "2480", "168", "8,192", "128", "49.15", "18.5", "46.0",
+             "12.0", "1.1", "1.2", "9.0"]]
     text = "==PROF== junk line\n" + "\n".join(
         ",".join(f'"{c}"' for c in r) for r in [names, units, *rows])
     (tmp_path / "ncu_bwd64.csv").write_text(text)
     (rec,) = ncu.parse(tmp_path / "ncu_bwd64.csv")
     assert rec["kernel"] == "_bwd_dkdv_kernel" and abs(rec["ms"] - 2.48) < 1e-9
     assert rec["regs"] == 168 and rec["occ %"] == 18.5
+    # launch shape (LaunchStats): grid, block, shared memory per block in KB
+    assert (rec["grid"], rec["block"]) == (8192, 128) and abs(rec["smem KB"] - 49.15) < 1e-9
     assert rec["pipes"].startswith("tensor_op_gmma 46%"), rec["pipes"]
     # the per-issue ratios only (not the latency one), largest first
     assert rec["stalls"] == "wait 1.2, long_scoreboard 1.1", rec["stalls"]
     assert ncu.main(["summarize", str(tmp_path), "--files", "ncu_bwd64.csv"]) == 0
     out = capsys.readouterr().out
-    assert "| ncu_bwd64 | _bwd_dkdv_kernel | 2.48 | - | - | - | 168 | 18.5 |" in out, out
+    assert ("| ncu_bwd64 | _bwd_dkdv_kernel | 2.48 | - | - | - | 168 | 18.5 | 8192 | 128 "
+            "| 49.1 |") in out, out
