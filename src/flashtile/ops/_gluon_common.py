@@ -259,8 +259,10 @@ def issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, t, b, hk, pred,
 @gluon.jit
 def issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, t, b, hk, pred,
                   BLOCK_N: gl.constexpr, EARLY: gl.constexpr = False,
-                  BARRIER: gl.constexpr = False):
-    """``issue_kv`` into ring slot ``s``, for loops that visit tiles out of order.
+                  BARRIER: gl.constexpr = False, row0=0):
+    """``issue_kv`` into ring slot ``s``, for loops that visit tiles out of order; tile t
+    starts at row ``row0 + t * BLOCK_N`` (row0: a packed sequence's first key row when the
+    descriptors span the whole packed tensor, else 0).
 
     EARLY: both barriers armed (expect) before either copy, and with BARRIER the step's
     CTA barrier (every warp done reading the slot) between the two: Triton's barrier pass
@@ -269,17 +271,17 @@ def issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, t, b, hk, p
     its wait on the slot's current phase, and the next phase cannot complete before the
     copies, which come after the barrier."""
     if EARLY:
-        early_load_pair(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, b, t * BLOCK_N, hk,
-                        pred, BARRIER)
+        early_load_pair(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, b,
+                        row0 + t * BLOCK_N, hk, pred, BARRIER)
     else:
         if BARRIER:
             gl.thread_barrier()
         mbarrier.expect(k_bars.index(s), k_desc.block_type.nbytes, pred=pred)
-        tma.async_copy_global_to_shared(k_desc, [b, t * BLOCK_N, hk, 0], k_bars.index(s),
-                                        k_smem.index(s), pred=pred)
+        tma.async_copy_global_to_shared(k_desc, [b, row0 + t * BLOCK_N, hk, 0],
+                                        k_bars.index(s), k_smem.index(s), pred=pred)
         mbarrier.expect(v_bars.index(s), v_desc.block_type.nbytes, pred=pred)
-        tma.async_copy_global_to_shared(v_desc, [b, t * BLOCK_N, hk, 0], v_bars.index(s),
-                                        v_smem.index(s), pred=pred)
+        tma.async_copy_global_to_shared(v_desc, [b, row0 + t * BLOCK_N, hk, 0],
+                                        v_bars.index(s), v_smem.index(s), pred=pred)
 
 
 @gluon.jit

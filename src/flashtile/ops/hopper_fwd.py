@@ -254,12 +254,41 @@ def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, sof
     cfg = config or call_config(q.shape[-1], causal, max_seqlen_q, left, softcap)
     if cfg is None:
         return None
+    host = varlen_desc_mode() == "host" and cfg.schedule == "A"
+    if host:
+        cfg = host_desc_config(cfg, q.shape[-1])
     with device_ctx(q), scratch_allocator(q.device):
         _launch(cfg, max_seqlen_q, cu_seqlens_q.shape[0] - 1,
                 *(x.unsqueeze(0) for x in (q, k, v, out)), lse,
                 (q, k, v, out, cu_seqlens_q, cu_seqlens_k), 0, 0, softmax_scale, causal,
-                left=left, softcap=softcap, VARLEN=True)
+                left=left, softcap=softcap, VARLEN=True, **({"HOST_DESC": True} if host
+                                                          else {}))
     return out, lse
+
+
+VARLEN_DESC_ENV_VAR = "FLASHTILE_HOPPER_VARLEN_DESC"
+
+
+def host_desc_config(cfg, head_dim):
+    """A stage A config for varlen_desc_mode "host": at hd 64 capped at 128 registers
+    (two programs per SM), which the uncapped non-causal build overshoots there (ptxas
+    sm_90: 139 registers; capped, 127 and no spills; key tiles then last to first)."""
+    if head_dim <= 64 and cfg.max_regs is None:
+        return dataclasses.replace(cfg, max_regs=128)
+    return cfg
+
+
+def varlen_desc_mode() -> str:
+    """How the varlen Gluon forward addresses a sequence: "device" (unset: each program
+    builds TMA descriptors over its own sequence's rows, four per program) or "host"
+    (FLASHTILE_HOPPER_VARLEN_DESC=host, stage A only; opt-in, not yet GPU-run): the
+    descriptors of the whole packed tensor with the sequence's first rows added to the
+    coordinates and O stored masked from registers, so no program builds a descriptor
+    (the fixed cost that keeps the Gluon varlen forward below the portable one at
+    2k-long sequences). Its precondition: V finite in every row a tile crossing a
+    sequence's end may read, the rows between cu_seqlens_k[-1] and T included
+    (_fwd_kernel's HOST_DESC comment). A measurement mode until that is lifted."""
+    return "host" if os.environ.get(VARLEN_DESC_ENV_VAR, "") == "host" else "device"
 
 
 def window_mode() -> str:
@@ -414,22 +443,34 @@ def _softmax_step(qk, m_i, l_i, qk_scale, MASKED: gl.constexpr, EXP2_EMU: gl.con
 
 @gluon.jit
 def _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q,
-              BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr):
+              BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr, O=None,
+              HOST_DESC: gl.constexpr = False):
     """out = acc / l through shared memory (the Q tile's buffer) and a TMA store, which
-    clips rows past seqlen_q; lse = (m + log2 l) * ln 2, -inf on rows with no key."""
+    clips rows past seqlen_q; lse = (m + log2 l) * ln 2, -inf on rows with no key.
+    HOST_DESC (a packed varlen sequence read through the descriptors of the whole packed
+    tensor; ``O`` points at this tile's first element): a masked store from registers
+    instead, as TMA would write the rows past this sequence's end, which belong to the
+    next."""
     o_layout: gl.constexpr = acc.type.layout
     empty = l_i == 0.0
     l_safe = gl.where(empty, 1.0, l_i)
     lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
     o = acc / gl.convert_layout(l_safe, gl.SliceLayout(1, o_layout))[:, None]
-    gl.thread_barrier()  # every warpgroup is done reading Q before O overwrites it
-    q_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(q_smem.dtype))
-    fence_async_shared()  # generic-proxy stores -> visible to the TMA engine
-    gl.thread_barrier()
-    tma.async_copy_shared_to_global(o_desc, [b, start_m, h, 0], q_smem)
+    if HOST_DESC:  # 32-bit offsets from the tile's first element
+        r = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, o_layout))
+        c = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+        offs = r[:, None] * o_desc.strides[1].to(gl.int32) + c[None, :]
+        gl.store(O + offs, o.to(q_smem.dtype), mask=(start_m + r < seqlen_q)[:, None])
+    else:
+        gl.thread_barrier()  # every warpgroup is done reading Q before O overwrites it
+        q_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(q_smem.dtype))
+        fence_async_shared()  # generic-proxy stores -> visible to the TMA engine
+        gl.thread_barrier()
+        tma.async_copy_shared_to_global(o_desc, [b, start_m, h, 0], q_smem)
     rows = start_m + gl.arange(0, BLOCK_M, layout=lse.type.layout)
     gl.store(lse_rows + rows, lse, mask=rows < seqlen_q)
-    tma.store_wait(pendings=0)
+    if not HOST_DESC:
+        tma.store_wait(pendings=0)
 
 
 @gluon.jit
@@ -484,7 +525,8 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                 MASKED: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
                 EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0,
-                SOFTCAP: gl.constexpr = False, EARLY_EXPECT: gl.constexpr = False):
+                SOFTCAP: gl.constexpr = False, EARLY_EXPECT: gl.constexpr = False,
+                k_row0=0):
     """Step i: consume key tile t = _step_tile(i) from ring slot i % NUM_STAGES: S = Q K^T
     (wgmma, smem x smem), softmax in registers, O += P V (wgmma, P from registers), then
     refill the slot with the tile of step i + NUM_STAGES. The steps visit tiles [lo,
@@ -519,7 +561,7 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     nxt = i + NUM_STAGES
     issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s,
                   _step_tile(nxt, lo, n_tiles, MASKED_FIRST), b, hk, nxt < n_tiles - lo,
-                  BLOCK_N, EARLY_EXPECT, True)
+                  BLOCK_N, EARLY_EXPECT, True, k_row0)
     return acc, m_i, l_i
 
 
@@ -544,9 +586,11 @@ def _fwd_kernel(
     VARLEN: gl.constexpr = False, EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False,
     cap_scale=1.0, SOFTCAP: gl.constexpr = False,  # softcap: tanh(qk * sm_scale / softcap)
     EARLY_EXPECT: gl.constexpr = False,  # HopperFwdConfig.early_expect
+    HOST_DESC: gl.constexpr = False,  # VARLEN over the host descriptors (varlen_desc_mode)
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
+    gl.static_assert(VARLEN or not HOST_DESC, "HOST_DESC is a varlen mode")
     dtype: gl.constexpr = q_desc.dtype
     o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
@@ -556,9 +600,28 @@ def _fwd_kernel(
     start_m = pid_m * BLOCK_M
     if _past_seq_end(CU_Q, start_m, nheads, VARLEN):
         return
-    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
-     o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-                            seqlen_q, seqlen_k, nheads, group, VARLEN)
+    if HOST_DESC:
+        # the host descriptors span the whole packed tensor ((1, T, H, D) views): sequence
+        # b's rows start at q_row0 / k_row0, added to every coordinate, and no descriptor
+        # is built. A tile that crosses the sequence's end reads the next sequence's rows:
+        # their scores are masked (-inf, whatever K holds) and their P is 0, so they add
+        # 0 * V, which is 0 while V is finite there. Past T, TMA zero-fills. Rows between
+        # cu_seqlens_k[-1] and T (a caller's spare rows) must hold finite V: the
+        # precondition of this opt-in mode (varlen_desc_mode), as is a finite V in every
+        # sequence's first rows (else NaN reaches the sequence before it). O is stored
+        # masked from registers.
+        h = gl.program_id(1) % nheads
+        q_row0, seqlen_q, k_row0, seqlen_k = seq_bounds(CU_Q, CU_K,
+                                                        gl.program_id(1) // nheads)
+        lse_rows = LSE + h.to(gl.int64) * q_desc.shape[1] + q_row0  # (H, TQ)
+        b = 0
+        hk = h // group
+    else:
+        (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
+         o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
+                                seqlen_q, seqlen_k, nheads, group, VARLEN)
+        q_row0 = 0
+        k_row0 = 0
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
     if HAS_LEFT:  # a sliding window: tiles [lo, a) masked, [a, n_full) not, then the band
@@ -578,11 +641,11 @@ def _fwd_kernel(
 
     # -- prologue: Q, and the key/value tiles of the first NUM_STAGES steps in flight --
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bar, q_smem)
+    tma.async_copy_global_to_shared(q_desc, [b, q_row0 + start_m, h, 0], q_bar, q_smem)
     for i in gl.static_range(NUM_STAGES):
         issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i,
                       _step_tile(i, lo, n_tiles, MASKED_FIRST), b, hk, i < n_tiles - lo,
-                      BLOCK_N, EARLY_EXPECT)
+                      BLOCK_N, EARLY_EXPECT, False, k_row0)
 
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
@@ -610,24 +673,26 @@ def _fwd_kernel(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT,
+            SOFTCAP, EARLY_EXPECT, k_row0,
         )
     for i in range(ends_0, ends_1):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, False, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT,
+            SOFTCAP, EARLY_EXPECT, k_row0,
         )
     for i in range(ends_1, n_tiles - lo):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT,
+            SOFTCAP, EARLY_EXPECT, k_row0,
         )
+    if HOST_DESC:  # the tile's first element of O
+        O = O + (q_row0 + start_m).to(gl.int64) * o_desc.strides[1] + h * o_desc.strides[2]
     _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
-              HEAD_DIM)
+              HEAD_DIM, O, HOST_DESC)
 
 
 # ==================================================================================
@@ -1077,7 +1142,8 @@ def _fwd_c_kernel(
 def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                  varlen: bool = False, window: bool = False, softcap: bool = False):
     """Compile the Gluon forward for sm_90 on any machine (no GPU needed) with the
-    argument types a real launch produces (``varlen``: hopper_varlen_forward's;
+    argument types a real launch produces (``varlen``: hopper_varlen_forward's, "host"
+    for its host-descriptor mode;
     ``window``: a sliding window's left bound, ``softcap``: SOFTCAP, stages A / C). Returns
     Triton's compiled kernel (``.asm`` holds ttgir/ptx/cubin, ``.metadata.shared`` the
     shared memory in bytes)."""
@@ -1102,6 +1168,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
     if varlen:  # torch allocations: 16-byte aligned, as the launch specialises them
         sig.update({n: f"*{tys[dtype]}" for n in ptrs[:4]}, CU_Q="*i32", CU_K="*i32")
         constexprs["VARLEN"] = True
+        if varlen == "host":  # varlen_desc_mode "host" (stage A)
+            constexprs["HOST_DESC"] = True
         attrs = {(i,): [["tt.divisibility", 16]] for i in range(4, 11)}
     else:  # None: constexpr arguments the dense kernel never reads
         constexprs.update({n: None for n in ptrs})
