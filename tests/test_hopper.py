@@ -46,8 +46,10 @@ def test_compiles_for_sm90(name, compiled):
     if rec is not None and "max_regs=128" in rec["config"] and "warp_specialize=False" in rec[
             "config"]:
         # a capped stage A (two programs per SM): within the cap, a few spilled words; with
-        # a sliding window's left-edge loop, 192 bytes (ptxas, session 11)
-        assert_sm90_build(name, rec, max_spill=256 if "window" in name else 64)
+        # a sliding window's left-edge loop, 192 bytes (ptxas, session 11); the varlen
+        # host-descriptor build's end-aligned first step, 68 causal (session 14)
+        assert_sm90_build(name, rec, max_spill=256 if "window" in name
+                          else 96 if rec["host_desc"] else 64)
         assert int(rec["regs"]) <= 128, f"{name}: {rec}"
     else:
         assert_sm90_build(name, rec)

@@ -2,9 +2,9 @@
 # Prepared in session 14, not yet run: the varlen Gluon forward over the host descriptors
 # (FLASHTILE_HOPPER_VARLEN_DESC=host, opt-in; hopper_fwd.varlen_desc_mode): stage A with
 # the packed tensors' own descriptors and each sequence's first rows in the coordinates,
-# O stored masked, no device-side descriptor (ptxas sm_90: hd 64 capped at 128 registers,
-# 127 / 0 B non-causal and 128 / 52 B causal, as the device-descriptor build; no global
-# scratch). Its GPU tests, then `bench --suite varlen --quick` three ways: the Gluon
+# O stored masked, the ragged last key tile end-aligned, no device-side descriptor (ptxas
+# sm_90: hd 64 capped at 128 registers, 0 B of spills non-causal and 68 B causal against
+# the per-program-descriptor build's 0 / 48; no global scratch). Its GPU tests, then `bench --suite varlen --quick` three ways: the Gluon
 # varlen forward with per-program descriptors (FLASHTILE_HOPPER_VARLEN=1), with the host
 # descriptors (=1 and DESC=host; stage A forced so every head dim takes it) and the
 # portable kernel (=0). (SCHEDULE=A also moves the dense column to stage A.)

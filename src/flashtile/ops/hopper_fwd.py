@@ -72,6 +72,7 @@ from ._common import device_capability, device_ctx, env_mode, is_interpreting, t
 from ._gluon_common import GL_DTYPES as _GL_DTYPES
 from ._gluon_common import (
     alloc_ring_pair,
+    end_aligned_shift,
     exp2_mixed,
     issue_kv,
     issue_kv_slot,
@@ -272,7 +273,8 @@ VARLEN_DESC_ENV_VAR = "FLASHTILE_HOPPER_VARLEN_DESC"
 def host_desc_config(cfg, head_dim):
     """A stage A config for varlen_desc_mode "host": at hd 64 capped at 128 registers
     (two programs per SM), which the uncapped non-causal build overshoots there (ptxas
-    sm_90: 139 registers; capped, 127 and no spills; key tiles then last to first)."""
+    sm_90: 139 registers; capped, 128 and no spills, 68 B causal against the
+    per-program-descriptor build's 48; key tiles then last to first)."""
     if head_dim <= 64 and cfg.max_regs is None:
         return dataclasses.replace(cfg, max_regs=128)
     return cfg
@@ -283,11 +285,12 @@ def varlen_desc_mode() -> str:
     builds TMA descriptors over its own sequence's rows, four per program) or "host"
     (FLASHTILE_HOPPER_VARLEN_DESC=host, stage A only; opt-in, not yet GPU-run): the
     descriptors of the whole packed tensor with the sequence's first rows added to the
-    coordinates and O stored masked from registers, so no program builds a descriptor
-    (the fixed cost that keeps the Gluon varlen forward below the portable one at
-    2k-long sequences). Its precondition: V finite in every row a tile crossing a
-    sequence's end may read, the rows between cu_seqlens_k[-1] and T included
-    (_fwd_kernel's HOST_DESC comment). A measurement mode until that is lifted."""
+    coordinates, the ragged last key tile loaded end-aligned, and O stored masked from
+    registers, so no program builds a descriptor (the fixed cost that keeps the Gluon
+    varlen forward below the portable one at 2k-long sequences). K / V rows outside a
+    sequence are read only before a sequence shorter than a tile, where they are the
+    previous sequence's (masked; a NaN there would reach this one: _fwd_kernel's
+    HOST_DESC comment)."""
     return "host" if os.environ.get(VARLEN_DESC_ENV_VAR, "") == "host" else "device"
 
 
@@ -526,7 +529,8 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
                 MASKED: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
                 EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0,
                 SOFTCAP: gl.constexpr = False, EARLY_EXPECT: gl.constexpr = False,
-                k_row0=0):
+                k_row0=0, HOST_DESC: gl.constexpr = False,
+                SHIFTED: gl.constexpr = False):
     """Step i: consume key tile t = _step_tile(i) from ring slot i % NUM_STAGES: S = Q K^T
     (wgmma, smem x smem), softmax in registers, O += P V (wgmma, P from registers), then
     refill the slot with the tile of step i + NUM_STAGES. The steps visit tiles [lo,
@@ -547,8 +551,12 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     if SOFTCAP:
         qk = tanh_f32(qk * cap_scale, True)
     if MASKED:
-        qk = _scores_masked(qk, _step_tile(i, lo, n_tiles, MASKED_FIRST), rows, seqlen_k,
-                            diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
+        t = _step_tile(i, lo, n_tiles, MASKED_FIRST)
+        if SHIFTED:  # HOST_DESC: the ragged last tile came end-aligned (_kv_row0)
+            qk = _scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT,
+                                end_aligned_shift(t, seqlen_k, BLOCK_N), True)
+        else:
+            qk = _scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
     # -- rescale, accumulate --
     p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED, EXP2_EMU)
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
@@ -559,10 +567,22 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     # -- refill: every warpgroup must be done with slot s before TMA overwrites it (the CTA
     #    barrier inside issue_kv_slot; with EARLY_EXPECT after the expects) --
     nxt = i + NUM_STAGES
-    issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s,
-                  _step_tile(nxt, lo, n_tiles, MASKED_FIRST), b, hk, nxt < n_tiles - lo,
-                  BLOCK_N, EARLY_EXPECT, True, k_row0)
+    t_nxt = _step_tile(nxt, lo, n_tiles, MASKED_FIRST)
+    # (MASKED_FIRST visits the ragged last tile first, so only the prologue loads it:
+    # no shift here, and no seqlen_k kept for it in the capped hd 64 build's loops)
+    issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, t_nxt, b, hk,
+                  nxt < n_tiles - lo, BLOCK_N, EARLY_EXPECT, True,
+                  _kv_row0(k_row0, t_nxt, seqlen_k, BLOCK_N, HOST_DESC and not MASKED_FIRST))
     return acc, m_i, l_i
+
+
+@gluon.jit
+def _kv_row0(k_row0, t, seqlen_k, BLOCK_N: gl.constexpr, HOST_DESC: gl.constexpr):
+    """issue_kv_slot's row0 for key tile t: the sequence's first key row, less (HOST_DESC)
+    the ragged last tile's end_aligned_shift; 0 over per-sequence or dense descriptors."""
+    if HOST_DESC:
+        return k_row0 - end_aligned_shift(t, seqlen_k, BLOCK_N)
+    return k_row0
 
 
 @gluon.jit
@@ -603,12 +623,13 @@ def _fwd_kernel(
     if HOST_DESC:
         # the host descriptors span the whole packed tensor ((1, T, H, D) views): sequence
         # b's rows start at q_row0 / k_row0, added to every coordinate, and no descriptor
-        # is built. A tile that crosses the sequence's end reads the next sequence's rows:
-        # their scores are masked (-inf, whatever K holds) and their P is 0, so they add
-        # 0 * V, which is 0 while V is finite there. Past T, TMA zero-fills. Rows between
-        # cu_seqlens_k[-1] and T (a caller's spare rows) must hold finite V: the
-        # precondition of this opt-in mode (varlen_desc_mode), as is a finite V in every
-        # sequence's first rows (else NaN reaches the sequence before it). O is stored
+        # is built. The ragged last key tile is loaded end-aligned (_kv_row0: it ends at
+        # the sequence's last key, its first columns masked as the previous tile's keys),
+        # so no K / V row past the sequence is read; a sequence shorter than a tile reads
+        # the previous one's rows before its start (masked; P = 0 there, so they add
+        # 0 * V: a NaN or inf in them would reach this sequence) or, before row 0, TMA's
+        # zero fill. A query tile may read the next sequence's Q rows (or a caller's spare
+        # rows past cu_seqlens_q[-1]): they only feed rows that are not stored. O is stored
         # masked from registers.
         h = gl.program_id(1) % nheads
         q_row0, seqlen_q, k_row0, seqlen_k = seq_bounds(CU_Q, CU_K,
@@ -643,9 +664,10 @@ def _fwd_kernel(
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [b, q_row0 + start_m, h, 0], q_bar, q_smem)
     for i in gl.static_range(NUM_STAGES):
-        issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i,
-                      _step_tile(i, lo, n_tiles, MASKED_FIRST), b, hk, i < n_tiles - lo,
-                      BLOCK_N, EARLY_EXPECT, False, k_row0)
+        t0 = _step_tile(i, lo, n_tiles, MASKED_FIRST)
+        issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, t0, b, hk,
+                      i < n_tiles - lo, BLOCK_N, EARLY_EXPECT, False,
+                      _kv_row0(k_row0, t0, seqlen_k, BLOCK_N, HOST_DESC))
 
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
@@ -668,26 +690,46 @@ def _fwd_kernel(
     else:  # left edge (empty without a window), unmasked middle, band
         ends_0 = a - lo
         ends_1 = n_full - lo
-    for i in range(0, ends_0):
+    first = 0
+    if HOST_DESC and MASKED_FIRST:
+        # the ragged last tile, end-aligned (_kv_row0), is step 0 in this order (in the
+        # band, or with a narrow window in the left edge when there is no band): that
+        # step alone takes the shifted mask (in the band loop, every step's mask would
+        # add to the capped hd 64 build's spills: ptxas, 84 B against 68). A step 0 in
+        # the unmasked middle means no ragged tile.
+        if (ends_0 > 0) | ((ends_1 == 0) & (n_tiles - lo > 0)):
+            acc, m_i, l_i = _fwd_tile_a(
+                0, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b,
+                hk, lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
+                BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT,
+                cap_scale, SOFTCAP, EARLY_EXPECT, k_row0, HOST_DESC, True,
+            )
+            first = 1
+    for i in range(first, ends_0):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT, k_row0,
+            SOFTCAP, EARLY_EXPECT, k_row0, HOST_DESC, HOST_DESC and not MASKED_FIRST,
         )
-    for i in range(ends_0, ends_1):
+    mid_lo = ends_0
+    edge_lo = ends_1
+    if HOST_DESC and MASKED_FIRST:  # after a peeled step 0
+        mid_lo = gl.maximum(ends_0, first)
+        edge_lo = gl.maximum(ends_1, first)
+    for i in range(mid_lo, ends_1):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, False, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT, k_row0,
+            SOFTCAP, EARLY_EXPECT, k_row0, HOST_DESC, False,
         )
-    for i in range(ends_1, n_tiles - lo):
+    for i in range(edge_lo, n_tiles - lo):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT, k_row0,
+            SOFTCAP, EARLY_EXPECT, k_row0, HOST_DESC, HOST_DESC and not MASKED_FIRST,
         )
     if HOST_DESC:  # the tile's first element of O
         O = O + (q_row0 + start_m).to(gl.int64) * o_desc.strides[1] + h * o_desc.strides[2]
