@@ -692,12 +692,12 @@ def _fwd_kernel(
         ends_1 = n_full - lo
     first = 0
     if HOST_DESC and MASKED_FIRST:
-        # the ragged last tile, end-aligned (_kv_row0), is step 0 in this order (in the
-        # band, or with a narrow window in the left edge when there is no band): that
-        # step alone takes the shifted mask (in the band loop, every step's mask would
-        # add to the capped hd 64 build's spills: ptxas, 84 B against 68). A step 0 in
-        # the unmasked middle means no ragged tile.
-        if (ends_0 > 0) | ((ends_1 == 0) & (n_tiles - lo > 0)):
+        # the ragged last tile, end-aligned (_kv_row0), is step 0 in this order, the
+        # band's first: that step alone takes the shifted mask (in the band loop, every
+        # step's would add to the capped hd 64 build's spills: ptxas, 84 B against 68).
+        # No band (ends_0 = 0) means no ragged tile: n_full (with a window, the larger
+        # of n_full and lo) is then n_tiles
+        if ends_0 > 0:
             acc, m_i, l_i = _fwd_tile_a(
                 0, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b,
                 hk, lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
