@@ -155,6 +155,11 @@ def hopper_variants():
         yield (f"hopper-varlen-host d{hd}{'-causal' if causal else ''} bfloat16", hd, causal,
                torch.bfloat16, host_desc_config(configs.hopper_fwd_config(hd, causal, 4096),
                                                 hd), "host")
+    # stage C waiting for K before its turn (HopperFwdConfig.c_k_wait_first, opt-in)
+    for hd in (64, 128, 256):
+        yield (f"hopper-C-kfirst d{hd}-causal bfloat16", hd, True, torch.bfloat16,
+               dataclasses.replace(configs.hopper_fwd_config_c(hd, True, 4096),
+                                   c_k_wait_first=True), False)
     # stage C at hd 128 with the smaller ring (160 KB), for A/B runs
     yield ("hopper-C d128 bfloat16 ring2", 128, False, torch.bfloat16,
            dataclasses.replace(configs.hopper_fwd_config_c(128, False, 4096), num_stages=2), False)

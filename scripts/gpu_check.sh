@@ -34,6 +34,7 @@
 #   dropout   smoke tests, MiniGPT step bench, HF 2k forward with the cached launch on/off
 #   bwdvscudnn  ncu of flashtile's and cuDNN's backward, hd 64 / 128, 4k / 16k, ~3-4 min
 #   varlenhost  the varlen forward over host descriptors (opt-in): tests, bench 3 ways, ~4 min
+#   ckfirst   stage C waiting for K before its turn (opt-in): tests, A/B at hd 128 / 256, ~4 min
 # Two streams at once on the 2-GPU machine: scripts/gpu_pair.sh COMMIT "S0" "S1".
 set -uo pipefail
 suite=${1:-core}

@@ -164,6 +164,11 @@ class HopperFwdConfig:
     # -> 1.03x / 1.03x cuDNN); hd 256 non-causal 531.8 / 541.8 -> 546.7 / 562.0, causal
     # 468.5 / 548.0 -> 488.5 / 558.4 (+1.9% to +4.3%). On in every stage A config
     early_expect: bool = False
+    # stage C only: each consumer step waits for its K tile, then for its tensor-core turn
+    # (the other way round before). The GEMMs issue when both hold, either way; Triton's
+    # barrier pass then puts 3 warpgroup bar.sync per consumer step instead of 4 (ptxas
+    # sm_90, hd 64 / 128, causal or not). Opt-in, not yet GPU-run (session 14)
+    c_k_wait_first: bool = False
 
     def __post_init__(self):
         if self.pingpong and not (self.warp_specialize and self.block_m == 128

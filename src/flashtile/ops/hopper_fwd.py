@@ -401,7 +401,7 @@ def _kernel_args(cfg):
         pingpong = os.environ.get("FLASHTILE_HOPPER_C_PINGPONG", "1") not in ("", "0")
         return (_fwd_c_kernel, cfg.block_m // 2, cfg.num_warps // 2,
                 dict(LOAD_REGS=cfg.load_regs, MMA_REGS=_mma_regs(cfg.load_regs),
-                     PINGPONG=pingpong))
+                     PINGPONG=pingpong, K_FIRST=cfg.c_k_wait_first))
     if cfg.warp_specialize:
         return _fwd_ws_kernel, cfg.block_m, cfg.num_warps, dict(LOAD_REGS=cfg.load_regs)
     return _fwd_kernel, cfg.block_m, cfg.num_warps, dict(MASKED_FIRST=cfg.max_regs is not None,
@@ -948,7 +948,8 @@ def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_ba
             m_other, rows, seqlen_k, diag, qk_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
             BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
             MASKED: gl.constexpr, CAUSAL: gl.constexpr, base=0, left=0,
-            HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False):
+            HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
+            K_FIRST: gl.constexpr = False):
     """Key tile j, this warpgroup's iteration k >= 0 (its first tile was the prologue's):
     issue S_j = Q K_j^T and O += P_{j-1} V_{j-1} back to back, pass the turn, then the
     softmax of S_j runs while PV_{j-1} is still on the tensor cores. Returns (acc, P_j,
@@ -959,8 +960,12 @@ def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_ba
     s = (j - base) % NUM_STAGES
     sp = (j - base - 1) % NUM_STAGES
     # -- GEMMs, in the tensor-core turn of this warpgroup --
-    _c_turn_wait(turn_bars, k, m_other, WG)
-    mbarrier.wait(k_bars.index(s), ((j - base) // NUM_STAGES) & 1)
+    if K_FIRST:  # HopperFwdConfig.c_k_wait_first: 3 bar.sync per step instead of 4
+        mbarrier.wait(k_bars.index(s), ((j - base) // NUM_STAGES) & 1)
+        _c_turn_wait(turn_bars, k, m_other, WG)
+    else:
+        _c_turn_wait(turn_bars, k, m_other, WG)
+        mbarrier.wait(k_bars.index(s), ((j - base) // NUM_STAGES) & 1)
     qk = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     qk = warpgroup_mma(q2, k_smem.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)), qk,
                        use_acc=False, is_async=True)
@@ -989,7 +994,7 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
                 left=0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0,
-                SOFTCAP: gl.constexpr = False):
+                SOFTCAP: gl.constexpr = False, K_FIRST: gl.constexpr = False):
     """One consumer warpgroup: query rows [start_cta + WG * BLOCK_M, + BLOCK_M), its own
     online softmax and epilogue. Its key tiles are [lo, n_tiles) (``_c_tiles``: lo > 0
     only under a sliding window, HAS_LEFT); the producer loads [base, n_cta), the union
@@ -1045,21 +1050,21 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
                 j, j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
                 empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
                 BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, base, left, HAS_LEFT, cap_scale,
-                SOFTCAP,
+                SOFTCAP, K_FIRST,
             )
         for j in range(gl.maximum(a, lo + 1), n_full):
             acc, p, m_i, l_i = _c_step(
                 j, j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
                 empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
                 BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, base, 0, False, cap_scale,
-                SOFTCAP,
+                SOFTCAP, K_FIRST,
             )
         for j in range(gl.maximum(n_full, lo + 1), n_tiles):
             acc, p, m_i, l_i = _c_step(
                 j, j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
                 empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
                 BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, base, left, HAS_LEFT, cap_scale,
-                SOFTCAP,
+                SOFTCAP, K_FIRST,
             )
         # -- last PV --
         t = n_tiles - 1 - base
@@ -1089,6 +1094,7 @@ def _fwd_c_kernel(
     MMA_REGS: gl.constexpr, PINGPONG: gl.constexpr, VARLEN: gl.constexpr = False,
     left=0, HAS_LEFT: gl.constexpr = False,  # a sliding window: keys from row + diag - left
     cap_scale=1.0, SOFTCAP: gl.constexpr = False,  # softcap: tanh(qk * sm_scale / softcap)
+    K_FIRST: gl.constexpr = False,  # HopperFwdConfig.c_k_wait_first
 ):
     """Stage C. BLOCK_M is the tile of one consumer warpgroup (64 rows: the kernel runs
     with num_warps=4, warpgroup 0; warpgroup 1 and the producer are workers); a program
@@ -1163,11 +1169,11 @@ def _fwd_c_kernel(
             (_c_consumer, (0, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
                             empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k,
                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
-                            PINGPONG, left, HAS_LEFT, cap_scale, SOFTCAP)),
+                            PINGPONG, left, HAS_LEFT, cap_scale, SOFTCAP, K_FIRST)),
             (_c_consumer, (1, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
                             empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k,
                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
-                            PINGPONG, left, HAS_LEFT, cap_scale, SOFTCAP)),
+                            PINGPONG, left, HAS_LEFT, cap_scale, SOFTCAP, K_FIRST)),
             (_c_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, b, hk,
                            base, n_cta, BLOCK_N, NUM_STAGES, HAS_LEFT)),
         ],
