@@ -3,8 +3,9 @@
 # tile before its tensor-core turn (HopperFwdConfig.c_k_wait_first, opt-in). The GEMMs
 # issue when both hold, either way, but Triton's barrier pass then puts 3 warpgroup
 # bar.sync (128 threads) per consumer step instead of 4 (ptxas sm_90, hd 64 / 128 / 256,
-# causal or not; registers and spills unchanged). Stage C runs hd 128 from 4k (issue 4's
-# floor: 0.98x / 0.99x cuDNN at 4k in s14a's perf) and hd 256 windows from 8k.
+# causal or not; registers and spills unchanged). Stage C runs hd 128 non-causal from 1k
+# and causal from 4k (issue 4's floor: 0.98x / 0.99x cuDNN at 4k in s14a's perf) and hd
+# 256 windows from 8k.
 # Prediction: +1-3% at hd 128 (stage A gained 2-4% from one CTA-wide bar.sync fewer; these
 # are warpgroup-wide and the ping-pong hides part of each wait). Its GPU tests first. ~4 min.
 timeout 120 python3 -m pytest -q -m gpu -n 8 tests/test_hopper.py -k k_wait_first \
