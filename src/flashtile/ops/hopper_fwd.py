@@ -1188,7 +1188,7 @@ def _fwd_c_kernel(
 
 
 def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
-                 varlen: bool = False, window: bool = False, softcap: bool = False):
+                 varlen: bool | str = False, window: bool = False, softcap: bool = False):
     """Compile the Gluon forward for sm_90 on any machine (no GPU needed) with the
     argument types a real launch produces (``varlen``: hopper_varlen_forward's, "host"
     for its host-descriptor mode;
