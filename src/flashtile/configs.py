@@ -162,12 +162,13 @@ class HopperFwdConfig:
     # `s14fwd` (569592b), stage A forward TFLOPS at 4k / 16k, off -> on: hd 64 non-causal
     # 488.6 / 466.1 -> 498.4 / 475.9, causal 408.7 / 444.3 -> 426.3 / 456.1 (0.98x / 1.00x
     # -> 1.03x / 1.03x cuDNN); hd 256 non-causal 531.8 / 541.8 -> 546.7 / 562.0, causal
-    # 468.5 / 548.0 -> 488.5 / 558.4 (+1.9% to +4.3%). On in every stage A config
+    # 468.5 / 548.0 -> 488.5 / 558.4 (+1.9% to +4.3%); hd 128 in hopper_fwd_config. On in
+    # every stage A config
     early_expect: bool = False
     # stage C only: each consumer step waits for its K tile, then for its tensor-core turn
     # (the other way round before). The GEMMs issue when both hold, either way; Triton's
     # barrier pass then puts 3 warpgroup bar.sync per consumer step instead of 4 (ptxas
-    # sm_90, hd 64 / 128, causal or not). Opt-in, not yet GPU-run (session 14)
+    # sm_90, hd 64 / 128 / 256, causal or not). Opt-in, not yet GPU-run (session 14)
     c_k_wait_first: bool = False
 
     def __post_init__(self):
@@ -212,8 +213,8 @@ def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdCo
         return HopperFwdConfig(128, 128, 8, 3, max_regs=128 if causal else None,
                                early_expect=True)
     if head_dim <= 128:
-        # ring of 2, 160 KB smem; early_expect by analogy with hd 64 / 256 (one program
-        # per SM as at hd 256); not yet timed off against on here
+        # ring of 2, 160 KB smem; early_expect: `s14a` (36b9475), causal 1k / 2k / 4k
+        # 322.0 / 396.4 / 451.6 TFLOPS against 312.3 / 378.7 / 433.9 off (+3.1% to +4.7%)
         return HopperFwdConfig(128, 128, 8, 2, early_expect=True)
     # hd 256: 128x64, ring of 2 (192 KB smem); the O accumulator is 128 fp32 registers
     # per thread, so S stays at 64 columns

@@ -288,34 +288,36 @@ def issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, t, b, hk, p
     loop: 3 instead of 4). Arming before the CTA barrier is safe: each warp has passed
     its wait on the slot's current phase, and the next phase cannot complete before the
     copies, which come after the barrier."""
-    if EARLY:
-        early_load_pair(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, b,
-                        row0 + t * BLOCK_N, hk, pred, BARRIER)
-    else:
-        if BARRIER:
-            gl.thread_barrier()
-        mbarrier.expect(k_bars.index(s), k_desc.block_type.nbytes, pred=pred)
-        tma.async_copy_global_to_shared(k_desc, [b, row0 + t * BLOCK_N, hk, 0],
-                                        k_bars.index(s), k_smem.index(s), pred=pred)
-        mbarrier.expect(v_bars.index(s), v_desc.block_type.nbytes, pred=pred)
-        tma.async_copy_global_to_shared(v_desc, [b, row0 + t * BLOCK_N, hk, 0],
-                                        v_bars.index(s), v_smem.index(s), pred=pred)
+    load_pair(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, b, row0 + t * BLOCK_N, hk,
+              pred, EARLY, BARRIER)
 
 
 @gluon.jit
-def early_load_pair(a_desc, b_desc, a_smem, b_smem, a_bars, b_bars, s, b, row, head, pred,
-                    BARRIER: gl.constexpr):
-    """``issue_kv_slot``'s EARLY order for any two streamed tiles sharing coordinates (K /
-    V, Q / dO) at (batch b, row, head): both barriers of ring slot ``s`` armed, then (with
-    BARRIER) the step's CTA barrier, then both TMA copies."""
-    mbarrier.expect(a_bars.index(s), a_desc.block_type.nbytes, pred=pred)
-    mbarrier.expect(b_bars.index(s), b_desc.block_type.nbytes, pred=pred)
-    if BARRIER:
-        gl.thread_barrier()
-    tma.async_copy_global_to_shared(a_desc, [b, row, head, 0], a_bars.index(s),
-                                    a_smem.index(s), pred=pred)
-    tma.async_copy_global_to_shared(b_desc, [b, row, head, 0], b_bars.index(s),
-                                    b_smem.index(s), pred=pred)
+def load_pair(a_desc, b_desc, a_smem, b_smem, a_bars, b_bars, s, b, row, head, pred,
+              EARLY: gl.constexpr = False, BARRIER: gl.constexpr = False):
+    """TMA-load two streamed tiles sharing coordinates (K / V, Q / dO) at (batch b, row,
+    head) into ring slot ``s``, each behind its own barrier (skipped if not pred); with
+    BARRIER the step's CTA barrier first (every warp done reading the slot). EARLY
+    (``issue_kv_slot``'s): both barriers armed, then the CTA barrier, then both copies;
+    else the barrier, then expect and copy per tile."""
+    if EARLY:
+        mbarrier.expect(a_bars.index(s), a_desc.block_type.nbytes, pred=pred)
+        mbarrier.expect(b_bars.index(s), b_desc.block_type.nbytes, pred=pred)
+        if BARRIER:
+            gl.thread_barrier()
+        tma.async_copy_global_to_shared(a_desc, [b, row, head, 0], a_bars.index(s),
+                                        a_smem.index(s), pred=pred)
+        tma.async_copy_global_to_shared(b_desc, [b, row, head, 0], b_bars.index(s),
+                                        b_smem.index(s), pred=pred)
+    else:
+        if BARRIER:
+            gl.thread_barrier()
+        mbarrier.expect(a_bars.index(s), a_desc.block_type.nbytes, pred=pred)
+        tma.async_copy_global_to_shared(a_desc, [b, row, head, 0], a_bars.index(s),
+                                        a_smem.index(s), pred=pred)
+        mbarrier.expect(b_bars.index(s), b_desc.block_type.nbytes, pred=pred)
+        tma.async_copy_global_to_shared(b_desc, [b, row, head, 0], b_bars.index(s),
+                                        b_smem.index(s), pred=pred)
 
 
 @gluon.jit

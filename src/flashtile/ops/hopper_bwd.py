@@ -99,10 +99,10 @@ from ._common import device_capability, device_ctx, env_mode, is_interpreting, t
 from ._gluon_common import (
     alloc_ring_pair,
     desc_signature,
-    early_load_pair,
     issue_kv_slot,
     kv_tile_range,
     launch,
+    load_pair,
     mma_layout,
     scores_masked,
     scratch_allocator,
@@ -577,18 +577,8 @@ def _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, it, n_m, m_lo,
     if REVERSE:
         j = n_m - 1 - j
     start_m = (m_lo + j) * BLOCK_M
-    if EARLY:
-        early_load_pair(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, s, b, start_m, h,
-                        pred, BARRIER)
-    else:
-        if BARRIER:
-            gl.thread_barrier()
-        mbarrier.expect(q_bars.index(s), q_desc.block_type.nbytes, pred=pred)
-        tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bars.index(s),
-                                        q_smem.index(s), pred=pred)
-        mbarrier.expect(do_bars.index(s), do_desc.block_type.nbytes, pred=pred)
-        tma.async_copy_global_to_shared(do_desc, [b, start_m, h, 0], do_bars.index(s),
-                                        do_smem.index(s), pred=pred)
+    load_pair(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, s, b, start_m, h, pred,
+              EARLY, BARRIER)
 
 
 @gluon.jit

@@ -478,10 +478,12 @@ def _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q,
 
 @gluon.jit
 def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, seqlen_q,
-                 seqlen_k, nheads, group, VARLEN: gl.constexpr):
+                 seqlen_k, nheads, group, VARLEN: gl.constexpr,
+                 HOST_DESC: gl.constexpr = False):
     """What every forward program starts from: (b, h, hk, seqlen_q, seqlen_k, lse_rows,
-    q_desc, k_desc, v_desc, o_desc), ``b`` the batch coordinate of the descriptors and
-    ``lse_rows`` the address of this (batch, head)'s lse row 0.
+    q_desc, k_desc, v_desc, o_desc, q_row0, k_row0), ``b`` the batch coordinate of the
+    descriptors, ``lse_rows`` the address of this (batch, head)'s lse row 0, and q_row0 /
+    k_row0 the rows the descriptors' coordinates start from (0 but under HOST_DESC).
     Dense: the host descriptors over (B, S, H, D), lse (B, H, M).
     VARLEN (ops/varlen.py's packed (T, H, D) tensors, lse (H, TQ); the host descriptors
     are over (1, T, H, D) views): sequence b = pid // H spans rows cu[b] .. cu[b+1] of
@@ -489,21 +491,32 @@ def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, se
     those rows, so TMA zero-fills and clips at the sequence's end exactly as at a dense
     tensor's, and the kernels' loops and masks run unchanged with b = 0. Programs past
     their sequence's end have returned before (_past_seq_end): every program here has a
-    row to store (stage C's second warpgroup may not: TMA clips its whole tile)."""
+    row to store (stage C's second warpgroup may not: TMA clips its whole tile).
+    HOST_DESC (VARLEN, stage A, ``varlen_desc_mode`` "host"): no descriptor is built; the
+    host ones over the whole packed tensors stay, and the sequence's first rows come back
+    as q_row0 / k_row0 for the coordinates (_fwd_kernel's comment says what a tile that
+    crosses the sequence's end reads)."""
     pid_bh = gl.program_id(1)
     b = pid_bh // nheads
     h = pid_bh % nheads
+    q_row0 = 0
+    k_row0 = 0
     if VARLEN:
         q0, seqlen_q, k0, seqlen_k = seq_bounds(CU_Q, CU_K, b)
         lse_rows = LSE + h.to(gl.int64) * q_desc.shape[1] + q0  # (H, TQ)
-        q_desc = seq_desc(Q, q0, seqlen_q, q_desc)
-        o_desc = seq_desc(O, q0, seqlen_q, o_desc)
-        k_desc = seq_desc(K, k0, seqlen_k, k_desc)
-        v_desc = seq_desc(V, k0, seqlen_k, v_desc)
+        if HOST_DESC:
+            q_row0 = q0
+            k_row0 = k0
+        else:
+            q_desc = seq_desc(Q, q0, seqlen_q, q_desc)
+            o_desc = seq_desc(O, q0, seqlen_q, o_desc)
+            k_desc = seq_desc(K, k0, seqlen_k, k_desc)
+            v_desc = seq_desc(V, k0, seqlen_k, v_desc)
         b = 0
     else:
         lse_rows = LSE + pid_bh.to(gl.int64) * seqlen_q
-    return b, h, h // group, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc, o_desc
+    return (b, h, h // group, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc, o_desc,
+            q_row0, k_row0)
 
 
 @gluon.jit
@@ -620,29 +633,19 @@ def _fwd_kernel(
     start_m = pid_m * BLOCK_M
     if _past_seq_end(CU_Q, start_m, nheads, VARLEN):
         return
-    if HOST_DESC:
-        # the host descriptors span the whole packed tensor ((1, T, H, D) views): sequence
-        # b's rows start at q_row0 / k_row0, added to every coordinate, and no descriptor
-        # is built. The ragged last key tile is loaded end-aligned (_kv_row0: it ends at
-        # the sequence's last key, its first columns masked as the previous tile's keys),
-        # so no K / V row past the sequence is read; a sequence shorter than a tile reads
-        # the previous one's rows before its start (masked; P = 0 there, so they add
-        # 0 * V: a NaN or inf in them would reach this sequence) or, before row 0, TMA's
-        # zero fill. A query tile may read the next sequence's Q rows (or a caller's spare
-        # rows past cu_seqlens_q[-1]): they only feed rows that are not stored. O is stored
-        # masked from registers.
-        h = gl.program_id(1) % nheads
-        q_row0, seqlen_q, k_row0, seqlen_k = seq_bounds(CU_Q, CU_K,
-                                                        gl.program_id(1) // nheads)
-        lse_rows = LSE + h.to(gl.int64) * q_desc.shape[1] + q_row0  # (H, TQ)
-        b = 0
-        hk = h // group
-    else:
-        (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
-         o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-                                seqlen_q, seqlen_k, nheads, group, VARLEN)
-        q_row0 = 0
-        k_row0 = 0
+    # HOST_DESC: the host descriptors span the whole packed tensor ((1, T, H, D) views);
+    # sequence b's rows start at q_row0 / k_row0, added to every coordinate, and no
+    # descriptor is built. The ragged last key tile is loaded end-aligned (_kv_row0: it ends at
+    # the sequence's last key, its first columns masked as the previous tile's keys),
+    # so no K / V row past the sequence is read; a sequence shorter than a tile reads
+    # the previous one's rows before its start (masked; P = 0 there, so they add
+    # 0 * V: a NaN or inf in them would reach this sequence) or, before row 0, TMA's
+    # zero fill. A query tile may read the next sequence's Q rows (or a caller's spare
+    # rows past cu_seqlens_q[-1]): they only feed rows that are not stored. O is stored
+    # masked from registers.
+    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc, o_desc, q_row0,
+     k_row0) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
+                            seqlen_q, seqlen_k, nheads, group, VARLEN, HOST_DESC)
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
     if HAS_LEFT:  # a sliding window: tiles [lo, a) masked, [a, n_full) not, then the band
@@ -847,9 +850,9 @@ def _fwd_ws_kernel(
     start_m = pid_m * BLOCK_M
     if _past_seq_end(CU_Q, start_m, nheads, VARLEN):
         return
-    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
-     o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-                            seqlen_q, seqlen_k, nheads, group, VARLEN)
+    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc, o_desc, _q_row0,
+     _k_row0) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
+                             seqlen_q, seqlen_k, nheads, group, VARLEN)
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
 
@@ -1126,9 +1129,9 @@ def _fwd_c_kernel(
     start_cta = pid_m * (2 * BLOCK_M)
     if _past_seq_end(CU_Q, start_cta, nheads, VARLEN):
         return
-    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
-     o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-                            seqlen_q, seqlen_k, nheads, group, VARLEN)
+    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc, o_desc, _q_row0,
+     _k_row0) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
+                             seqlen_q, seqlen_k, nheads, group, VARLEN)
     # the later warpgroup's tile needs the most key tiles, the earlier one (under a
     # sliding window) the leftmost: the producer loads [base, n_cta)
     base, _a, _b, _n = _c_tiles(start_cta, seqlen_q, seqlen_k, left, BLOCK_M, BLOCK_N, CAUSAL,
