@@ -301,6 +301,13 @@ def test_hopper_varlen_threshold():
     assert not configs.hopper_varlen_preferred(2048)
 
 
+# The Gluon varlen GPU tests' batch (query, key lengths): an empty pair, queries with no
+# keys (64, 0) and keys with no queries (0, 77), q longer than k (700, 650: key-less
+# causal rows), one query over 900 keys, ragged tails
+GPU_LENS_Q = (1500, 0, 700, 1, 129, 64, 1000, 333, 0)
+GPU_LENS_K = (1500, 0, 650, 900, 128, 0, 1200, 333, 77)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not IS_SM90, reason="the Gluon forward needs an sm_90 GPU")
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
@@ -315,8 +322,7 @@ def test_varlen_hopper_gpu(head_dim, causal, schedule, device, monkeypatch):
     monkeypatch.setenv("FLASHTILE_HOPPER_VARLEN", "1")  # also below the 8k threshold
     monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", schedule)
     ran = count_varlen_forward(monkeypatch)
-    lens_q = [1500, 0, 700, 1, 129, 64, 1000, 333, 0]
-    lens_k = [1500, 0, 650, 900, 128, 0, 1200, 333, 77]
+    lens_q, lens_k = list(GPU_LENS_Q), list(GPU_LENS_K)
     checks = run_varlen(lens_q, lens_k, 16, 4, head_dim, torch.bfloat16, device,
                         backward=head_dim != 256 or not causal, causal=causal)
     _assert_ok(checks, lens_q, lens_k)
@@ -341,8 +347,7 @@ def test_varlen_hopper_host_desc_gpu(head_dim, causal, left, device, monkeypatch
     monkeypatch.setenv(hopper_fwd.VARLEN_DESC_ENV_VAR, "host")
     assert hopper_fwd.varlen_desc_mode() == "host"
     ran = count_varlen_forward(monkeypatch)
-    lens_q = [1500, 0, 700, 1, 129, 64, 1000, 333, 0]
-    lens_k = [1500, 0, 650, 900, 128, 0, 1200, 333, 77]
+    lens_q, lens_k = list(GPU_LENS_Q), list(GPU_LENS_K)
     kwargs = dict(causal=causal)
     if left is not None:
         kwargs["window_size"] = (left, 0 if causal else -1)
@@ -366,8 +371,7 @@ def test_varlen_hopper_window_gpu(head_dim, causal, left, device, monkeypatch):
     monkeypatch.setenv("FLASHTILE_HOPPER_WINDOW", "1")
     monkeypatch.delenv("FLASHTILE_HOPPER_SCHEDULE", raising=False)
     ran = count_varlen_forward(monkeypatch)
-    lens_q = [1500, 0, 700, 1, 129, 64, 1000, 333, 0]
-    lens_k = [1500, 0, 650, 900, 128, 0, 1200, 333, 77]
+    lens_q, lens_k = list(GPU_LENS_Q), list(GPU_LENS_K)
     checks = run_varlen(lens_q, lens_k, 16, 4, head_dim, torch.bfloat16, device,
                         backward=head_dim != 256, causal=causal,
                         window_size=(left, 0 if causal else -1))
@@ -394,8 +398,7 @@ def test_varlen_hopper_bwd_gpu(head_dim, causal, overrides, device, monkeypatch)
     monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
     monkeypatch.setenv(hopper_bwd.OVERRIDES_ENV_VAR, overrides)
     calls = count_varlen_backward(monkeypatch)
-    lens_q = [1500, 0, 700, 1, 129, 64, 1000, 333, 0]
-    lens_k = [1500, 0, 650, 900, 128, 0, 1200, 333, 77]
+    lens_q, lens_k = list(GPU_LENS_Q), list(GPU_LENS_K)
     checks = run_varlen(lens_q, lens_k, 16, 4, head_dim, torch.bfloat16, device,
                         causal=causal)
     _assert_ok(checks, lens_q, lens_k)
@@ -419,8 +422,7 @@ def test_varlen_hopper_bwd_window_gpu(head_dim, causal, left, device, monkeypatc
     monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW", raising=False)
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
     calls = count_varlen_backward(monkeypatch)
-    lens_q = [1500, 0, 700, 1, 129, 64, 1000, 333, 0]
-    lens_k = [1500, 0, 650, 900, 128, 0, 1200, 333, 77]
+    lens_q, lens_k = list(GPU_LENS_Q), list(GPU_LENS_K)
     checks = run_varlen(lens_q, lens_k, 16, 4, head_dim, torch.bfloat16, device,
                         causal=causal, window_size=(left, 0 if causal else -1))
     _assert_ok(checks, lens_q, lens_k)
