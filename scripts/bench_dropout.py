@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
+from flashtile.bench.harness import events_us
 from flashtile.bench.report import write_rows
 
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
@@ -67,16 +68,6 @@ def gpu_us(fn, reps):
     return total / reps
 
 
-def wall_us(fn, reps):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / reps
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="64x256,16x1024")
@@ -106,7 +97,7 @@ def main() -> int:
                         fb()
                     torch.cuda.synchronize()
                     fwd, both = gpu_us(f, args.reps), gpu_us(fb, args.reps)
-                    wall = wall_us(fb, args.reps)
+                    wall = events_us(fb, args.reps)
                 except Exception as e:  # a backend without dropout support, say
                     print(f"| {args.tag} | {shape} | {p} | {backend} | failed: "
                           f"{type(e).__name__}: {str(e)[:80]} | | |")

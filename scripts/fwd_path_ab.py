@@ -17,7 +17,6 @@ more host time hidden behind the kernel); the 7% was between machine starts.
 
 import argparse
 import statistics
-import time
 
 import torch
 import triton
@@ -25,30 +24,8 @@ import triton
 from flashtile import flash_attn_func
 from flashtile.bench.backends import get_backend
 from flashtile.bench.flops import attn_flops, paper_shape, tflops
+from flashtile.bench.harness import events_us, host_us
 from flashtile.ops import hopper_fwd
-
-
-def events_ms(fn, n=50):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn()
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(n):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / n
-
-
-def host_us(fn, n=200):
-    fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / n * 1e6
 
 
 def closures(q, k, v, causal):
@@ -90,8 +67,10 @@ def main() -> None:
                     for name, fn in fns.items():
                         res[name][0].append(triton.testing.do_bench(
                             fn, warmup=25, rep=100, return_mode="median"))
-                        res[name][1].append(events_ms(fn))
-                        res[name][2].append(host_us(fn))
+                        fn()
+                        torch.cuda.synchronize()
+                        res[name][1].append(events_us(fn) / 1e3)
+                        res[name][2].append(host_us(fn, dev))
                 flops = attn_flops(shape, "fwd")
                 for name, (db, ev, hu) in res.items():
                     ms = statistics.median(db)

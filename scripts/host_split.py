@@ -23,7 +23,6 @@ autograd.grad at B4 S256 H6 D64 against 109 us for attention_backward alone.
 from __future__ import annotations
 
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -31,21 +30,10 @@ import triton
 import triton.language as tl
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from flashtile.bench.harness import host_us
 from flashtile.ops import flash
 
 SHAPES = [(2, 640, 16, 128, 1), (4, 256, 6, 64, 1)]  # small batches: host-bound
-
-
-def host_us(fn, n: int = 200) -> float:
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    us = (time.perf_counter() - t0) * 1e6 / n
-    torch.cuda.synchronize()
-    return us
 
 
 @triton.jit

@@ -314,23 +314,6 @@ def _decode_call(q, k_cache, v_cache, lens, splits=0, op=False):
     return call
 
 
-def host_us(fn, device, n: int = 200) -> float:
-    """Wall-clock microseconds per call of the Python path: ``n`` calls back to back with
-    no synchronisation (short kernels: the GPU keeps up, so the loop runs at the host's
-    pace), after a synchronised warm-up."""
-    import torch
-
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize(device)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    elapsed = time.perf_counter() - t0
-    torch.cuda.synchronize(device)
-    return elapsed / n * 1e6
-
-
 def graph_ms(fn, timing):
     """Median ms of ``fn`` captured in a CUDA graph and replayed: kernel time plus the
     gaps between its launches on the GPU, no Python."""
@@ -357,7 +340,7 @@ def _host_rows(device, timing, records) -> list[dict]:
     import torch
 
     from .flops import Shape
-    from .harness import Record
+    from .harness import Record, host_us
 
     rows = []
     for g, d, ctx in HOST_SHAPES:

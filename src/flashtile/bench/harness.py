@@ -88,6 +88,35 @@ def time_first_call(fn: Callable[[], object], device: torch.device) -> float:
     return time.perf_counter() - start
 
 
+def host_us(fn: Callable[[], object], device: torch.device | None = None, n: int = 200) -> float:
+    """Wall-clock microseconds per call of the Python path: ``n`` calls back to back with
+    no synchronisation (short kernels: the GPU keeps up, so the loop runs at the host's
+    pace; long ones: the launches queue, and only the host's own time is counted), after
+    a synchronised warm-up of 10 calls."""
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    elapsed = time.perf_counter() - t0
+    torch.cuda.synchronize(device)
+    return elapsed / n * 1e6
+
+
+def events_us(fn: Callable[[], object], reps: int = 50) -> float:
+    """GPU microseconds per call between CUDA events around ``reps`` back-to-back calls
+    (no L2 flush between them, unlike do_bench; host time shows only where the host falls
+    behind the GPU)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / reps
+
+
 def median_ms(fn: Callable[[], object], timing: Timing) -> float:
     """Median milliseconds per call from ``triton.testing.do_bench`` (CUDA only), after
     ``timing.settle_ms`` of back-to-back calls when set."""
