@@ -8,9 +8,8 @@
 # 256 windows from 8k.
 # Prediction: +1-3% at hd 128 (stage A gained 2-4% from one CTA-wide bar.sync fewer; these
 # are warpgroup-wide and the ping-pong hides part of each wait). Its GPU tests first. ~4 min.
-timeout 120 python3 -m pytest -q -m gpu -n 8 tests/test_hopper.py -k k_wait_first \
-  -p no:cacheprovider -rf --tb=short >"$out/pytest_ckfirst.log" 2>&1 || status=1
-grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_ckfirst.log" | tail -n 6
+source scripts/suites/lib/steps.sh
+gpu_pytest pytest_ckfirst 120 8 6 tests/test_hopper.py -k k_wait_first
 source scripts/suites/lib/fwd_sweep.sh
 FWD_SWEEP_STAGE=C fwd_sweep ckfirst 90 "--head-dims 128 256 --seqlens 4096 16384" 9 "" \
   "c_k_wait_first=1"

@@ -4,6 +4,5 @@
 # O store), no benches. Since session 14 there are about 660 of them: s14b ran 263 of
 # stage A's 356 in 170 s at -n 8, so the whole file wants most of a call (limit 540 s;
 # not yet timed whole).
-timeout 540 python3 -m pytest -q -m gpu -n 8 tests/test_hopper.py -p no:cacheprovider -rf \
-  --tb=short >"$out/pytest_hoppertests.log" 2>&1 || status=1
-grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_hoppertests.log" | tail -n 12
+source scripts/suites/lib/steps.sh
+gpu_pytest pytest_hoppertests 540 8 12 tests/test_hopper.py

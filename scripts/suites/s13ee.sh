@@ -9,10 +9,9 @@
 # 1.9 per issue at hd 64 / 128); if it holds, early_expect becomes the default.
 # A/B in separate processes (shipped, then early_expect=1), then the backward GPU tests
 # with it forced on.
+source scripts/suites/lib/steps.sh
 source scripts/suites/lib/bwd_sweep.sh
 bwd_sweep 64 "4096 16384" "gluon-bwd" "" "early_expect=1"
 bwd_sweep 128 "4096 16384" "gluon-bwd" "" "early_expect=1"
-FLASHTILE_HOPPER_BWD_OVERRIDES=early_expect=1 timeout 180 python3 -m pytest -q -m gpu -n 8 \
-  tests/test_hopper_bwd.py -k "test_hopper_bwd_vs_reference or window_vs" -p no:cacheprovider -rf \
-  --tb=short >"$out/pytest_ee.log" 2>&1 || status=1
-grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_ee.log" | tail -n 6
+FLASHTILE_HOPPER_BWD_OVERRIDES=early_expect=1 gpu_pytest pytest_ee 180 8 6 \
+  tests/test_hopper_bwd.py -k "test_hopper_bwd_vs_reference or window_vs"

@@ -11,14 +11,11 @@
 # (the score's extra MUFU op beside the softmax's exp2, at hd 64 MUFU-bound); Mistral
 # 16k (hd 128): stage C 400-480 [157], A 380-420 [278]; Gemma-2 8k (hd 256): A 430-480
 # [362], C 480-540 [369]; fwd+bwd at hd 64 200-250 [98] and Mistral 320-380 [216].
+source scripts/suites/lib/steps.sh
 export FLASHTILE_HOPPER_SOFTCAP=1
-timeout 300 python3 -m pytest -q -m gpu -n 8 tests/test_hopper.py tests/test_hopper_bwd.py \
-  tests/test_flash.py tests/test_varlen.py tests/test_kvcache.py -k "softcap or tanh" \
-  -p no:cacheprovider -rf --tb=short >"$out/pytest_softcap.log" 2>&1 || status=1
-grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_softcap.log" | tail -n 8
-timeout 150 python3 -m pytest -q -m gpu -n 4 tests/test_hf.py -k "gemma" \
-  -p no:cacheprovider -rf --tb=short >"$out/pytest_hf_gemma.log" 2>&1 || status=1
-grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_hf_gemma.log" | tail -n 4
+gpu_pytest pytest_softcap 300 8 8 tests/test_hopper.py tests/test_hopper_bwd.py \
+  tests/test_flash.py tests/test_varlen.py tests/test_kvcache.py -k "softcap or tanh"
+gpu_pytest pytest_hf_gemma 150 4 4 tests/test_hf.py -k "gemma"
 timeout 200 python3 scripts/bench_window.py --softcap 50 >"$out/bench_softcap.log" 2>&1 \
   || status=1
 grep -E "TFLOPS|Error" "$out/bench_softcap.log" | cut -c1-110

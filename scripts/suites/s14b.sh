@@ -7,13 +7,10 @@
 # 2. the forward's GPU tests that run stage A (dense, window, softcap, every stage, the
 #    varlen Gluon forward) with the new default;
 # 3. the covering validation grid with every default. ~8 min.
+source scripts/suites/lib/steps.sh
 timeout 120 python3 scripts/fwd_path_ab.py --head-dims 64 128 --seqlens 4096 16384 \
   >"$out/fwd_path_ab.log" 2>&1 || status=1
 tail -n 13 "$out/fwd_path_ab.log"
-timeout 170 python3 -m pytest -q -m gpu -n 8 tests/test_hopper.py tests/test_varlen.py \
-  -k "test_hopper_vs_reference or test_hopper_window_vs or softcap_vs or stages_vs or fully_masked or vs_portable or varlen_hopper_gpu or varlen_hopper_window_gpu or hopper_auto" \
-  -p no:cacheprovider -rf --tb=short >"$out/pytest_stageA.log" 2>&1 || status=1
-grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_stageA.log" | tail -n 8
-timeout 260 python3 -m flashtile.cli validate --grid covering >"$out/validate_s14b.log" \
-  2>&1 || status=1
-tr '\r' '\n' <"$out/validate_s14b.log" | grep -v "it/s\]$" | tail -n 3
+gpu_pytest pytest_stageA 170 8 8 tests/test_hopper.py tests/test_varlen.py -k \
+  "test_hopper_vs_reference or test_hopper_window_vs or softcap_vs or stages_vs or fully_masked or vs_portable or varlen_hopper_gpu or varlen_hopper_window_gpu or hopper_auto"
+validate_covering validate_s14b 260

@@ -13,6 +13,7 @@
 # spills, key tiles last to first); slot_ring 1 +1-3%; hd 128 causal (slot_ring 1, 1k-4k)
 # 0-3%. Then the variant's GPU tests, and stage A's GPU tests again with the shipped
 # defaults (s14b's 170 s limit cut them at 263 of 356, none failed). ~8 min.
+source scripts/suites/lib/steps.sh
 source scripts/suites/lib/fwd_sweep.sh
 fwd_sweep slots64 50 "--head-dims 64 --seqlens 4096 16384" 4 "" \
   "slot_ring=2,max_regs=128" "slot_ring=1,max_regs=128"
@@ -22,10 +23,6 @@ timeout 40 python3 scripts/bench_hopper.py --head-dims 128 --seqlens 1024 2048 4
 echo "== hd 128 causal slot_ring=1 (shipped: s14a)"
 grep -E "MISMATCH|Error|FAILED" "$out/slots128.log" | head -3
 tail -n 3 "$out/slots128.log" | cut -c1-90
-timeout 100 python3 -m pytest -q -m gpu -n 8 tests/test_hopper.py -k slot_ring \
-  -p no:cacheprovider -rf --tb=short >"$out/pytest_slots.log" 2>&1 || status=1
-grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_slots.log" | tail -n 6
-timeout 200 python3 -m pytest -q -m gpu -n 12 tests/test_hopper.py tests/test_varlen.py \
-  -k "test_hopper_vs_reference or test_hopper_window_vs or softcap_vs or stages_vs or fully_masked or vs_portable or varlen_hopper_gpu or varlen_hopper_window_gpu or hopper_auto" \
-  -p no:cacheprovider -rf --tb=short >"$out/pytest_stageA.log" 2>&1 || status=1
-grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_stageA.log" | tail -n 8
+gpu_pytest pytest_slots 100 8 6 tests/test_hopper.py -k slot_ring
+gpu_pytest pytest_stageA 200 12 8 tests/test_hopper.py tests/test_varlen.py -k \
+  "test_hopper_vs_reference or test_hopper_window_vs or softcap_vs or stages_vs or fully_masked or vs_portable or varlen_hopper_gpu or varlen_hopper_window_gpu or hopper_auto"

@@ -3,7 +3,6 @@
 # s14c (about 223) cut, with early_expect on in every stage A config: the fully masked
 # rows, every stage against the reference, the Gluon against the portable forward, the
 # varlen Gluon forward (dense and windowed) and its dispatch. 104 tests, < 3 min.
-timeout 180 python3 -m pytest -q -m gpu -n 8 tests/test_hopper.py tests/test_varlen.py \
-  -k "fully_masked or stages_vs or vs_portable or varlen_hopper_gpu or varlen_hopper_window_gpu or hopper_auto" \
-  -p no:cacheprovider -rf --tb=short >"$out/pytest_stageA_rest.log" 2>&1 || status=1
-grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_stageA_rest.log" | tail -n 8
+source scripts/suites/lib/steps.sh
+gpu_pytest pytest_stageA_rest 180 8 8 tests/test_hopper.py tests/test_varlen.py -k \
+  "fully_masked or stages_vs or vs_portable or varlen_hopper_gpu or varlen_hopper_window_gpu or hopper_auto"

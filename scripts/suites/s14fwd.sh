@@ -8,16 +8,13 @@
 # step), 0-2% at hd 256 (one program per SM, longer steps). hd 64 causal is where the
 # forward sits at 0.96-0.99x cuDNN (issue 4's floor is 1.0x). If it holds, the hd 64 /
 # 256 stage A configs take it. Both runs check the output against cuDNN (MISMATCH).
+source scripts/suites/lib/steps.sh
 source scripts/suites/lib/fwd_sweep.sh
 fwd_sweep fwdA 200 "--head-dims 64 256 --seqlens 4096 16384" 9 "" "early_expect=1"
 # Then the covering validation grid with every default: f047845 made early_expect the hd
 # 64 backward default after 209 of its GPU tests (and none failed) ran in `s13ee`, whose
 # time limit cut the rest; the grid has not run with it yet. Then its 100 hd 64 backward
 # GPU cases with the default on. ~7 min in all.
-timeout 300 python3 -m flashtile.cli validate --grid covering >"$out/validate_s14.log" \
-  2>&1 || status=1
-tr '\r' '\n' <"$out/validate_s14.log" | grep -v "it/s\]$" | tail -n 3
-timeout 150 python3 -m pytest -q -m gpu -n 8 tests/test_hopper_bwd.py \
-  -k "(test_hopper_bwd_vs_reference or window_vs) and d64" -p no:cacheprovider -rf --tb=short \
-  >"$out/pytest_bwd_s14.log" 2>&1 || status=1
-grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_bwd_s14.log" | tail -n 6
+validate_covering validate_s14 300
+gpu_pytest pytest_bwd_s14 150 8 6 tests/test_hopper_bwd.py -k \
+  "(test_hopper_bwd_vs_reference or window_vs) and d64"

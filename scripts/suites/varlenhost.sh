@@ -11,9 +11,8 @@
 # Prediction: at 2k-long sequences the host-descriptor forward at 1.0-1.2x the portable
 # varlen kernel (the device-descriptor one: 0.47-0.91x, varlengluon / ac7393a), and
 # within 5% of the device-descriptor one at 8k. ~4 min.
-timeout 120 python3 -m pytest -q -m gpu -n 8 tests/test_varlen.py -k "host_desc" \
-  -p no:cacheprovider -rf --tb=short >"$out/pytest_varlenhost.log" 2>&1 || status=1
-grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_varlenhost.log" | tail -n 8
+source scripts/suites/lib/steps.sh
+gpu_pytest pytest_varlenhost 120 8 8 tests/test_varlen.py -k "host_desc"
 for mode in device host portable; do
   case $mode in
     device) env="FLASHTILE_HOPPER_VARLEN=1 FLASHTILE_HOPPER_SCHEDULE=A" ;;
