@@ -593,14 +593,15 @@ def test_stage_c_vs_reference(seqlen_q, seqlen_k, causal, head_dim, nheads_kv, d
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
 def test_stage_c_k_wait_first_vs_reference(seqlen_q, seqlen_k, causal, head_dim, device):
-    """Stage C with each consumer step waiting for its K tile before its tensor-core turn
-    (HopperFwdConfig.c_k_wait_first, opt-in): every output written and within the bound,
-    GQA, ragged and key-less rows."""
+    """Stage C in the other consumer order from the shipped one (HopperFwdConfig.
+    c_k_wait_first: each step waits for its K tile before its tensor-core turn; on at hd
+    128, off at hd 64 / 256), so both orders stay tested: every output written and within
+    the bound, GQA, ragged and key-less rows."""
     _gpu_sm90()
     if head_dim == 256 and seqlen_q == 4097:
         pytest.skip("hd 256 covered at the shorter lengths (the reference is slow)")
-    cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, seqlen_q),
-                              c_k_wait_first=True)
+    shipped = configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
+    cfg = dataclasses.replace(shipped, c_k_wait_first=not shipped.c_k_wait_first)
     _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, 2, head_dim, causal, torch.bfloat16, device,
                seed=seqlen_q * 11 + seqlen_k + head_dim)
 

@@ -168,7 +168,8 @@ class HopperFwdConfig:
     # stage C only: each consumer step waits for its K tile, then for its tensor-core turn
     # (the other way round before). The GEMMs issue when both hold, either way; Triton's
     # barrier pass then puts 3 warpgroup bar.sync per consumer step instead of 4 (ptxas
-    # sm_90, hd 64 / 128 / 256, causal or not). Opt-in, not yet GPU-run (session 14)
+    # sm_90, hd 64 / 128 / 256, causal or not). On at hd 128 (`ckfirst`, session 15:
+    # -0.9 to +4.4%), off at hd 256 (-1.8 to 0%); hd 64 does not run stage C
     c_k_wait_first: bool = False
 
     def __post_init__(self):
@@ -195,8 +196,12 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
         return HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True)  # 112 KB
     if head_dim <= 128:
         # ring of 3: 224 KB smem (229752 bytes compiled, under the 232448 limit): each
-        # slot is released only mid-iteration, so 2 would leave TMA half a tile of lead
-        return HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True)
+        # slot is released only mid-iteration, so 2 would leave TMA half a tile of lead.
+        # c_k_wait_first: `ckfirst` (e9fa1bf, session 15), off -> on in one process at
+        # 4k / 16k: non-causal 637.1 / 602.7 -> 646.1 / 603.9, causal 517.3 / 599.3 ->
+        # 540.2 / 593.7 TFLOPS (+1.4 / +0.2 / +4.4 / -0.9%); at hd 256 -1.8 to 0%: off
+        return HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True,
+                               c_k_wait_first=True)
     # hd 256: the O accumulator (64 x 256 fp32) is 128 registers per thread; 64-key
     # tiles, ring of 2 (192 KB)
     return HopperFwdConfig(128, 64, 8, 2, warp_specialize=True, pingpong=True)
