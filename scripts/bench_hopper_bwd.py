@@ -39,12 +39,15 @@ from flashtile.bench.flops import attn_flops, paper_shape, tflops
 from flashtile.ops import flash, hopper_bwd
 from flashtile.ops._common import next_pow2
 
-TIMED = ("gluon-bwd", "fused-det", "fused-nd", "portable-bwd", "ft-fwd+gluon",
+TIMED = ("gluon-bwd", "fused-det", "fused-nd", "fused-det-dfr", "fused-nd-dfr",
+         "portable-bwd", "ft-fwd+gluon",
          "ft-fwd+fused", "ft-fwd+port", "cudnn-fwd", "cudnn-fwd+bwd")
-MODE = {"gluon-bwd": "bwd", "fused-det": "bwd", "fused-nd": "bwd", "portable-bwd": "bwd",
+MODE = {"gluon-bwd": "bwd", "fused-det": "bwd", "fused-nd": "bwd", "fused-det-dfr": "bwd",
+        "fused-nd-dfr": "bwd", "portable-bwd": "bwd",
         "cudnn-fwd": "fwd", "cudnn-bwd": "bwd"}
 # the fused kernels, deterministic (ordered adds) or not: name -> (config, deterministic)
-FUSED = {"fused-det": True, "fused-nd": False}
+# (-dfr: with HopperBwdConfig.dq_defer, each step's dQ GEMMs issued ahead of its S^T)
+FUSED = {"fused-det": True, "fused-nd": False, "fused-det-dfr": True, "fused-nd-dfr": False}
 
 
 def closures(q, k, v, dout, causal, overrides):
@@ -66,11 +69,13 @@ def closures(q, k, v, dout, causal, overrides):
             k_: v_ for k_, v_ in overrides.items()
             if k_ in ("num_stages", "load_regs", "writer_warps")})
 
-    def fused(deterministic):
+    def fused(deterministic, defer=False):
+        fc = dataclasses.replace(fcfg, dq_defer=True) if defer else fcfg
+
         def fn(o=out, l_=lse):
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
             return hopper_bwd.hopper_attention_backward(
-                dout, q, k, v, o, l_, None, causal, dq, dk, dv, config=fcfg,
+                dout, q, k, v, o, l_, None, causal, dq, dk, dv, config=fc,
                 deterministic=deterministic)
 
         return fn
@@ -93,6 +98,7 @@ def closures(q, k, v, dout, causal, overrides):
         ref = {}
     fused_fns = {} if fcfg is None else {
         "fused-det": fused(True), "fused-nd": fused(False),
+        "fused-det-dfr": fused(True, True), "fused-nd-dfr": fused(False, True),
         "ft-fwd+fused": fwd_then(fused(True))}
     return cfg, {
         "gluon-bwd": gluon_bwd,

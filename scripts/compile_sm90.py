@@ -253,6 +253,10 @@ def hopper_bwd_variants():
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused
                 # and racing (dQ by TMA reduce-adds)
                 yield f"{tag} bfloat16 racing", hd, causal, torch.bfloat16, fused
+                # and with the dQ GEMMs behind dK, stored a step later (dq_defer)
+                defer = dataclasses.replace(fused, dq_defer=True)
+                yield f"{tag} bfloat16 racing defer", hd, causal, torch.bfloat16, defer
+                yield f"{tag} bfloat16 fused defer", hd, causal, torch.bfloat16, defer
 
 
 def hopper_bwd_main(as_json: bool, only: str | None = None) -> None:
@@ -267,7 +271,7 @@ def hopper_bwd_main(as_json: bool, only: str | None = None) -> None:
             continue
         try:
             kernels = hopper_bwd.compile_sm90(hd, causal, dt, cfg,
-                                              deterministic=not name.endswith(" racing"),
+                                              deterministic=" racing" not in name,
                                               varlen=name.endswith(" varlen"),
                                               window=" window" in name,
                                               softcap=name.endswith(" softcap"))

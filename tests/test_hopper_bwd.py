@@ -557,6 +557,37 @@ def test_fused_bwd_racing(head_dim, causal, device):
     assert all(c.ok for c in checks), "; ".join(map(str, checks))
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(1029, 1100), (70, 200), (1, 130)])
+def test_fused_bwd_defer(head_dim, causal, deterministic, seqlen_q, seqlen_k, device):
+    """The fused backward with HopperBwdConfig.dq_defer (each step issues the dQ GEMMs of
+    two iterations back ahead of its S^T and stores them under it; the last two after the
+    loop): GQA 8:2, ragged lengths, one and two query tiles per key tile, NaN-filled
+    buffers; dq / dk / dv within the DESIGN.md bound of the reference, and the ordered
+    mode bitwise repeatable."""
+    _gpu_sm90()
+    cfg = dataclasses.replace(configs.hopper_bwd_fused_config(head_dim, causal),
+                              dq_defer=True)
+    q, k, v = make_qkv(2, seqlen_q, seqlen_k, 8, 2, head_dim, torch.bfloat16, device,
+                       seed=head_dim + seqlen_q)
+    dout = torch.randn_like(q)
+    out, lse = flash.attention_forward(q, k, v, causal=causal)
+    runs = []
+    for _ in range(2):
+        grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+        hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, causal, *grads,
+                                             config=cfg, deterministic=deterministic)
+        runs.append(grads)
+    torch.cuda.synchronize()
+    checks = _ref_checks(runs[0], q, k, v, dout, causal)
+    assert all(c.ok for c in checks), "; ".join(map(str, checks))
+    if deterministic:
+        assert all(torch.equal(a, b) for a, b in zip(*runs))
+
+
 def _grads_per_config(q, k, v, dout, causal, cfgs):
     """[dq, dk, dv] of the Gluon backward with each config of ``cfgs``, into NaN-filled
     buffers (every element must be written), after one forward."""

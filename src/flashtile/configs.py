@@ -331,6 +331,10 @@ class HopperBwdConfig:
     # fused, racing mode (deterministic=False): the consumers add dQ with TMA reduce-adds
     # (cp.reduce.async.bulk.tensor, FA3's way) instead of the writer warps' atomics
     dq_tma_reduce: bool = True
+    # fused only: each consumer step issues the previous iteration's dQ GEMMs right
+    # behind dK and stores them under the next step's S^T GEMM (no tensor-core drain
+    # between dK and dQ, and the dQ store off the GEMMs' path)
+    dq_defer: bool = False
     # two-kernel GQA (group > 1, dense): one dK/dV program per (key tile, query head)
     # instead of per KV head, writing per-query-head dK / dV partials that a sum over each
     # group reduces (the launcher: 2 x B x N x H x D elements more of memory, one rounding

@@ -415,7 +415,8 @@ def _fused_constexprs(cfg, head_dim, causal, deterministic) -> dict:
                 NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
                 DETERMINISTIC=bool(deterministic), LOAD_REGS=cfg.load_regs,
                 MMA_REGS=hopper_fwd._mma_regs(cfg.load_regs), WRITER_WARPS=cfg.writer_warps,
-                TMA_REDUCE=bool(cfg.dq_tma_reduce and not deterministic))
+                TMA_REDUCE=bool(cfg.dq_tma_reduce and not deterministic),
+                DEFER_DQ=bool(cfg.dq_defer))
 
 
 FUSED_ENV_VAR = "FLASHTILE_HOPPER_BWD_FUSED"
@@ -945,14 +946,11 @@ def _fused_writer(dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n
 
 
 @gluon.jit
-def _fused_dq(itq, valid, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, dqacc_desc,
-              b, hk, group, n_m, m_lo, sm_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
-              BLOCK_M: gl.constexpr, HALF_N: gl.constexpr, TMA_REDUCE: gl.constexpr):
-    """Columns [WG * D/2, (WG + 1) * D/2) of iteration ``itq``'s dQ = dS K over all 128
-    keys, once both warpgroups stored their half of its dS^T (ds_bars), scaled, to the
-    writer's staging tile, or (TMA_REDUCE) to this warpgroup's own staging tile, added to
-    the fp32 dQ by a TMA reduce-add the warpgroup issues itself (FA3's way; racing).
-    Not ``valid`` (iteration -1): the GEMM runs on a stale buffer and nothing is added."""
+def _fused_dq_issue(itq, valid, k_smem, ds_smem, ds_bars, WG: gl.constexpr,
+                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, HALF_N: gl.constexpr):
+    """Issue (async) columns [WG * D/2, (WG + 1) * D/2) of iteration ``itq``'s dQ = dS K
+    over all 128 keys, once both warpgroups stored their half of its dS^T (ds_bars).
+    Not ``valid`` (iteration -1): the GEMM runs on a stale buffer (its result unused)."""
     DQ_COLS: gl.constexpr = HEAD_DIM // 2
     dq_layout: gl.constexpr = mma_layout(gl.num_warps(), DQ_COLS)
     itq = gl.maximum(itq, 0)
@@ -963,8 +961,19 @@ def _fused_dq(itq, valid, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, 
     dq = warpgroup_mma(ds_smem.index(2 * buf).permute((1, 0)), k0,
                        gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout),
                        use_acc=False, is_async=True)
-    dq = warpgroup_mma(ds_smem.index(2 * buf + 1).permute((1, 0)), k1, dq, is_async=True)
-    dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
+    return warpgroup_mma(ds_smem.index(2 * buf + 1).permute((1, 0)), k1, dq, is_async=True)
+
+
+@gluon.jit
+def _fused_dq_store(dq, itq, valid, dq_smem, dq_full, dq_empty, dqacc_desc, b, hk, group,
+                    n_m, m_lo, sm_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
+                    BLOCK_M: gl.constexpr, TMA_REDUCE: gl.constexpr):
+    """Iteration ``itq``'s finished dQ columns (``dq``), scaled, to the writer's staging
+    tile, or (TMA_REDUCE) to this warpgroup's own staging tile, added to the fp32 dQ by a
+    TMA reduce-add the warpgroup issues itself (FA3's way; racing). Not ``valid``:
+    nothing is added."""
+    DQ_COLS: gl.constexpr = HEAD_DIM // 2
+    itq = gl.maximum(itq, 0)
     if TMA_REDUCE:
         buf = dq_smem.index(WG)
         tma.store_wait(pendings=0)  # the previous reduce has read the staging tile
@@ -985,12 +994,24 @@ def _fused_dq(itq, valid, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, 
 
 
 @gluon.jit
+def _fused_dq(itq, valid, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty, dqacc_desc,
+              b, hk, group, n_m, m_lo, sm_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
+              BLOCK_M: gl.constexpr, HALF_N: gl.constexpr, TMA_REDUCE: gl.constexpr):
+    """Iteration ``itq``'s dQ columns of this warpgroup: issued, waited for, stored
+    (``_fused_dq_issue``, ``_fused_dq_store``)."""
+    dq = _fused_dq_issue(itq, valid, k_smem, ds_smem, ds_bars, WG, HEAD_DIM, BLOCK_M, HALF_N)
+    dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
+    _fused_dq_store(dq, itq, valid, dq_smem, dq_full, dq_empty, dqacc_desc, b, hk, group,
+                    n_m, m_lo, sm_scale, WG, HEAD_DIM, BLOCK_M, TMA_REDUCE)
+
+
+@gluon.jit
 def _fused_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_smem, q_bars,
                 do_bars, empty_bars, ds_bars, dq_full, dq_empty, dqacc_desc, LSE, DELTA, bh,
                 b, hk, group, n_m, keys, m_lo, seqlen_q, diag, qk_scale, sm_scale,
                 WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                 HALF_N: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr,
-                TMA_REDUCE: gl.constexpr):
+                TMA_REDUCE: gl.constexpr, DEFER_DQ: gl.constexpr = False):
     """Warpgroup WG's iteration ``it`` (query tile m_lo + j of head bh) over its 64 keys:
     S^T, dP^T (both in flight), P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q
     (register A operands), dS^T to shared memory (four buffers by iteration), then the
@@ -998,7 +1019,15 @@ def _fused_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_sm
     step ago, so the warpgroups rarely wait on each other and drift out of phase (one's
     softmax under the other's GEMMs). Four buffers: a warpgroup overwrites buffer it % 4
     after waiting (in _fused_dq of iteration it - 2) for the other's dS^T of it - 2, which
-    the other stores only after finishing its dQ of it - 4 from that buffer."""
+    the other stores only after finishing its dQ of it - 4 from that buffer.
+
+    DEFER_DQ: the step starts with the dQ GEMMs of iteration it - 2 (the other
+    warpgroup's dS^T of it - 2 was stored a whole step ago) and issues S^T right behind
+    them, then stores that dQ while S^T runs: one tensor-core drain per step instead of
+    two, and the dQ store off the GEMMs' path. (The buffer argument above holds: a dQ
+    finishes in the step that issues it, before this warpgroup stores its dS^T. Nothing
+    stays in flight across steps: with an accumulator in flight over the loop's back
+    edge, ptxas 12.x serializes every wgmma of the kernel, for want of registers.)"""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
                                                  k_width=2)
@@ -1008,8 +1037,15 @@ def _fused_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_sm
     do_buf = do_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
     # -- S^T = K_WG Q^T and dP^T = V_WG dO^T, both in flight --
     zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)
+    if DEFER_DQ:  # iteration it - 2's dQ, S^T right behind it
+        dq = _fused_dq_issue(it - 2, it >= 2, k_smem, ds_smem, ds_bars, WG, HEAD_DIM,
+                             BLOCK_M, HALF_N)
     mbarrier.wait(q_bars.index(s), phase)
     s_t = warpgroup_mma(k_w, q_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
+    if DEFER_DQ:  # dQ done (S^T in flight): stored under S^T
+        dq = warpgroup_mma_wait(num_outstanding=1, deps=(dq,))
+        _fused_dq_store(dq, it - 2, it >= 2, dq_smem, dq_full, dq_empty, dqacc_desc, b, hk,
+                        group, n_m, m_lo, sm_scale, WG, HEAD_DIM, BLOCK_M, TMA_REDUCE)
     mbarrier.wait(do_bars.index(s), phase)
     dp_t = warpgroup_mma(v_w, do_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
     rows = (m_lo + j) * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
@@ -1033,10 +1069,10 @@ def _fused_step(it, j, dk, dv, k_w, k_smem, v_w, q_smem, do_smem, ds_smem, dq_sm
     dv, dk, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, p_op, ds_op))
     gl.thread_barrier()
     mbarrier.arrive(empty_bars.index(s), count=1)
-    # -- the previous iteration's dQ columns --
-    _fused_dq(it - 1, it > 0, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty,
-              dqacc_desc, b, hk, group, n_m, m_lo, sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N,
-              TMA_REDUCE)
+    if not DEFER_DQ:  # the previous iteration's dQ columns
+        _fused_dq(it - 1, it > 0, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty,
+                  dqacc_desc, b, hk, group, n_m, m_lo, sm_scale, WG, HEAD_DIM, BLOCK_M,
+                  HALF_N, TMA_REDUCE)
     return dk, dv
 
 
@@ -1046,7 +1082,7 @@ def _fused_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, d
                     dv_desc, dqacc_desc, LSE, DELTA, b, hk, start_n, diag, m_lo, n_band, n_m,
                     group, seqlen_q, nheads, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
                     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-                    TMA_REDUCE: gl.constexpr):
+                    TMA_REDUCE: gl.constexpr, DEFER_DQ: gl.constexpr):
     """Consumer warpgroup WG: keys [start_n + WG * 64, + 64), dK and dV resident in
     registers; every query tile of the group's heads (last tile first, the causal band
     last), then dK (scaled) and dV through its half of the K / V buffers."""
@@ -1063,21 +1099,26 @@ def _fused_consumer(WG: gl.constexpr, k_smem, v_smem, kv_bar, q_smem, do_smem, d
         bh = b * nheads + hk * group + g
         for t in range(0, n_m - n_band):
             dk, dv = _fused_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
-                               do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
-                               ds_bars, dq_full, dq_empty, dqacc_desc, LSE, DELTA, bh, b,
-                               hk, group, n_m, keys, m_lo, seqlen_q, diag, qk_scale,
-                               sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES, False,
-                               TMA_REDUCE)
+                                 do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
+                                 ds_bars, dq_full, dq_empty, dqacc_desc, LSE, DELTA, bh, b,
+                                 hk, group, n_m, keys, m_lo, seqlen_q, diag, qk_scale,
+                                 sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES, False,
+                                 TMA_REDUCE, DEFER_DQ)
         for t in range(n_m - n_band, n_m):
             dk, dv = _fused_step(g * n_m + t, n_m - 1 - t, dk, dv, k_w, k_smem, v_w, q_smem,
-                               do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
-                               ds_bars, dq_full, dq_empty, dqacc_desc, LSE, DELTA, bh, b,
-                               hk, group, n_m, keys, m_lo, seqlen_q, diag, qk_scale,
-                               sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES, True,
-                               TMA_REDUCE)
+                                 do_smem, ds_smem, dq_smem, q_bars, do_bars, empty_bars,
+                                 ds_bars, dq_full, dq_empty, dqacc_desc, LSE, DELTA, bh, b,
+                                 hk, group, n_m, keys, m_lo, seqlen_q, diag, qk_scale,
+                                 sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N, NUM_STAGES, True,
+                                 TMA_REDUCE, DEFER_DQ)
+    n_iter = group * n_m
+    if DEFER_DQ:  # the second-to-last iteration's dQ
+        _fused_dq(n_iter - 2, n_iter >= 2, k_smem, ds_smem, ds_bars, dq_smem, dq_full,
+                  dq_empty, dqacc_desc, b, hk, group, n_m, m_lo, sm_scale, WG, HEAD_DIM,
+                  BLOCK_M, HALF_N, TMA_REDUCE)
     # the last iteration's dQ (n_m > 0 always: a runtime True); the other warpgroup's
     # last dQ GEMM reads this one's K half
-    _fused_dq(group * n_m - 1, n_m > 0, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty,
+    _fused_dq(n_iter - 1, n_m > 0, k_smem, ds_smem, ds_bars, dq_smem, dq_full, dq_empty,
               dqacc_desc, b, hk, group, n_m, m_lo, sm_scale, WG, HEAD_DIM, BLOCK_M, HALF_N,
               TMA_REDUCE)
     mbarrier.arrive(end_bar, count=1)
@@ -1109,7 +1150,7 @@ def _bwd_fused_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, DETERMINISTIC: gl.constexpr,
     LOAD_REGS: gl.constexpr, MMA_REGS: gl.constexpr, WRITER_WARPS: gl.constexpr,
-    TMA_REDUCE: gl.constexpr = False,
+    TMA_REDUCE: gl.constexpr = False, DEFER_DQ: gl.constexpr = False,
 ):
     """FA3's backward roles in Gluon: per program one key tile of BLOCK_N = 128 keys of
     one KV head; a 1-warp producer streams Q / dO through a NUM_STAGES ring; two
@@ -1169,13 +1210,13 @@ def _bwd_fused_kernel(
                                end_bar, dk_desc, dv_desc, dqacc_desc, LSE, DELTA, b, hk,
                                start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
                                qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
-                               TMA_REDUCE)),
+                               TMA_REDUCE, DEFER_DQ)),
             (_fused_consumer, (1, k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, dq_smem,
                                q_bars, do_bars, empty_bars, ds_bars, dq_full, dq_empty,
                                end_bar, dk_desc, dv_desc, dqacc_desc, LSE, DELTA, b, hk,
                                start_n, diag, m_lo, n_band, n_m, group, seqlen_q, nheads,
                                qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
-                               TMA_REDUCE)),
+                               TMA_REDUCE, DEFER_DQ)),
             (_fused_producer, (q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, empty_bars,
                              n_m, m_lo, b, hk, group, n_iter, BLOCK_M, NUM_STAGES)),
             (_fused_writer, (dq_smem, dq_full, dq_empty, DQ_ACC, SEM, pid_n, b, hk, m_lo, n_m,
