@@ -240,6 +240,9 @@ def hopper_bwd_variants():
                 yield f"{tag} bfloat16 gqa-expand", hd, causal, torch.bfloat16, gqa
                 # and over packed varlen sequences (opt-in there: gqa_expand=1 override)
                 yield f"{tag} bfloat16 gqa-expand varlen", hd, causal, torch.bfloat16, gqa
+            if hd <= 128:  # lse / delta rows by TMA beside Q / dO (stats_tma, opt-in)
+                yield (f"{tag} bfloat16 stats", hd, causal, torch.bfloat16,
+                       dataclasses.replace(cfg, stats_tma=True))
             if hd <= 128:  # the same kernels over packed varlen sequences (opt-in)
                 yield f"{tag} bfloat16 varlen", hd, causal, torch.bfloat16, cfg
             if hd <= 128:  # a sliding window's left bound (HAS_LEFT), dense and varlen

@@ -588,6 +588,31 @@ def test_fused_bwd_defer(head_dim, causal, deterministic, seqlen_q, seqlen_k, de
         assert all(torch.equal(a, b) for a, b in zip(*runs))
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seqlen_q,seqlen_k,nheads_kv", [(1028, 1100, 8), (1028, 1100, 2),
+                                                         (200, 70, 8), (1029, 1100, 8)])
+def test_stats_tma(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, device):
+    """HopperBwdConfig.stats_tma: the dK/dV kernel reads each Q / dO tile's lse / delta
+    rows from shared memory (TMA beside the tiles) instead of global loads. Ragged last
+    tiles (rows past seqlen_q read zeros), causal rows with no key, GQA (expanded
+    programs), and seqlen_q % 4 != 0 (1029: the launcher falls back to global loads).
+    NaN-filled buffers; bitwise the shipped path's gradients, and within the bound of the
+    reference."""
+    _gpu_sm90()
+    base = configs.hopper_bwd_config(head_dim, causal, 4096, 8 // nheads_kv)
+    cfg = dataclasses.replace(base, stats_tma=True)
+    q, k, v = make_qkv(2, seqlen_q, seqlen_k, 8, nheads_kv, head_dim, torch.bfloat16, device,
+                       seed=head_dim + seqlen_q + nheads_kv)
+    dout = torch.randn_like(q)
+    runs = _grads_per_config(q, k, v, dout, causal, (cfg, base))
+    checks = _ref_checks(runs[0], q, k, v, dout, causal)
+    assert all(c.ok for c in checks), "; ".join(map(str, checks))
+    for name, a, b in zip(("dq", "dk", "dv"), runs[0], runs[1]):
+        assert torch.equal(a, b), name
+
+
 def _grads_per_config(q, k, v, dout, causal, cfgs):
     """[dq, dk, dv] of the Gluon backward with each config of ``cfgs``, into NaN-filled
     buffers (every element must be written), after one forward."""

@@ -345,6 +345,11 @@ class HopperBwdConfig:
     # (_gluon_common.issue_kv_slot's EARLY): one bar.sync fewer per step (ptxas sm_90:
     # 3 instead of 4); on at hd 64 (+1-6% backward), measured flat at hd 128
     early_expect: bool = False
+    # dK/dV kernel, dense calls with seqlen_q % 4 == 0: each Q / dO ring slot also gets its
+    # tile's lse / delta rows by TMA (behind the same barriers), read from shared memory,
+    # instead of 2 x block_m / 8 masked global loads per thread and step (ptxas sm_90, hd
+    # 64: 32 LDG of the step loop's 490 instructions, with their address and mask work)
+    stats_tma: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

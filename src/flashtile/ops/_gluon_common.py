@@ -67,6 +67,34 @@ def tma_desc(x: torch.Tensor, block_rows: int, block_cols: int | None = None) ->
     return desc
 
 
+STATS_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2)
+
+
+def stats_desc(x: torch.Tensor, block_rows: int) -> TensorDescriptor:
+    """2D TMA descriptor over per-row statistics (B, H, M) fp32 viewed as (B * H, M), box
+    (1, block_rows), unswizzled (the backward's lse / delta beside each Q / dO tile; M a
+    multiple of 4, so that rows are 16-byte aligned: ``stats_tma_ok``)."""
+    flat = x.view(-1, x.shape[-1])
+    desc = object.__new__(TensorDescriptor)
+    desc.base = flat
+    desc.shape = list(flat.shape)
+    desc.strides = list(flat.stride())
+    desc.block_shape = [1, block_rows]
+    desc.layout = STATS_LAYOUT
+    desc.padding = "zero"
+    return desc
+
+
+def stats_tma_ok(x: torch.Tensor) -> bool:
+    """Whether ``stats_desc`` can address (B, H, M) ``x``: contiguous, M % 4 == 0."""
+    return x.is_contiguous() and x.shape[-1] % 4 == 0 and x.data_ptr() % 16 == 0
+
+
+def stats_desc_signature(block_rows: int) -> str:
+    """The signature string of a ``stats_desc(x, block_rows)`` argument (cross-compiling)."""
+    return f"tensordesc<fp32[1,{block_rows}],{STATS_LAYOUT!r}>"
+
+
 # The Gluon launches (and the delta preprocess of their backward) skip Triton's per-call
 # argument binding once a kernel is cached (ops/_launch.cached_launch_kw), under the
 # switch the portable kernels use (FLASHTILE_FAST_LAUNCH=0 turns it off). Session 10

@@ -108,6 +108,9 @@ from ._gluon_common import (
     scratch_allocator,
     seq_bounds,
     seq_desc,
+    stats_desc,
+    stats_desc_signature,
+    stats_tma_ok,
     tma_addressable,
     tma_desc,
     tma_reduce_add,
@@ -357,13 +360,18 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
     descs = (tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
              tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
              tma_desc(dv_t, cfg.block_n, cols))
+    prefetch = cfg.prefetch_stats
+    if (cfg.stats_tma and varlen is None and stats_tma_ok(lse) and stats_tma_ok(delta)):
+        dkdv_flag.update(lse_desc=stats_desc(lse, cfg.block_m),
+                         delta_desc=stats_desc(delta, cfg.block_m), STATS=True)
+        prefetch = False
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
         launch(
             _bwd_dkdv_kernel, (triton.cdiv(rows_k, cfg.block_n), batch * key_heads), q.device,
             *descs, lse, delta, pq, pk, pv, pdo, pdk, pdv, cu_q, cu_k, seqlen_q, seqlen_k,
             nheads, group, qk_scale, float(scale), HEAD_DIM=head_dim,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages,
-            CAUSAL=bool(causal), PREFETCH=cfg.prefetch_stats, D_SPLIT=cfg.d_split,
+            CAUSAL=bool(causal), PREFETCH=prefetch, D_SPLIT=cfg.d_split,
             HALF=half, EARLY_EXPECT=cfg.early_expect, num_warps=cfg.num_warps,
             **_maxnreg(cfg.max_regs), **dkdv_flag,
         )
@@ -566,20 +574,40 @@ def _key_tile_coords(seqlen_q, seqlen_k, nheads, group, BLOCK_M: gl.constexpr,
 def _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, it, n_m, m_lo, b, hk,
                group, pred, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr,
                REVERSE: gl.constexpr, EARLY: gl.constexpr = False,
-               BARRIER: gl.constexpr = False):
+               BARRIER: gl.constexpr = False, STATS: gl.constexpr = False, stats=None,
+               nheads=0):
     """TMA-load the Q and dO tiles of iteration ``it`` (head hk * group + it // n_m,
     query tile m_lo + it % n_m, or m_lo + n_m - 1 - it % n_m if REVERSE) into ring slot
     it % NUM_STAGES (skipped if not pred). EARLY, BARRIER: as in
     _gluon_common.issue_kv_slot (both barriers armed first; the CTA barrier, with
-    BARRIER, between the expects and the copies)."""
+    BARRIER, between the expects and the copies). STATS: also the tile's lse and delta
+    rows (``stats`` = (lse_desc, delta_desc, lse_ring, delta_ring); (B * H, M) views)
+    behind the Q and dO barriers, always in the EARLY order."""
     s = it % NUM_STAGES
     h = hk * group + it // n_m
     j = it % n_m
     if REVERSE:
         j = n_m - 1 - j
     start_m = (m_lo + j) * BLOCK_M
-    load_pair(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, s, b, start_m, h, pred,
-              EARLY, BARRIER)
+    if STATS:
+        lse_desc, delta_desc, lse_ring, delta_ring = stats
+        mbarrier.expect(q_bars.index(s), q_desc.block_type.nbytes + lse_desc.block_type.nbytes,
+                        pred=pred)
+        mbarrier.expect(do_bars.index(s),
+                        do_desc.block_type.nbytes + delta_desc.block_type.nbytes, pred=pred)
+        if BARRIER:
+            gl.thread_barrier()
+        tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bars.index(s),
+                                        q_smem.index(s), pred=pred)
+        tma.async_copy_global_to_shared(lse_desc, [b * nheads + h, start_m], q_bars.index(s),
+                                        lse_ring.index(s), pred=pred)
+        tma.async_copy_global_to_shared(do_desc, [b, start_m, h, 0], do_bars.index(s),
+                                        do_smem.index(s), pred=pred)
+        tma.async_copy_global_to_shared(delta_desc, [b * nheads + h, start_m],
+                                        do_bars.index(s), delta_ring.index(s), pred=pred)
+    else:
+        load_pair(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, s, b, start_m, h, pred,
+                  EARLY, BARRIER)
 
 
 @gluon.jit
@@ -621,7 +649,8 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
                     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, REVERSE: gl.constexpr,
                     ACC_DIM: gl.constexpr, VARLEN: gl.constexpr = False,
                     EXPAND: gl.constexpr = False, left=0, HAS_LEFT: gl.constexpr = False,
-                    EARLY_EXPECT: gl.constexpr = False):
+                    EARLY_EXPECT: gl.constexpr = False, STATS: gl.constexpr = False,
+                    lse_desc=None, delta_desc=None):
     """What the dK/dV kernel starts with: this program's (batch, KV head, the query heads
     per KV head it visits, key tile), the
     query tiles it visits (``_q_tile_range``), shared memory for the resident K, V and
@@ -644,6 +673,15 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     if VARLEN:
         b = 0
 
+    if STATS:  # the lse / delta rows of each ring slot (allocated before the barriers)
+        stats = (lse_desc, delta_desc,
+                 gl.allocate_shared_memory(gl.float32, [NUM_STAGES] + lse_desc.block_type.shape,
+                                           lse_desc.layout),
+                 gl.allocate_shared_memory(gl.float32,
+                                           [NUM_STAGES] + delta_desc.block_type.shape,
+                                           delta_desc.layout))
+    else:
+        stats = 0  # (unused)
     k_smem, v_smem, q_smem, do_smem, kv_bar, q_bars, do_bars = _resident_and_ring(
         k_desc, v_desc, q_desc, do_desc, NUM_STAGES)
 
@@ -653,7 +691,8 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     tma.async_copy_global_to_shared(v_desc, [b, start_n, kv_head, 0], kv_bar, v_smem)
     for i in gl.static_range(NUM_STAGES):
         _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i, n_m, m_lo, b, hk,
-                   q_group, i < n_iter, BLOCK_M, NUM_STAGES, REVERSE, EARLY_EXPECT)
+                   q_group, i < n_iter, BLOCK_M, NUM_STAGES, REVERSE, EARLY_EXPECT, False,
+                   STATS, stats, nheads)
 
     # -- the key indices, zeroed dK / dV accumulators, and K, V once they have landed --
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
@@ -665,7 +704,7 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     k2 = k_smem.reshape([BLOCK_N, HEAD_DIM])
     v2 = v_smem.reshape([BLOCK_N, HEAD_DIM])
     return (pid_n, b, hk, q_group, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter, k_smem,
-            v_smem, q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2)
+            v_smem, q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2, stats)
 
 
 @gluon.jit
@@ -700,9 +739,13 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                PREFETCH: gl.constexpr, D_SPLIT: gl.constexpr, HALF: gl.constexpr,
                CAUSAL: gl.constexpr = True, left=0, HAS_LEFT: gl.constexpr = False,
                cap_scale=1.0, SOFTCAP: gl.constexpr = False,
-               EARLY_EXPECT: gl.constexpr = False):
+               EARLY_EXPECT: gl.constexpr = False, STATS: gl.constexpr = False, stats=None,
+               nheads=0):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
+    STATS: the row statistics come from the slot's lse / delta rows (``stats``, loaded by
+    TMA with Q and dO; rows past seqlen_q read 0 there, harmless as those Q / dO rows are
+    zero too) instead of per-thread global loads.
     PREFETCH: ``lse2_in``, ``delta_in`` are this iteration's row statistics, and the next
     iteration's are loaded here (returned), a whole step ahead of their use; otherwise
     they are loaded here under the S^T GEMM (and the arguments are unused scalars).
@@ -724,7 +767,10 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     # -- row statistics of the query tile (global loads under the GEMMs), or of the next
     #    one (PREFETCH: this one's came with the arguments) --
     rows = (m_lo + j) * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
-    if PREFETCH:
+    if STATS:
+        lse = stats[2].index(s).reshape([BLOCK_M]).load(gl.SliceLayout(0, s_layout))
+        lse2 = gl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
+    elif PREFETCH:
         lse2 = lse2_in
         delta = delta_in
         lse2_next, delta_next = _iter_stats(LSE, DELTA, it + 1, m_lo, n_m, n_iter,
@@ -748,7 +794,9 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         q_b = q_buf
     dv = warpgroup_mma(p_op, do_b, dv, is_async=True)
     # -- dS^T = P^T (dP^T - delta), then dK += dS^T Q (delta loaded once lse2 is dead) --
-    if not PREFETCH:
+    if STATS:  # (the dO barrier, waited above, covers the slot's delta row)
+        delta = stats[3].index(s).reshape([BLOCK_M]).load(gl.SliceLayout(0, s_layout))
+    elif not PREFETCH:
         delta = _row_delta(DELTA, bh, rows, seqlen_q, lse_stride)
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
     ds_t = p_t * (dp_t - delta[None, :])
@@ -760,8 +808,9 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     # -- refill: every warpgroup must be done with slot s before TMA overwrites it --
     nxt = it + NUM_STAGES
     _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, nxt, n_m, m_lo, b, hk,
-               group, nxt < n_iter, BLOCK_M, NUM_STAGES, False, EARLY_EXPECT, True)
-    if PREFETCH:
+               group, nxt < n_iter, BLOCK_M, NUM_STAGES, False, EARLY_EXPECT, True, STATS,
+               stats, nheads)
+    if PREFETCH and not STATS:
         return dk, dv, lse2_next, delta_next
     return dk, dv, lse2_in, delta_in
 
@@ -781,6 +830,8 @@ def _bwd_dkdv_kernel(
     left=0, HAS_LEFT: gl.constexpr = False,  # a sliding window: keys from row + diag - left
     cap_scale=1.0, SOFTCAP: gl.constexpr = False,  # softcap: tanh(qk * sm_scale / softcap)
     EARLY_EXPECT: gl.constexpr = False,  # HopperBwdConfig.early_expect
+    lse_desc=None, delta_desc=None,  # STATS: TMA over LSE / DELTA as (B * H, M)
+    STATS: gl.constexpr = False,  # HopperBwdConfig.stats_tma (dense only)
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -810,10 +861,11 @@ def _bwd_dkdv_kernel(
     # causal: low key tiles (the most query tiles) start first
     # EXPAND: hk is this program's query head and q_group 1 (else the group)
     (pid_n, b, hk, q_group, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter, k_smem, v_smem,
-     q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2) = _key_tile_setup(
+     q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2, stats) = _key_tile_setup(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
         BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND, left, HAS_LEFT,
-        EARLY_EXPECT)
+        EARLY_EXPECT, STATS, lse_desc, delta_desc)
+    gl.static_assert(not (STATS and (VARLEN or PREFETCH)), "STATS: dense, no PREFETCH")
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
     #    (masked), then the query tiles that see every key of this tile --
@@ -833,14 +885,14 @@ def _bwd_dkdv_kernel(
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT, cap_scale,
-                SOFTCAP, EARLY_EXPECT)
+                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads)
         for j in range(n_band, n_mid):
             dk, dv, lse2, delta = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, False, PREFETCH, D_SPLIT, HALF, True, 0, False, cap_scale,
-                SOFTCAP, EARLY_EXPECT)
+                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
@@ -849,7 +901,7 @@ def _bwd_dkdv_kernel(
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT, cap_scale,
-                SOFTCAP, EARLY_EXPECT)
+                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads)
 
     # -- epilogue: dK (scaled) and dV through the K and V buffers, or (a column block)
     #    through staging tiles of the dK / dV descriptors' box --
@@ -1416,6 +1468,11 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs = _fused_constexprs(cfg, head_dim, causal, deterministic)
         if name == "dkdv":
             constexprs["PREFETCH"] = bool(cfg.prefetch_stats)
+            if cfg.stats_tma and not varlen:  # as _launch_split: the stats rows by TMA
+                types["lse_desc"] = types["delta_desc"] = stats_desc_signature(bm)
+                constexprs.update(STATS=True, PREFETCH=False)
+            else:
+                constexprs.update(lse_desc=None, delta_desc=None)
             constexprs.update(D_SPLIT=cfg.d_split, HALF=cfg.d_split - 1)  # the last block
             if cfg.gqa_expand:
                 constexprs["EXPAND"] = True
