@@ -348,7 +348,8 @@ class HopperBwdConfig:
     # dK/dV kernel, dense calls with seqlen_q % 4 == 0: each Q / dO ring slot also gets its
     # tile's lse / delta rows by TMA (behind the same barriers), read from shared memory,
     # instead of 2 x block_m / 8 masked global loads per thread and step (ptxas sm_90, hd
-    # 64: 32 LDG of the step loop's 490 instructions, with their address and mask work)
+    # 64: 32 LDG of the step loop's 490 instructions, with their address and mask work);
+    # on at hd 64 (+3.5% to +8.1% backward, `s15c`)
     stats_tma: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
@@ -463,10 +464,14 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
         # backward TFLOPS at 4k / 16k non-causal 398.3 / 377.3 against 375.9 / 365.7,
         # causal 334.0 / 366.0 against 329.7 / 360.0 (+1.3% to +6.0%; at hd 128 -1.6% to
         # +1.0%, so not there)
+        # stats_tma (lse / delta rows by TMA beside Q / dO): `s15c` (8223523), backward
+        # TFLOPS off -> on at 4k / 16k: non-causal 362.6 / 374.8 -> 391.8 / 399.5,
+        # causal 332.4 / 362.1 -> 356.7 / 374.6 (+3.5% to +8.1%); `bwdvscudnn` had this
+        # dK/dV kernel at 55% tensor pipe (the dQ kernel 75%). hd 128: -1.0% to +2.6%
         capped = (group == 1 or gqa_expand) and not softcap
         return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 3,
                                max_regs=168 if capped else None, gqa_expand=gqa_expand,
-                               early_expect=True)
+                               early_expect=True, stats_tma=True)
     if head_dim > 128:
         # hd 256 (opt-in, FLASHTILE_HOPPER_BWD=1; 0e01b69 `bwd256`: 156-198 TFLOPS, below the
         # portable backward's swept tiles, 206-239, so not preferred): a 64-key dK and
