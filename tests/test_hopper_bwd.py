@@ -163,6 +163,29 @@ def test_varlen_store_pointers_match_descriptors(monkeypatch, expand):
     assert pdk.shape[2] == (nheads if expand else nheads // group)
 
 
+def test_preprocess_lse2(device):
+    """The delta preprocess with LSE / LSE2 (HopperBwdConfig.lse2_pre) writes lse in log2
+    units and +inf where lse is -inf (rows with no key), next to delta, over a ragged
+    last block. Runs the Triton kernel (the interpreter on the CPU)."""
+    import triton
+
+    batch, seqlen_q, nheads, head_dim = 2, 70, 3, 64
+    gen = torch.Generator(device=device).manual_seed(5)
+    out, dout = (torch.randn(batch, seqlen_q, nheads, head_dim, generator=gen, device=device)
+                 for _ in range(2))
+    lse = torch.randn(batch, nheads, seqlen_q, generator=gen, device=device)
+    lse[0, 1, 3] = float("-inf")
+    delta = torch.full((batch, nheads, seqlen_q), float("nan"), device=device)
+    lse2 = torch.full((batch, nheads, seqlen_q), 7.0, device=device)
+    flash._attn_bwd_preprocess_kernel[(triton.cdiv(seqlen_q, 64), batch * nheads)](
+        out, dout, delta, out.stride(0), out.stride(1), out.stride(2), dout.stride(0),
+        dout.stride(1), dout.stride(2), seqlen_q, nheads, HEAD_DIM=head_dim,
+        BLOCK_D=head_dim, BLOCK_M=64, LSE=lse, LSE2=lse2)
+    want = torch.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
+    assert torch.equal(lse2, want)
+    torch.testing.assert_close(delta, (out * dout).sum(-1).transpose(1, 2))
+
+
 def test_config_overrides_env(monkeypatch):
     """FLASHTILE_HOPPER_BWD_OVERRIDES replaces fields of the shipped config (ints,
     "none"); unset, the shipped config; a malformed override raises."""
@@ -593,16 +616,18 @@ def test_fused_bwd_defer(head_dim, causal, deterministic, seqlen_q, seqlen_k, de
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seqlen_q,seqlen_k,nheads_kv", [(1028, 1100, 8), (1028, 1100, 2),
                                                          (200, 70, 8), (1029, 1100, 8)])
-def test_stats_tma(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, device):
+@pytest.mark.parametrize("lse2_pre", [False, True])
+def test_stats_tma(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, lse2_pre, device):
     """HopperBwdConfig.stats_tma: the dK/dV kernel reads each Q / dO tile's lse / delta
     rows from shared memory (TMA beside the tiles) instead of global loads. Ragged last
     tiles (rows past seqlen_q read zeros), causal rows with no key, GQA (expanded
     programs), and seqlen_q % 4 != 0 (1029: the launcher falls back to global loads).
-    NaN-filled buffers; bitwise the shipped path's gradients, and within the bound of the
-    reference."""
+    NaN-filled buffers; bitwise the global-load path's gradients, and within the bound of
+    the reference. lse2_pre: the lse rows in log2 units from the delta preprocess."""
     _gpu_sm90()
-    base = configs.hopper_bwd_config(head_dim, causal, 4096, 8 // nheads_kv)
-    cfg = dataclasses.replace(base, stats_tma=True)
+    base = dataclasses.replace(configs.hopper_bwd_config(head_dim, causal, 4096,
+                                                         8 // nheads_kv), stats_tma=False)
+    cfg = dataclasses.replace(base, stats_tma=True, lse2_pre=lse2_pre)
     q, k, v = make_qkv(2, seqlen_q, seqlen_k, 8, nheads_kv, head_dim, torch.bfloat16, device,
                        seed=head_dim + seqlen_q + nheads_kv)
     dout = torch.randn_like(q)

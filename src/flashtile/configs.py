@@ -351,6 +351,10 @@ class HopperBwdConfig:
     # 64: 32 LDG of the step loop's 490 instructions, with their address and mask work);
     # on at hd 64 (+3.5% to +8.1% backward, `s15c`)
     stats_tma: bool = False
+    # with stats_tma: the delta preprocess also writes lse in log2 units (+inf on rows
+    # with no key), so the dK/dV step reads it as is (ptxas sm_90, hd 64: 16 FSETP, 16
+    # FSEL, 16 FMUL fewer per step, 424 -> 376 instructions). Opt-in, not yet GPU-run
+    lse2_pre: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

@@ -217,7 +217,11 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     group = nheads // nheads_kv
     with device_ctx(q):
-        delta = _delta(out, dout)
+        lse2 = None
+        if cfg.lse2_pre and cfg.stats_tma and not cfg.fused:
+            delta, lse2 = _delta(out, dout, lse)
+        else:
+            delta = _delta(out, dout)
         if cfg.fused:
             if left is not None or softcap:
                 raise ValueError("a sliding window or softcap runs on the two-kernel "
@@ -226,7 +230,7 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
                           deterministic)
         else:
             _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group,
-                          left=left, softcap=softcap)
+                          left=left, softcap=softcap, lse2=lse2)
     for g, tmp in zip((dq, dk, dv), outs):
         if tmp is not g:  # a caller's buffer TMA cannot store to
             g.copy_(tmp)
@@ -300,30 +304,34 @@ def hopper_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
     return dq, dk, dv
 
 
-def _delta(out, dout):
+def _delta(out, dout, lse=None):
     """delta = rowsum(dO * O), (B, H, M) fp32, from flash's preprocess kernel over
-    (B, M, H, D) tensors (a varlen call's (1, TQ, H, D) views give lse's (H, TQ) layout)."""
+    (B, M, H, D) tensors (a varlen call's (1, TQ, H, D) views give lse's (H, TQ) layout).
+    With ``lse`` ((B, H, M) contiguous) returns (delta, lse2): lse in log2 units, +inf on
+    rows with no key (HopperBwdConfig.lse2_pre)."""
     from . import flash  # flash imports this module at load
 
     batch, seqlen_q, nheads, head_dim = out.shape
     delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=out.device)
+    extra = {} if lse is None else dict(LSE=lse, LSE2=torch.empty_like(delta))
     launch(
         flash._attn_bwd_preprocess_kernel, (triton.cdiv(seqlen_q, 64), batch * nheads),
         out.device, out, dout, delta, out.stride(0), out.stride(1), out.stride(2), dout.stride(0),
         dout.stride(1), dout.stride(2), seqlen_q, nheads, HEAD_DIM=head_dim,
-        BLOCK_D=head_dim, BLOCK_M=64,
+        BLOCK_D=head_dim, BLOCK_M=64, **extra,
     )
-    return delta
+    return delta if lse is None else (delta, extra["LSE2"])
 
 
 def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, varlen=None,
-                  left=None, softcap=0.0):
+                  left=None, softcap=0.0, lse2=None):
     """The dK/dV kernel, then the dQ kernel (7 GEMMs per tile pair, no atomics), over 4D
     (B, S, H, D) tensors; ``varlen`` = (batch, max_seqlen_q, max_seqlen_k, cu_seqlens_q,
     cu_seqlens_k) when they are (1, T, H, D) views of packed sequences
     (hopper_varlen_backward): the kernels then also take the tensors as base pointers.
     ``left``: a sliding window's left bound (HAS_LEFT), ``softcap`` > 0 a softcap
-    (SOFTCAP); whole head dims."""
+    (SOFTCAP); whole head dims. ``lse2``: lse in log2 units from ``_delta`` (lse2_pre),
+    for the dK/dV kernel's stats rows."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
     rows_q, rows_k = seqlen_q, seqlen_k
@@ -362,8 +370,10 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
              tma_desc(dv_t, cfg.block_n, cols))
     prefetch = cfg.prefetch_stats
     if (cfg.stats_tma and varlen is None and stats_tma_ok(lse) and stats_tma_ok(delta)):
-        dkdv_flag.update(lse_desc=stats_desc(lse, cfg.block_m),
+        dkdv_flag.update(lse_desc=stats_desc(lse if lse2 is None else lse2, cfg.block_m),
                          delta_desc=stats_desc(delta, cfg.block_m), STATS=True)
+        if lse2 is not None:
+            dkdv_flag["LSE2_PRE"] = True
         prefetch = False
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
         launch(
@@ -740,7 +750,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                CAUSAL: gl.constexpr = True, left=0, HAS_LEFT: gl.constexpr = False,
                cap_scale=1.0, SOFTCAP: gl.constexpr = False,
                EARLY_EXPECT: gl.constexpr = False, STATS: gl.constexpr = False, stats=None,
-               nheads=0):
+               nheads=0, LSE2_PRE: gl.constexpr = False):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     STATS: the row statistics come from the slot's lse / delta rows (``stats``, loaded by
@@ -769,7 +779,10 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     rows = (m_lo + j) * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
     if STATS:
         lse = stats[2].index(s).reshape([BLOCK_M]).load(gl.SliceLayout(0, s_layout))
-        lse2 = gl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
+        if LSE2_PRE:  # already log2 units, +inf on rows with no key (_delta's)
+            lse2 = lse
+        else:
+            lse2 = gl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
     elif PREFETCH:
         lse2 = lse2_in
         delta = delta_in
@@ -832,6 +845,7 @@ def _bwd_dkdv_kernel(
     EARLY_EXPECT: gl.constexpr = False,  # HopperBwdConfig.early_expect
     lse_desc=None, delta_desc=None,  # STATS: TMA over LSE / DELTA as (B * H, M)
     STATS: gl.constexpr = False,  # HopperBwdConfig.stats_tma (dense only)
+    LSE2_PRE: gl.constexpr = False,  # STATS: lse_desc over lse2 (HopperBwdConfig.lse2_pre)
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -885,14 +899,14 @@ def _bwd_dkdv_kernel(
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT, cap_scale,
-                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads)
+                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE)
         for j in range(n_band, n_mid):
             dk, dv, lse2, delta = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, False, PREFETCH, D_SPLIT, HALF, True, 0, False, cap_scale,
-                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads)
+                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
@@ -901,7 +915,7 @@ def _bwd_dkdv_kernel(
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT, cap_scale,
-                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads)
+                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE)
 
     # -- epilogue: dK (scaled) and dV through the K and V buffers, or (a column block)
     #    through staging tiles of the dK / dV descriptors' box --
@@ -1470,7 +1484,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs["PREFETCH"] = bool(cfg.prefetch_stats)
             if cfg.stats_tma and not varlen:  # as _launch_split: the stats rows by TMA
                 types["lse_desc"] = types["delta_desc"] = stats_desc_signature(bm)
-                constexprs.update(STATS=True, PREFETCH=False)
+                constexprs.update(STATS=True, PREFETCH=False, LSE2_PRE=bool(cfg.lse2_pre))
             else:
                 constexprs.update(lse_desc=None, delta_desc=None)
             constexprs.update(D_SPLIT=cfg.d_split, HALF=cfg.d_split - 1)  # the last block
