@@ -349,7 +349,8 @@ class HopperBwdConfig:
     # tile's lse / delta rows by TMA (behind the same barriers), read from shared memory,
     # instead of 2 x block_m / 8 masked global loads per thread and step (ptxas sm_90, hd
     # 64: 32 LDG of the step loop's 490 instructions, with their address and mask work);
-    # on at hd 64 (+3.5% to +8.1% backward, `s15c`)
+    # on at hd 64 (+3.5% to +8.1% backward, `s15c`); not yet with a window or softcap
+    # (those launches keep the global loads until measured)
     stats_tma: bool = False
     # with stats_tma: the delta preprocess also writes lse in log2 units (+inf on rows
     # with no key), so the dK/dV step reads it as is (ptxas sm_90, hd 64: 16 FSETP, 16

@@ -218,7 +218,8 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     group = nheads // nheads_kv
     with device_ctx(q):
         lse2 = None
-        if cfg.lse2_pre and cfg.stats_tma and not cfg.fused:
+        if (cfg.lse2_pre and cfg.stats_tma and not cfg.fused and left is None
+                and not softcap):
             delta, lse2 = _delta(out, dout, lse)
         else:
             delta = _delta(out, dout)
@@ -369,7 +370,10 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
              tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
              tma_desc(dv_t, cfg.block_n, cols))
     prefetch = cfg.prefetch_stats
-    if (cfg.stats_tma and varlen is None and stats_tma_ok(lse) and stats_tma_ok(delta)):
+    # (not yet with a window or softcap: those builds compile with it but have not run it
+    # on a GPU)
+    if (cfg.stats_tma and varlen is None and left is None and not softcap
+            and stats_tma_ok(lse) and stats_tma_ok(delta)):
         dkdv_flag.update(lse_desc=stats_desc(lse if lse2 is None else lse2, cfg.block_m),
                          delta_desc=stats_desc(delta, cfg.block_m), STATS=True)
         if lse2 is not None:
@@ -1482,7 +1486,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs = _fused_constexprs(cfg, head_dim, causal, deterministic)
         if name == "dkdv":
             constexprs["PREFETCH"] = bool(cfg.prefetch_stats)
-            if cfg.stats_tma and not varlen:  # as _launch_split: the stats rows by TMA
+            if cfg.stats_tma and not (varlen or window or softcap):  # as _launch_split
                 types["lse_desc"] = types["delta_desc"] = stats_desc_signature(bm)
                 constexprs.update(STATS=True, PREFETCH=False, LSE2_PRE=bool(cfg.lse2_pre))
             else:
