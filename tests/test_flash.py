@@ -75,6 +75,39 @@ def test_dropout_same_seed_bitwise(device):
     assert not torch.equal(outs[0], flashtile.flash_attn_func(q, k, v, dropout_p=0.25))
 
 
+def test_dropout_refuses_graph_capture(device, monkeypatch):
+    """Inside CUDA graph capture dropout raises a clear error (every replay would reuse
+    the captured mask); without dropout the same call runs. The capture state is faked
+    (no GPU needed); the GPU test below captures for real."""
+    q, k, v = make_qkv(1, 16, 16, 2, 2, 32, torch.float16, device)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    with pytest.raises(RuntimeError, match="CUDA graph"):
+        flashtile.flash_attn_func(q, k, v, dropout_p=0.1)
+    if device.type != "cuda":  # (a real GPU would launch outside a real capture)
+        flashtile.flash_attn_func(q, k, v, dropout_p=0.0)
+
+
+@pytest.mark.gpu
+def test_dropout_graph_capture_gpu(device):
+    """A real torch.cuda.graph capture of a dropout call raises; without dropout the
+    captured call replays to the eager result."""
+    if device.type != "cuda":
+        pytest.skip("needs a CUDA device (run scripts/gpu_check.sh there)")
+    q, k, v = make_qkv(1, 128, 128, 2, 2, 64, torch.bfloat16, device)
+    ref = flashtile.flash_attn_func(q, k, v)
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="CUDA graph"):
+        with torch.cuda.graph(g):
+            flashtile.flash_attn_func(q, k, v, dropout_p=0.1)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = flashtile.flash_attn_func(q, k, v)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, ref)
+
+
 def test_dropout_statistics(device):
     """The mean over many seeds approaches the no-dropout output: every element within
     6 standard errors (std from the reference probabilities)."""

@@ -272,7 +272,17 @@ def _(
 
 def draw_rng_state() -> tuple[int, int]:
     """(seed, offset) for dropout, drawn from torch's default CPU generator (no sync).
-    Both stay below 2**31 so the kernel's argument types never change."""
+    Both stay below 2**31 so the kernel's argument types never change.
+
+    Raises inside CUDA graph capture (``torch.cuda.graph``, ``torch.compile(mode=
+    "reduce-overhead")``): the drawn numbers are kernel arguments, so every replay would
+    apply the captured call's dropout mask, silently."""
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(
+            "flashtile: attention dropout cannot be captured in a CUDA graph (every replay "
+            "would reuse the captured dropout mask); capture with dropout_p=0, or use "
+            "torch.compile without CUDA graphs (mode='default' or "
+            "'max-autotune-no-cudagraphs')")
     seed, offset = torch.randint(0, 2**31 - 1, (2,), dtype=torch.int64).tolist()
     return seed, offset
 
