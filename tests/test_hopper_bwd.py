@@ -638,6 +638,35 @@ def test_stats_tma(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, lse2_pre, de
         assert torch.equal(a, b), name
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("left,softcap", [(100, 0.0), (None, 20.0), (300, 30.0)])
+def test_stats_tma_masks(head_dim, causal, left, softcap, device, monkeypatch):
+    """stats_tma with a sliding window's left bound and / or a softcap
+    (hopper_bwd.STATS_WITH_MASKS, set here; off in the library until this has run):
+    bitwise the global-load path, ragged lengths, GQA 4:1."""
+    _gpu_sm90()
+    monkeypatch.setattr(hopper_bwd, "STATS_WITH_MASKS", True)
+    q, k, v = make_qkv(2, 1028, 1100, 8, 2, head_dim, torch.bfloat16, device, seed=head_dim)
+    dout = torch.randn_like(q)
+    out, lse = flash.attention_forward(q, k, v, causal=causal, softcap=softcap,
+                                       window_size=(left, 0 if causal else None))
+    runs = []
+    for stats in (True, False):
+        cfg = dataclasses.replace(configs.hopper_bwd_config(head_dim, causal, 4096, 4,
+                                                            softcap=bool(softcap)),
+                                  stats_tma=stats)
+        grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+        hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, causal, *grads,
+                                             config=cfg, left=left, softcap=softcap)
+        runs.append(grads)
+    torch.cuda.synchronize()
+    for name, a, b in zip(("dq", "dk", "dv"), *runs):
+        assert not a.isnan().any(), name
+        assert torch.equal(a, b), name
+
+
 def _grads_per_config(q, k, v, dout, causal, cfgs):
     """[dq, dk, dv] of the Gluon backward with each config of ``cfgs``, into NaN-filled
     buffers (every element must be written), after one forward."""

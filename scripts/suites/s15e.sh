@@ -23,3 +23,6 @@ for run in "64|" "64|lse2_pre=1" "128|stats_tma=1" "128|stats_tma=1,lse2_pre=1";
   grep -E "FAILED|MISMATCH|Error" "$out/bench_$tag.log" | head -n 5
   tail -n 5 "$out/bench_$tag.log" | cut -c1-110
 done
+# stats_tma with a window / softcap (hopper_bwd.STATS_WITH_MASKS, set by the test): bitwise
+# the global-load path; if it passes, the library can set STATS_WITH_MASKS = True
+gpu_pytest pytest_stats_masks 150 8 6 tests/test_hopper_bwd.py -k "stats_tma_masks"

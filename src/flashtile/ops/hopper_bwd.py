@@ -218,8 +218,8 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     group = nheads // nheads_kv
     with device_ctx(q):
         lse2 = None
-        if (cfg.lse2_pre and cfg.stats_tma and not cfg.fused and left is None
-                and not softcap):
+        if (cfg.lse2_pre and cfg.stats_tma and not cfg.fused
+                and (STATS_WITH_MASKS or (left is None and not softcap))):
             delta, lse2 = _delta(out, dout, lse)
         else:
             delta = _delta(out, dout)
@@ -370,9 +370,9 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
              tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
              tma_desc(dv_t, cfg.block_n, cols))
     prefetch = cfg.prefetch_stats
-    # (not yet with a window or softcap: those builds compile with it but have not run it
-    # on a GPU)
-    if (cfg.stats_tma and varlen is None and left is None and not softcap
+    # (not yet with a window or softcap unless STATS_WITH_MASKS: those builds compile
+    # with it, 0 B of spills, but have not run it on a GPU)
+    if (cfg.stats_tma and varlen is None and (STATS_WITH_MASKS or (left is None and not softcap))
             and stats_tma_ok(lse) and stats_tma_ok(delta)):
         dkdv_flag.update(lse_desc=stats_desc(lse if lse2 is None else lse2, cfg.block_m),
                          delta_desc=stats_desc(delta, cfg.block_m), STATS=True)
@@ -440,6 +440,10 @@ def _fused_constexprs(cfg, head_dim, causal, deterministic) -> dict:
                 TMA_REDUCE=bool(cfg.dq_tma_reduce and not deterministic),
                 DEFER_DQ=bool(cfg.dq_defer))
 
+
+# stats_tma with a sliding window or softcap too (GPU-tested by test_stats_tma_masks, which
+# sets it; off until that has run)
+STATS_WITH_MASKS = False
 
 FUSED_ENV_VAR = "FLASHTILE_HOPPER_BWD_FUSED"
 OVERRIDES_ENV_VAR = "FLASHTILE_HOPPER_BWD_OVERRIDES"
