@@ -164,7 +164,7 @@ def test_varlen_store_pointers_match_descriptors(monkeypatch, expand):
 
 
 def test_preprocess_lse2(device):
-    """The delta preprocess with LSE / LSE2 (HopperBwdConfig.lse2_pre) writes lse in log2
+    """The delta preprocess's lse2 variant (HopperBwdConfig.lse2_pre) writes lse in log2
     units and +inf where lse is -inf (rows with no key), next to delta, over a ragged
     last block. Runs the Triton kernel (the interpreter on the CPU)."""
     import triton
@@ -177,10 +177,10 @@ def test_preprocess_lse2(device):
     lse[0, 1, 3] = float("-inf")
     delta = torch.full((batch, nheads, seqlen_q), float("nan"), device=device)
     lse2 = torch.full((batch, nheads, seqlen_q), 7.0, device=device)
-    flash._attn_bwd_preprocess_kernel[(triton.cdiv(seqlen_q, 64), batch * nheads)](
-        out, dout, delta, out.stride(0), out.stride(1), out.stride(2), dout.stride(0),
-        dout.stride(1), dout.stride(2), seqlen_q, nheads, HEAD_DIM=head_dim,
-        BLOCK_D=head_dim, BLOCK_M=64, LSE=lse, LSE2=lse2)
+    flash._attn_bwd_preprocess_lse2_kernel[(triton.cdiv(seqlen_q, 64), batch * nheads)](
+        out, dout, delta, lse, lse2, out.stride(0), out.stride(1), out.stride(2),
+        dout.stride(0), dout.stride(1), dout.stride(2), seqlen_q, nheads, HEAD_DIM=head_dim,
+        BLOCK_D=head_dim, BLOCK_M=64)
     want = torch.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
     assert torch.equal(lse2, want)
     torch.testing.assert_close(delta, (out * dout).sum(-1).transpose(1, 2))

@@ -748,16 +748,12 @@ def attention_backward(
     return dq, dk, dv
 
 
-@triton.jit(do_not_specialize=["seqlen_q"])
-def _attn_bwd_preprocess_kernel(
-    O, DO,
-    DELTA,  # O, DO: (B, M, H, D); DELTA: (B, H, M) fp32
-    stride_ob, stride_om, stride_oh, stride_dob, stride_dom, stride_doh, seqlen_q, nheads,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-    LSE=None, LSE2=None,  # (B, H, M) fp32 (the Gluon dK/dV kernel's lse2_pre; else None)
-):
-    """DELTA = rowsum(dO * O): the softmax-backward correction, once per row. With LSE2
-    also lse in log2 units, +inf on rows with no key (what the kernels compute per use)."""
+@triton.jit
+def _delta_rows(O, DO, DELTA, stride_ob, stride_om, stride_oh, stride_dob, stride_dom,
+                stride_doh, seqlen_q, nheads, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+                BLOCK_M: tl.constexpr):
+    """DELTA of this program's BLOCK_M rows (the preprocess kernels' body); returns
+    (batch * head, the rows)."""
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // nheads
@@ -782,11 +778,37 @@ def _attn_bwd_preprocess_kernel(
     )
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
     tl.store(DELTA + pid_bh.to(tl.int64) * seqlen_q + offs_m, delta, mask=offs_m < seqlen_q)
-    if LSE2 is not None:
-        row = pid_bh.to(tl.int64) * seqlen_q + offs_m
-        lse2 = tl.load(LSE + row, mask=offs_m < seqlen_q, other=0.0) * 1.4426950408889634
-        tl.store(LSE2 + row, tl.where(lse2 == float("-inf"), float("inf"), lse2),
-                 mask=offs_m < seqlen_q)
+    return pid_bh, offs_m
+
+
+@triton.jit(do_not_specialize=["seqlen_q"])
+def _attn_bwd_preprocess_kernel(
+    O, DO,
+    DELTA,  # O, DO: (B, M, H, D); DELTA: (B, H, M) fp32
+    stride_ob, stride_om, stride_oh, stride_dob, stride_dom, stride_doh, seqlen_q, nheads,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+):
+    """DELTA = rowsum(dO * O): the softmax-backward correction, once per row."""
+    _delta_rows(O, DO, DELTA, stride_ob, stride_om, stride_oh, stride_dob, stride_dom,
+                stride_doh, seqlen_q, nheads, HEAD_DIM, BLOCK_D, BLOCK_M)
+
+
+@triton.jit(do_not_specialize=["seqlen_q"])
+def _attn_bwd_preprocess_lse2_kernel(
+    O, DO, DELTA, LSE,
+    LSE2,  # as _attn_bwd_preprocess_kernel's; LSE, LSE2: (B, H, M) fp32
+    stride_ob, stride_om, stride_oh, stride_dob, stride_dom, stride_doh, seqlen_q, nheads,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+):
+    """DELTA, and LSE2 = lse in log2 units, +inf on rows with no key (what the kernels
+    compute per use; the Gluon dK/dV kernel's HopperBwdConfig.lse2_pre reads it as is)."""
+    pid_bh, offs_m = _delta_rows(O, DO, DELTA, stride_ob, stride_om, stride_oh, stride_dob,
+                                 stride_dom, stride_doh, seqlen_q, nheads, HEAD_DIM, BLOCK_D,
+                                 BLOCK_M)
+    row = pid_bh.to(tl.int64) * seqlen_q + offs_m
+    lse2 = tl.load(LSE + row, mask=offs_m < seqlen_q, other=0.0) * 1.4426950408889634
+    tl.store(LSE2 + row, tl.where(lse2 == float("-inf"), float("inf"), lse2),
+             mask=offs_m < seqlen_q)
 
 
 @triton.jit

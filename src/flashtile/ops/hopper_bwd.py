@@ -314,14 +314,17 @@ def _delta(out, dout, lse=None):
 
     batch, seqlen_q, nheads, head_dim = out.shape
     delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=out.device)
-    extra = {} if lse is None else dict(LSE=lse, LSE2=torch.empty_like(delta))
+    if lse is None:
+        kernel, ptrs = flash._attn_bwd_preprocess_kernel, (out, dout, delta)
+    else:
+        lse2 = torch.empty_like(delta)
+        kernel, ptrs = flash._attn_bwd_preprocess_lse2_kernel, (out, dout, delta, lse, lse2)
     launch(
-        flash._attn_bwd_preprocess_kernel, (triton.cdiv(seqlen_q, 64), batch * nheads),
-        out.device, out, dout, delta, out.stride(0), out.stride(1), out.stride(2), dout.stride(0),
-        dout.stride(1), dout.stride(2), seqlen_q, nheads, HEAD_DIM=head_dim,
-        BLOCK_D=head_dim, BLOCK_M=64, **extra,
+        kernel, (triton.cdiv(seqlen_q, 64), batch * nheads), out.device, *ptrs,
+        out.stride(0), out.stride(1), out.stride(2), dout.stride(0), dout.stride(1),
+        dout.stride(2), seqlen_q, nheads, HEAD_DIM=head_dim, BLOCK_D=head_dim, BLOCK_M=64,
     )
-    return delta if lse is None else (delta, extra["LSE2"])
+    return delta if lse is None else (delta, lse2)
 
 
 def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, varlen=None,
