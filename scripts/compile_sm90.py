@@ -41,7 +41,11 @@ def _signature(kernel, dtype, constexprs):
 
 
 def compile_kernel(kernel, dtype, constexprs, num_warps, num_stages):
+    constexprs = dict(constexprs)
+    rng_dev = constexprs.pop("RNG_DEV", False)
     sig = _signature(kernel, dtype, constexprs)
+    if rng_dev:  # the dropout RNG state on the device (draw_rng_state inside capture)
+        sig["seed"] = "*i64"
     # as a real launch of packed bf16 tensors specialises them: base pointers 16-byte
     # aligned, strides divisible by 16 (those not in do_not_specialize)
     nospec = set(getattr(kernel, "do_not_specialize", []) or [])
@@ -62,6 +66,8 @@ def variants(head_dim):
     yield f"d{head_dim}-window-softcap-dropout", dict(
         base, HAS_LEFT=True, HAS_RIGHT=True, SOFTCAP=2, DROPOUT=True)  # 2: tanh.approx
     yield f"d{head_dim}-causal-dropout", dict(base, DROPOUT=True)  # MiniGPT's attention
+    # and with its RNG state loaded from the device (CUDA graph capture)
+    yield f"d{head_dim}-causal-dropout-rngdev", dict(base, DROPOUT=True, RNG_DEV=True)
 
 
 def ptxas_usage(ptx: str) -> tuple[str, str]:

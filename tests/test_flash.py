@@ -75,37 +75,86 @@ def test_dropout_same_seed_bitwise(device):
     assert not torch.equal(outs[0], flashtile.flash_attn_func(q, k, v, dropout_p=0.25))
 
 
-def test_dropout_refuses_graph_capture(device, monkeypatch):
-    """Inside CUDA graph capture dropout raises a clear error (every replay would reuse
-    the captured mask); without dropout the same call runs. The capture state is faked
-    (no GPU needed); the GPU test below captures for real."""
+def test_dropout_refuses_compiled_graph_capture(device, monkeypatch):
+    """Inside CUDA graph capture with no CUDA device to draw on (the torch.compile custom
+    op's path, or a CPU call) dropout raises a clear error: every replay would reuse the
+    captured mask. Without dropout the same call runs. The capture state is faked."""
     q, k, v = make_qkv(1, 16, 16, 2, 2, 32, torch.float16, device)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     with pytest.raises(RuntimeError, match="CUDA graph"):
-        flashtile.flash_attn_func(q, k, v, dropout_p=0.1)
-    if device.type != "cuda":  # (a real GPU would launch outside a real capture)
+        flash.draw_rng_state()
+    if device.type != "cuda":
+        with pytest.raises(RuntimeError, match="CUDA graph"):
+            flashtile.flash_attn_func(q, k, v, dropout_p=0.1)
         flashtile.flash_attn_func(q, k, v, dropout_p=0.0)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_dropout_rng_state_on_device(causal, device):
+    """The RNG state as an int64 tensor (what draw_rng_state gives inside CUDA graph
+    capture; the kernels load it) drops exactly what the (seed, offset) pair does:
+    forward and backward bitwise equal."""
+    q, k, v = make_qkv(2, 70, 45, 4, 2, 32, torch.float16, device)
+    dout = torch.randn_like(q)
+    results = []
+    for rng in ((1234, 567), torch.tensor([1234, 567], dtype=torch.int64, device=device)):
+        out, lse = flash.attention_forward(q, k, v, causal=causal, dropout_p=0.3,
+                                           rng_state=rng)
+        grads = flash.attention_backward(dout, q, k, v, out, lse, causal=causal,
+                                         dropout_p=0.3, rng_state=rng)
+        results.append((out, lse, *grads))
+    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), *results):
+        assert torch.equal(a, b), name
+
+
 @pytest.mark.gpu
-def test_dropout_graph_capture_gpu(device):
-    """A real torch.cuda.graph capture of a dropout call raises; without dropout the
-    captured call replays to the eager result."""
+def test_dropout_graph_capture_gpu(device, monkeypatch):
+    """A torch.cuda.graph capture of a training call with dropout: each replay draws a new
+    mask (the state is drawn on the device), and each replay's output and gradients equal
+    the eager call's with that replay's (seed, offset)."""
     if device.type != "cuda":
         pytest.skip("needs a CUDA device (run scripts/gpu_check.sh there)")
-    q, k, v = make_qkv(1, 128, 128, 2, 2, 64, torch.bfloat16, device)
-    ref = flashtile.flash_attn_func(q, k, v)
-    g = torch.cuda.CUDAGraph()
-    with pytest.raises(RuntimeError, match="CUDA graph"):
-        with torch.cuda.graph(g):
-            flashtile.flash_attn_func(q, k, v, dropout_p=0.1)
+    drawn = []
+    real_draw = flash.draw_rng_state
+
+    def spy(dev=None):
+        state = real_draw(dev)
+        drawn.append(state)
+        return state
+
+    monkeypatch.setattr(flash, "draw_rng_state", spy)
+    q, k, v = (t.requires_grad_() for t in make_qkv(1, 256, 256, 2, 2, 64, torch.bfloat16,
+                                                    device))
+    dout = torch.randn_like(q)
+    rng = torch.tensor([1, 2], dtype=torch.int64, device=device)
+    for _ in range(2):  # warm-up outside the capture: both kernel variants compiled
+        for state in (rng, (1, 2)):
+            out, lse = flash.attention_forward(q.detach(), k.detach(), v.detach(),
+                                               dropout_p=0.2, rng_state=state)
+            flash.attention_backward(dout, q.detach(), k.detach(), v.detach(), out, lse,
+                                     dropout_p=0.2, rng_state=state)
+    torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        out = flashtile.flash_attn_func(q, k, v)
-    g.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, ref)
+        out = flashtile.flash_attn_func(q, k, v, dropout_p=0.2)
+        grads = torch.autograd.grad(out, (q, k, v), dout)
+    state = drawn[-1]
+    assert isinstance(state, torch.Tensor) and state.is_cuda
+    seen = []
+    for _ in range(2):
+        g.replay()
+        torch.cuda.synchronize()
+        pair = tuple(state.tolist())
+        seen.append(pair)
+        want_out, want_lse = flash.attention_forward(q.detach(), k.detach(), v.detach(),
+                                                     dropout_p=0.2, rng_state=pair)
+        want = flash.attention_backward(dout, q.detach(), k.detach(), v.detach(), want_out,
+                                        want_lse, dropout_p=0.2, rng_state=pair)
+        assert torch.equal(out, want_out)
+        for name, a, b in zip(("dq", "dk", "dv"), grads, want):
+            assert torch.equal(a, b), name
+    assert seen[0] != seen[1]
 
 
 def test_dropout_statistics(device):

@@ -282,7 +282,12 @@ def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexp
     one thread holds rows r and r + 8 and columns c and c + 8 whichever way round the
     tile is, so the join / permute / reshape below moves no data between threads while
     the Philox work is a quarter of one call per element. Every (b, h, i, j) draws its
-    own number whatever the tiling."""
+    own number whatever the tiling. ``seed`` may be a pointer to (seed, offset) int64 on
+    the device (flash.draw_rng_state inside CUDA graph capture); ``rng_offset`` is then
+    unused."""
+    if seed.dtype.is_ptr():
+        rng_offset = tl.load(seed + 1).to(tl.int32)
+        seed = tl.load(seed)
     R: tl.constexpr = rows.shape[0]
     C: tl.constexpr = cols.shape[0]
     rp = _pair16(rows)[:, :, None, None]  # (R // 16, 8, 1, 1)

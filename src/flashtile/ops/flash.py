@@ -115,7 +115,7 @@ def flash_attn_func(
             out, lse = attention_forward(
                 q, k, v, softmax_scale=scale, window_size=(left, right),
                 softcap=float(softcap), dropout_p=float(dropout_p),
-                rng_state=draw_rng_state() if dropout_p > 0 else (0, 0),
+                rng_state=draw_rng_state(q.device) if dropout_p > 0 else (0, 0),
             )
     else:
         out, lse = FlashAttnFunction.apply(
@@ -151,7 +151,7 @@ class FlashAttnFunction(torch.autograd.Function):
     def forward(ctx, q, k, v, scale, left, right, softcap, dropout_p, deterministic):
         if _eager_ok(q, k, v):
             with _profiled("flashtile::flash_attn_fwd"):
-                rng = draw_rng_state() if dropout_p > 0 else (0, 0)
+                rng = draw_rng_state(q.device) if dropout_p > 0 else (0, 0)
                 out, lse = attention_forward(
                     q, k, v, softmax_scale=scale, window_size=(left, right), softcap=softcap,
                     dropout_p=dropout_p, rng_state=rng,
@@ -270,19 +270,25 @@ def _(
 # ==================================================================================
 
 
-def draw_rng_state() -> tuple[int, int]:
+def draw_rng_state(device: torch.device | None = None):
     """(seed, offset) for dropout, drawn from torch's default CPU generator (no sync).
     Both stay below 2**31 so the kernel's argument types never change.
 
-    Raises inside CUDA graph capture (``torch.cuda.graph``, ``torch.compile(mode=
-    "reduce-overhead")``): the drawn numbers are kernel arguments, so every replay would
-    apply the captured call's dropout mask, silently."""
+    Inside CUDA graph capture (``torch.cuda.graph``) numbers drawn on the host would be
+    captured as kernel arguments, so every replay would apply one dropout mask. There,
+    with the call's CUDA ``device``, the pair is drawn on the device instead (an int64
+    tensor of 2: torch's CUDA generator is graph-safe, so each replay draws anew) and the
+    portable kernels load it (``dropout_keep``). Without a device (the torch.compile custom
+    op, whose schema returns the state on the host) it raises there."""
     if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
-        raise RuntimeError(
-            "flashtile: attention dropout cannot be captured in a CUDA graph (every replay "
-            "would reuse the captured dropout mask); capture with dropout_p=0, or use "
-            "torch.compile without CUDA graphs (mode='default' or "
-            "'max-autotune-no-cudagraphs')")
+        if device is None or device.type != "cuda":
+            raise RuntimeError(
+                "flashtile: attention dropout in a CUDA graph captured through "
+                "torch.compile (mode='reduce-overhead') is not supported (every replay "
+                "would reuse the captured mask); use mode='default' or "
+                "'max-autotune-no-cudagraphs', or capture the eager call with "
+                "torch.cuda.graph")
+        return torch.randint(0, 2**31 - 1, (2,), dtype=torch.int64, device=device)
     seed, offset = torch.randint(0, 2**31 - 1, (2,), dtype=torch.int64).tolist()
     return seed, offset
 
@@ -306,7 +312,12 @@ def _common_params(q, k, softmax_scale, window_size, softcap, dropout_p, rng_sta
     flags = _flags(left is not None, right is not None, softcap_flag(softcap, q.dtype),
                    dropout_p > 0, q.dtype, is_interpreting())
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
-    seed, rng_offset = rng_state if dropout_p > 0 else (0, 0)
+    if dropout_p <= 0:
+        seed, rng_offset = 0, 0
+    elif isinstance(rng_state, torch.Tensor):  # on the device: the kernels load both
+        seed, rng_offset = rng_state, 0
+    else:
+        seed, rng_offset = rng_state
     runtime = (
         seqlen_q, k.shape[1], nheads, nheads // k.shape[2], float(scale),
         float(softcap) if softcap > 0 else 1.0, int(left or 0), int(right or 0),
@@ -379,11 +390,12 @@ _KERNELS: dict = {}
 _run_compiled = run_compiled  # the CPU check replaces it with a spy
 
 
-def _launch(fn, grid, device, n_ptr, args, num_warps, num_stages):
+def _launch(fn, grid, device, n_ptr, args, num_warps, num_stages, plain=False):
     """``fn[grid](*args, num_warps=, num_stages=)`` (options left out when None), through
-    the cached launch when FAST_LAUNCH is on for this device type. Returns the compiled
+    the cached launch when FAST_LAUNCH is on for this device type (not with ``plain``: a
+    tensor among the scalars, the dropout RNG state on the device). Returns the compiled
     kernel the cached launch ran (None otherwise: no plan is made from it)."""
-    if FAST_LAUNCH and device.type in _FAST_LAUNCH_DEVICES:
+    if FAST_LAUNCH and device.type in _FAST_LAUNCH_DEVICES and not plain:
         return cached_launch(_KERNELS, fn, grid, device, n_ptr, args, num_warps, num_stages,
                              _run_compiled)
     plain_launch(fn, grid, args, num_warps, num_stages)
@@ -466,9 +478,10 @@ def attention_forward(
                 q, k, v, softmax_scale, causal_, out, lse, hcfg, left, softcap
             )
     if dropout_p > 0 and rng_state is None:
-        rng_state = draw_rng_state()
+        rng_state = draw_rng_state(device)
+    rng_dev = dropout_p > 0 and isinstance(rng_state, torch.Tensor)  # (no plan, plain launch)
     key = None
-    if (fresh and config is None and USE_PLANS and FAST_LAUNCH
+    if (fresh and config is None and USE_PLANS and FAST_LAUNCH and not rng_dev
             and device.type in _FAST_LAUNCH_DEVICES):
         key = _plan_key("fwd", (q, k, v), q.dtype, device, softmax_scale, window_size,
                         softcap, dropout_p)
@@ -491,7 +504,7 @@ def attention_forward(
     with device_ctx(q):
         kernel = _launch(_attn_fwd_kernel, grid, device, 5,
                          (q, k, v, out, lse, *head, *runtime[9:], *tail), cfg.num_warps,
-                         cfg.num_stages)
+                         cfg.num_stages, plain=rng_dev)
     if key is not None and kernel is not None:
         _keep_plan(key, (kernel, grid, head, tail))
     return out, lse
@@ -689,8 +702,9 @@ def attention_backward(
             left=window_size[0], softcap=softcap,
         )
     delta_shape = (batch, nheads, seqlen_q)
+    rng_dev = dropout_p > 0 and isinstance(rng_state, torch.Tensor)  # (no plan, plain launch)
     key = None
-    if (fresh and config is None and USE_PLANS and FAST_LAUNCH
+    if (fresh and config is None and USE_PLANS and FAST_LAUNCH and not rng_dev
             and device.type in _FAST_LAUNCH_DEVICES):
         key = _plan_key("bwd", (q, k, v, out, dout, lse), q.dtype, device, softmax_scale,
                         window_size, softcap, dropout_p)
@@ -738,10 +752,10 @@ def attention_backward(
                      (out, dout, delta, *pre_args), None, None)
         kk = _launch(_attn_bwd_dkdv_kernel, kv_grid, device, 8,
                      (q, k, v, dout, lse, delta, dk, dv, *kv_head, *runtime[9:], *kv_tail),
-                     cfg.num_warps, num_stages)
+                     cfg.num_warps, num_stages, plain=rng_dev)
         qk = _launch(_attn_bwd_dq_kernel, q_grid, device, 7,
                      (q, k, v, dout, lse, delta, dq, *q_head, *runtime[9:], *q_tail),
-                     dq_cfg.num_warps, num_stages)
+                     dq_cfg.num_warps, num_stages, plain=rng_dev)
     if key is not None and None not in (pk, kk, qk):
         _keep_plan(key, ((pk, pre_grid, pre_args), (kk, kv_grid, kv_head, kv_tail),
                          (qk, q_grid, q_head, q_tail)))
@@ -1084,6 +1098,8 @@ def dropout_mask(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device
     """Bool keep-mask (B, H, Sq, Sk) that the kernels apply for ``rng_state``; for tests
     and the validation harness (it runs the kernels' own ``dropout_keep``)."""
     keep = torch.empty((batch * nheads, seqlen_q, seqlen_k), dtype=torch.int8, device=device)
+    if isinstance(rng_state, torch.Tensor):  # draw_rng_state's on-device pair
+        rng_state = rng_state.tolist()
     seed, rng_offset = rng_state
     grid = (_cdiv(seqlen_q, 16), _cdiv(seqlen_k, 16), batch * nheads)
     with device_ctx(keep):
