@@ -279,16 +279,19 @@ def draw_rng_state(device: torch.device | None = None):
     with the call's CUDA ``device``, the pair is drawn on the device instead (an int64
     tensor of 2: torch's CUDA generator is graph-safe, so each replay draws anew) and the
     portable kernels load it (``dropout_keep``). Without a device (the torch.compile custom
-    op, whose schema returns the state on the host) it raises there."""
-    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
-        if device is None or device.type != "cuda":
+    op, whose schema returns the state on the host) it raises there. (A call on another
+    device type cannot be in a capture: no check.)"""
+    if device is not None and device.type == "cuda":
+        if torch.cuda.is_current_stream_capturing():
+            return torch.randint(0, 2**31 - 1, (2,), dtype=torch.int64, device=device)
+    elif device is None and torch.cuda.is_available():
+        if torch.cuda.is_current_stream_capturing():
             raise RuntimeError(
                 "flashtile: attention dropout in a CUDA graph captured through "
                 "torch.compile (mode='reduce-overhead') is not supported (every replay "
                 "would reuse the captured mask); use mode='default' or "
                 "'max-autotune-no-cudagraphs', or capture the eager call with "
                 "torch.cuda.graph")
-        return torch.randint(0, 2**31 - 1, (2,), dtype=torch.int64, device=device)
     seed, offset = torch.randint(0, 2**31 - 1, (2,), dtype=torch.int64).tolist()
     return seed, offset
 
