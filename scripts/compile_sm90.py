@@ -251,6 +251,9 @@ def hopper_bwd_variants():
                        dataclasses.replace(cfg, stats_tma=True))
                 yield (f"{tag} bfloat16 stats lse2", hd, causal, torch.bfloat16,
                        dataclasses.replace(cfg, stats_tma=True, lse2_pre=True))
+                yield (f"{tag} bfloat16 stats lse2 gb", hd, causal, torch.bfloat16,
+                       dataclasses.replace(cfg, stats_tma=True, lse2_pre=True,
+                                           group_branch=True))
             if hd <= 128:  # the same kernels over packed varlen sequences (opt-in)
                 yield f"{tag} bfloat16 varlen", hd, causal, torch.bfloat16, cfg
             if hd <= 128:  # a sliding window's left bound (HAS_LEFT), dense and varlen

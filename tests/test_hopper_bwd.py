@@ -616,18 +616,22 @@ def test_fused_bwd_defer(head_dim, causal, deterministic, seqlen_q, seqlen_k, de
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seqlen_q,seqlen_k,nheads_kv", [(1028, 1100, 8), (1028, 1100, 2),
                                                          (200, 70, 8), (1029, 1100, 8)])
-@pytest.mark.parametrize("lse2_pre", [False, True])
-def test_stats_tma(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, lse2_pre, device):
+@pytest.mark.parametrize("extra", [{}, dict(lse2_pre=True),
+                                   dict(lse2_pre=True, group_branch=True)],
+                         ids=["stats", "lse2", "lse2-gb"])
+def test_stats_tma(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, extra, device):
     """HopperBwdConfig.stats_tma: the dK/dV kernel reads each Q / dO tile's lse / delta
     rows from shared memory (TMA beside the tiles) instead of global loads. Ragged last
     tiles (rows past seqlen_q read zeros), causal rows with no key, GQA (expanded
     programs), and seqlen_q % 4 != 0 (1029: the launcher falls back to global loads).
     NaN-filled buffers; bitwise the global-load path's gradients, and within the bound of
-    the reference. lse2_pre: the lse rows in log2 units from the delta preprocess."""
+    the reference. lse2_pre: the lse rows in log2 units from the delta preprocess;
+    group_branch: no integer division for single-head programs (the GQA case here runs
+    expanded programs, group 1 each)."""
     _gpu_sm90()
     base = dataclasses.replace(configs.hopper_bwd_config(head_dim, causal, 4096,
                                                          8 // nheads_kv), stats_tma=False)
-    cfg = dataclasses.replace(base, stats_tma=True, lse2_pre=lse2_pre)
+    cfg = dataclasses.replace(base, stats_tma=True, **extra)
     q, k, v = make_qkv(2, seqlen_q, seqlen_k, 8, nheads_kv, head_dim, torch.bfloat16, device,
                        seed=head_dim + seqlen_q + nheads_kv)
     dout = torch.randn_like(q)

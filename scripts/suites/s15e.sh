@@ -5,10 +5,14 @@
 # loop 424 -> 375 instructions (16 FSETP, 16 FSEL, 16 FMUL fewer). Its GPU tests (bitwise
 # the global-load path), then bench_hopper_bwd.py at hd 64 with the shipped config (stats
 # on) and lse2_pre=1, and at hd 128 with stats_tma=1 and stats_tma=1,lse2_pre=1.
-# Prediction: hd 64 backward +2-5% (the dK/dV kernel -4..-8%), hd 128 0-3%. ~4 min.
+# Also HopperBwdConfig.group_branch (no integer division per step for single-head
+# programs: ~36 instructions skipped, hd 64 step ~343 on that path).
+# Prediction: hd 64 backward +2-5% from lse2_pre and +1-4% more from group_branch; hd 128
+# 0-3%. ~6 min.
 source scripts/suites/lib/steps.sh
 gpu_pytest pytest_stats 180 8 6 tests/test_hopper_bwd.py -k "stats_tma"
-for run in "64|" "64|lse2_pre=1" "128|stats_tma=1" "128|stats_tma=1,lse2_pre=1"; do
+for run in "64|" "64|lse2_pre=1" "64|lse2_pre=1,group_branch=1" "128|stats_tma=1" \
+    "128|stats_tma=1,lse2_pre=1" "128|stats_tma=1,lse2_pre=1,group_branch=1"; do
   hd=${run%%|*}
   over=${run#*|}
   cfg=""

@@ -356,6 +356,11 @@ class HopperBwdConfig:
     # with no key), so the dK/dV step reads it as is (ptxas sm_90, hd 64: 16 FSETP, 16
     # FSEL, 16 FMUL fewer per step, 424 -> 376 instructions). Opt-in, not yet GPU-run
     lse2_pre: bool = False
+    # dK/dV kernel: a program with one query head (MHA, or GQA's expanded programs) takes
+    # its next ring tile's head and query tile without the integer division by the
+    # tiles per head (ptxas sm_90, hd 64 with stats_tma and lse2_pre: step loop 375 ->
+    # ~350 instructions). Opt-in, not yet GPU-run
+    group_branch: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

@@ -389,7 +389,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
             nheads, group, qk_scale, float(scale), HEAD_DIM=head_dim,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages,
             CAUSAL=bool(causal), PREFETCH=prefetch, D_SPLIT=cfg.d_split,
-            HALF=half, EARLY_EXPECT=cfg.early_expect, num_warps=cfg.num_warps,
+            HALF=half, EARLY_EXPECT=cfg.early_expect, GROUP_BRANCH=cfg.group_branch,
+            num_warps=cfg.num_warps,
             **_maxnreg(cfg.max_regs), **dkdv_flag,
         )
     if key_heads != nheads_kv:  # fp32 accumulation, one rounding (torch's sum of bf16)
@@ -596,17 +597,27 @@ def _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, it, n_m, m_lo,
                group, pred, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr,
                REVERSE: gl.constexpr, EARLY: gl.constexpr = False,
                BARRIER: gl.constexpr = False, STATS: gl.constexpr = False, stats=None,
-               nheads=0):
+               nheads=0, GROUP_BRANCH: gl.constexpr = False):
     """TMA-load the Q and dO tiles of iteration ``it`` (head hk * group + it // n_m,
     query tile m_lo + it % n_m, or m_lo + n_m - 1 - it % n_m if REVERSE) into ring slot
     it % NUM_STAGES (skipped if not pred). EARLY, BARRIER: as in
     _gluon_common.issue_kv_slot (both barriers armed first; the CTA barrier, with
     BARRIER, between the expects and the copies). STATS: also the tile's lse and delta
     rows (``stats`` = (lse_desc, delta_desc, lse_ring, delta_ring); (B * H, M) views)
-    behind the Q and dO barriers, always in the EARLY order."""
+    behind the Q and dO barriers, always in the EARLY order. GROUP_BRANCH: one query head
+    per program (group 1, a runtime value) takes a branch without the integer division
+    (~25 instructions per step; HopperBwdConfig.group_branch)."""
     s = it % NUM_STAGES
-    h = hk * group + it // n_m
-    j = it % n_m
+    if GROUP_BRANCH:
+        if group == 1:
+            h = hk
+            j = it
+        else:
+            h = hk * group + it // n_m
+            j = it % n_m
+    else:
+        h = hk * group + it // n_m
+        j = it % n_m
     if REVERSE:
         j = n_m - 1 - j
     start_m = (m_lo + j) * BLOCK_M
@@ -671,7 +682,7 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
                     ACC_DIM: gl.constexpr, VARLEN: gl.constexpr = False,
                     EXPAND: gl.constexpr = False, left=0, HAS_LEFT: gl.constexpr = False,
                     EARLY_EXPECT: gl.constexpr = False, STATS: gl.constexpr = False,
-                    lse_desc=None, delta_desc=None):
+                    lse_desc=None, delta_desc=None, GROUP_BRANCH: gl.constexpr = False):
     """What the dK/dV kernel starts with: this program's (batch, KV head, the query heads
     per KV head it visits, key tile), the
     query tiles it visits (``_q_tile_range``), shared memory for the resident K, V and
@@ -713,7 +724,7 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     for i in gl.static_range(NUM_STAGES):
         _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i, n_m, m_lo, b, hk,
                    q_group, i < n_iter, BLOCK_M, NUM_STAGES, REVERSE, EARLY_EXPECT, False,
-                   STATS, stats, nheads)
+                   STATS, stats, nheads, GROUP_BRANCH)
 
     # -- the key indices, zeroed dK / dV accumulators, and K, V once they have landed --
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
@@ -761,7 +772,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                CAUSAL: gl.constexpr = True, left=0, HAS_LEFT: gl.constexpr = False,
                cap_scale=1.0, SOFTCAP: gl.constexpr = False,
                EARLY_EXPECT: gl.constexpr = False, STATS: gl.constexpr = False, stats=None,
-               nheads=0, LSE2_PRE: gl.constexpr = False):
+               nheads=0, LSE2_PRE: gl.constexpr = False, GROUP_BRANCH: gl.constexpr = False):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     STATS: the row statistics come from the slot's lse / delta rows (``stats``, loaded by
@@ -833,7 +844,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     nxt = it + NUM_STAGES
     _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, nxt, n_m, m_lo, b, hk,
                group, nxt < n_iter, BLOCK_M, NUM_STAGES, False, EARLY_EXPECT, True, STATS,
-               stats, nheads)
+               stats, nheads, GROUP_BRANCH)
     if PREFETCH and not STATS:
         return dk, dv, lse2_next, delta_next
     return dk, dv, lse2_in, delta_in
@@ -857,6 +868,7 @@ def _bwd_dkdv_kernel(
     lse_desc=None, delta_desc=None,  # STATS: TMA over LSE / DELTA as (B * H, M)
     STATS: gl.constexpr = False,  # HopperBwdConfig.stats_tma (dense only)
     LSE2_PRE: gl.constexpr = False,  # STATS: lse_desc over lse2 (HopperBwdConfig.lse2_pre)
+    GROUP_BRANCH: gl.constexpr = False,  # HopperBwdConfig.group_branch
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -889,7 +901,7 @@ def _bwd_dkdv_kernel(
      q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2, stats) = _key_tile_setup(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
         BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND, left, HAS_LEFT,
-        EARLY_EXPECT, STATS, lse_desc, delta_desc)
+        EARLY_EXPECT, STATS, lse_desc, delta_desc, GROUP_BRANCH)
     gl.static_assert(not (STATS and (VARLEN or PREFETCH)), "STATS: dense, no PREFETCH")
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
@@ -910,14 +922,14 @@ def _bwd_dkdv_kernel(
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT, cap_scale,
-                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE)
+                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH)
         for j in range(n_band, n_mid):
             dk, dv, lse2, delta = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, False, PREFETCH, D_SPLIT, HALF, True, 0, False, cap_scale,
-                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE)
+                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
@@ -926,7 +938,7 @@ def _bwd_dkdv_kernel(
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT, cap_scale,
-                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE)
+                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH)
 
     # -- epilogue: dK (scaled) and dV through the K and V buffers, or (a column block)
     #    through staging tiles of the dK / dV descriptors' box --
@@ -1501,6 +1513,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs.update(D_SPLIT=cfg.d_split, HALF=cfg.d_split - 1)  # the last block
             if cfg.gqa_expand:
                 constexprs["EXPAND"] = True
+            constexprs["GROUP_BRANCH"] = bool(cfg.group_branch)
         if name != "fused":
             constexprs["EARLY_EXPECT"] = bool(cfg.early_expect)
             types["left"] = "i32"
