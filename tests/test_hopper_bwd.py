@@ -164,9 +164,10 @@ def test_varlen_store_pointers_match_descriptors(monkeypatch, expand):
 
 
 def test_preprocess_lse2(device):
-    """The delta preprocess's lse2 variant (HopperBwdConfig.lse2_pre) writes lse in log2
-    units and +inf where lse is -inf (rows with no key), next to delta, over a ragged
-    last block. Runs the Triton kernel (the interpreter on the CPU)."""
+    """The delta preprocess's lse2 variant (HopperBwdConfig.lse2_pre) writes delta, and per
+    64 query rows their lse in log2 units (+inf where lse is -inf: rows with no key, and
+    past seqlen_q) then a copy of their delta (0 past seqlen_q), over a ragged last block.
+    Runs the Triton kernel (the interpreter on the CPU)."""
     import triton
 
     batch, seqlen_q, nheads, head_dim = 2, 70, 3, 64
@@ -176,14 +177,20 @@ def test_preprocess_lse2(device):
     lse = torch.randn(batch, nheads, seqlen_q, generator=gen, device=device)
     lse[0, 1, 3] = float("-inf")
     delta = torch.full((batch, nheads, seqlen_q), float("nan"), device=device)
-    lse2 = torch.full((batch, nheads, seqlen_q), 7.0, device=device)
-    flash._attn_bwd_preprocess_lse2_kernel[(triton.cdiv(seqlen_q, 64), batch * nheads)](
-        out, dout, delta, lse, lse2, out.stride(0), out.stride(1), out.stride(2),
+    tiles = triton.cdiv(seqlen_q, 64)
+    st = torch.full((batch * nheads * tiles, 128), 7.0, device=device)
+    flash._attn_bwd_preprocess_lse2_kernel[(tiles, batch * nheads)](
+        out, dout, delta, lse, st, out.stride(0), out.stride(1), out.stride(2),
         dout.stride(0), dout.stride(1), dout.stride(2), seqlen_q, nheads, HEAD_DIM=head_dim,
         BLOCK_D=head_dim, BLOCK_M=64)
-    want = torch.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
-    assert torch.equal(lse2, want)
     torch.testing.assert_close(delta, (out * dout).sum(-1).transpose(1, 2))
+    pad = tiles * 64 - seqlen_q  # rows past seqlen_q: lse2 +inf, delta 0
+    want_lse2 = torch.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
+    want_lse2 = torch.nn.functional.pad(want_lse2, (0, pad), value=float("inf"))
+    want_delta = torch.nn.functional.pad(delta, (0, pad), value=0.0)
+    blocks = st.view(batch, nheads, tiles, 2, 64)
+    assert torch.equal(blocks[:, :, :, 0].reshape(batch, nheads, -1), want_lse2)
+    assert torch.equal(blocks[:, :, :, 1].reshape(batch, nheads, -1), want_delta)
 
 
 def test_config_overrides_env(monkeypatch):

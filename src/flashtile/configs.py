@@ -352,14 +352,16 @@ class HopperBwdConfig:
     # on at hd 64 (+3.5% to +8.1% backward, `s15c`); not yet with a window or softcap
     # (those launches keep the global loads until measured)
     stats_tma: bool = False
-    # with stats_tma: the delta preprocess also writes lse in log2 units (+inf on rows
-    # with no key), so the dK/dV step reads it as is (ptxas sm_90, hd 64: 16 FSETP, 16
-    # FSEL, 16 FMUL fewer per step, 424 -> 376 instructions). Opt-in, not yet GPU-run
+    # with stats_tma (block_m 64): the delta preprocess also writes, per 64 query rows,
+    # their lse in log2 units (+inf on rows with no key) then their delta, so the dK/dV
+    # step loads both with one TMA box behind its own barrier and reads lse as is (ptxas
+    # sm_90, hd 64: step loop 424 -> 360 instructions, bar.sync 5 -> 3 per step: two
+    # copies signalling one barrier cost one each; any seqlen_q). Opt-in, not yet GPU-run
     lse2_pre: bool = False
     # dK/dV kernel: a program with one query head (MHA, or GQA's expanded programs) takes
     # its next ring tile's head and query tile without the integer division by the
-    # tiles per head (ptxas sm_90, hd 64 with stats_tma and lse2_pre: step loop 375 ->
-    # ~350 instructions). Opt-in, not yet GPU-run
+    # tiles per head (ptxas sm_90, hd 64 with stats_tma and lse2_pre: ~36 of the step's
+    # 364 instructions branched around). Opt-in, not yet GPU-run
     group_branch: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:

@@ -71,10 +71,11 @@ STATS_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, r
 
 
 def stats_desc(x: torch.Tensor, block_rows: int) -> TensorDescriptor:
-    """2D TMA descriptor over per-row statistics (B, H, M) fp32 viewed as (B * H, M), box
-    (1, block_rows), unswizzled (the backward's lse / delta beside each Q / dO tile; M a
-    multiple of 4, so that rows are 16-byte aligned: ``stats_tma_ok``)."""
-    flat = x.view(-1, x.shape[-1])
+    """TMA descriptor over per-row statistics, unswizzled, box (1, block_rows): (B, H, M)
+    fp32 viewed as (B * H, M) (the backward's lse / delta beside each Q / dO tile; M a
+    multiple of 4, so that rows are 16-byte aligned: ``stats_tma_ok``), or a 2D tensor
+    as it is (the preprocess's (lse2, delta) blocks, one box each)."""
+    flat = x if x.dim() == 2 else x.view(-1, x.shape[-1])
     desc = object.__new__(TensorDescriptor)
     desc.base = flat
     desc.shape = list(flat.shape)

@@ -770,7 +770,7 @@ def _delta_rows(O, DO, DELTA, stride_ob, stride_om, stride_oh, stride_dob, strid
                 stride_doh, seqlen_q, nheads, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                 BLOCK_M: tl.constexpr):
     """DELTA of this program's BLOCK_M rows (the preprocess kernels' body); returns
-    (batch * head, the rows)."""
+    (batch * head, the rows, their delta)."""
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // nheads
@@ -795,7 +795,7 @@ def _delta_rows(O, DO, DELTA, stride_ob, stride_om, stride_oh, stride_dob, strid
     )
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
     tl.store(DELTA + pid_bh.to(tl.int64) * seqlen_q + offs_m, delta, mask=offs_m < seqlen_q)
-    return pid_bh, offs_m
+    return pid_bh, offs_m, delta
 
 
 @triton.jit(do_not_specialize=["seqlen_q"])
@@ -813,19 +813,24 @@ def _attn_bwd_preprocess_kernel(
 @triton.jit(do_not_specialize=["seqlen_q"])
 def _attn_bwd_preprocess_lse2_kernel(
     O, DO, DELTA, LSE,
-    LSE2,  # as _attn_bwd_preprocess_kernel's; LSE, LSE2: (B, H, M) fp32
+    ST,  # as _attn_bwd_preprocess_kernel's; LSE (B, H, M); ST (B*H*cdiv(M, BLOCK_M), 2*BLOCK_M)
     stride_ob, stride_om, stride_oh, stride_dob, stride_dom, stride_doh, seqlen_q, nheads,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
 ):
-    """DELTA, and LSE2 = lse in log2 units, +inf on rows with no key (what the kernels
-    compute per use; the Gluon dK/dV kernel's HopperBwdConfig.lse2_pre reads it as is)."""
-    pid_bh, offs_m = _delta_rows(O, DO, DELTA, stride_ob, stride_om, stride_oh, stride_dob,
-                                 stride_dom, stride_doh, seqlen_q, nheads, HEAD_DIM, BLOCK_D,
-                                 BLOCK_M)
-    row = pid_bh.to(tl.int64) * seqlen_q + offs_m
-    lse2 = tl.load(LSE + row, mask=offs_m < seqlen_q, other=0.0) * 1.4426950408889634
-    tl.store(LSE2 + row, tl.where(lse2 == float("-inf"), float("inf"), lse2),
-             mask=offs_m < seqlen_q)
+    """DELTA, and per block of BLOCK_M query rows in ST the rows' lse in log2 units (+inf
+    on rows with no key, as the kernels compute it per use) then their delta again: the
+    Gluon dK/dV kernel (HopperBwdConfig.lse2_pre) loads both with one TMA box. Rows past
+    seqlen_q get +inf and 0 (P = 0 there)."""
+    pid_bh, offs_m, delta = _delta_rows(O, DO, DELTA, stride_ob, stride_om, stride_oh,
+                                        stride_dob, stride_dom, stride_doh, seqlen_q, nheads,
+                                        HEAD_DIM, BLOCK_D, BLOCK_M)
+    ok = offs_m < seqlen_q
+    lse2 = tl.load(LSE + pid_bh.to(tl.int64) * seqlen_q + offs_m, mask=ok,
+                   other=float("-inf")) * 1.4426950408889634
+    st = (ST + (pid_bh.to(tl.int64) * tl.num_programs(0) + tl.program_id(0)) * 2 * BLOCK_M
+          + tl.arange(0, BLOCK_M))
+    tl.store(st, tl.where(lse2 == float("-inf"), float("inf"), lse2))
+    tl.store(st + BLOCK_M, tl.where(ok, delta, 0.0))
 
 
 @triton.jit

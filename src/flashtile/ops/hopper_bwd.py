@@ -218,7 +218,7 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     group = nheads // nheads_kv
     with device_ctx(q):
         lse2 = None
-        if (cfg.lse2_pre and cfg.stats_tma and not cfg.fused
+        if (cfg.lse2_pre and cfg.stats_tma and not cfg.fused and cfg.block_m == 64
                 and (STATS_WITH_MASKS or (left is None and not softcap))):
             delta, lse2 = _delta(out, dout, lse)
         else:
@@ -308,16 +308,19 @@ def hopper_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
 def _delta(out, dout, lse=None):
     """delta = rowsum(dO * O), (B, H, M) fp32, from flash's preprocess kernel over
     (B, M, H, D) tensors (a varlen call's (1, TQ, H, D) views give lse's (H, TQ) layout).
-    With ``lse`` ((B, H, M) contiguous) returns (delta, lse2): lse in log2 units, +inf on
-    rows with no key (HopperBwdConfig.lse2_pre)."""
+    With ``lse`` ((B, H, M) contiguous) returns (delta, st): st holds, per 64 query rows
+    of each (batch, head), their lse in log2 units (+inf on rows with no key or past M)
+    then their delta (0 past M): one TMA box per ring slot of the dK/dV kernel's 64-row
+    tiles (HopperBwdConfig.lse2_pre)."""
     from . import flash  # flash imports this module at load
 
     batch, seqlen_q, nheads, head_dim = out.shape
     delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=out.device)
     if lse is None:
         kernel, ptrs = flash._attn_bwd_preprocess_kernel, (out, dout, delta)
-    else:
-        lse2 = torch.empty_like(delta)
+    else:  # per 64 query rows: their lse2, then their delta (HopperBwdConfig.lse2_pre)
+        lse2 = torch.empty((batch * nheads * triton.cdiv(seqlen_q, 64), 128),
+                           dtype=torch.float32, device=out.device)
         kernel, ptrs = flash._attn_bwd_preprocess_lse2_kernel, (out, dout, delta, lse, lse2)
     launch(
         kernel, (triton.cdiv(seqlen_q, 64), batch * nheads), out.device, *ptrs,
@@ -375,12 +378,15 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
     prefetch = cfg.prefetch_stats
     # (not yet with a window or softcap unless STATS_WITH_MASKS: those builds compile
     # with it, 0 B of spills, but have not run it on a GPU)
-    if (cfg.stats_tma and varlen is None and (STATS_WITH_MASKS or (left is None and not softcap))
-            and stats_tma_ok(lse) and stats_tma_ok(delta)):
-        dkdv_flag.update(lse_desc=stats_desc(lse if lse2 is None else lse2, cfg.block_m),
+    stats = (cfg.stats_tma and varlen is None
+             and (STATS_WITH_MASKS or (left is None and not softcap)))
+    if stats and lse2 is not None:  # the preprocess's (lse2, delta) blocks, one box each
+        dkdv_flag.update(lse_desc=stats_desc(lse2, 2 * cfg.block_m), STATS=True,
+                         LSE2_PRE=True)
+        prefetch = False
+    elif stats and stats_tma_ok(lse) and stats_tma_ok(delta):
+        dkdv_flag.update(lse_desc=stats_desc(lse, cfg.block_m),
                          delta_desc=stats_desc(delta, cfg.block_m), STATS=True)
-        if lse2 is not None:
-            dkdv_flag["LSE2_PRE"] = True
         prefetch = False
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
         launch(
@@ -597,16 +603,19 @@ def _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, it, n_m, m_lo,
                group, pred, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr,
                REVERSE: gl.constexpr, EARLY: gl.constexpr = False,
                BARRIER: gl.constexpr = False, STATS: gl.constexpr = False, stats=None,
-               nheads=0, GROUP_BRANCH: gl.constexpr = False):
+               nheads=0, GROUP_BRANCH: gl.constexpr = False, LSE2_PRE: gl.constexpr = False):
     """TMA-load the Q and dO tiles of iteration ``it`` (head hk * group + it // n_m,
     query tile m_lo + it % n_m, or m_lo + n_m - 1 - it % n_m if REVERSE) into ring slot
     it % NUM_STAGES (skipped if not pred). EARLY, BARRIER: as in
     _gluon_common.issue_kv_slot (both barriers armed first; the CTA barrier, with
     BARRIER, between the expects and the copies). STATS: also the tile's lse and delta
     rows (``stats`` = (lse_desc, delta_desc, lse_ring, delta_ring); (B * H, M) views)
-    behind the Q and dO barriers, always in the EARLY order. GROUP_BRANCH: one query head
-    per program (group 1, a runtime value) takes a branch without the integer division
-    (~25 instructions per step; HopperBwdConfig.group_branch)."""
+    behind the Q and dO barriers, always in the EARLY order; with LSE2_PRE one box of the
+    tile's lse2 then delta rows (``stats`` = (st_desc, st_ring, st_bars, query tiles per
+    head); the preprocess's (B * H * tiles, 2 * BLOCK_M) blocks) behind its own barrier
+    (Triton's barrier pass puts a bar.sync between two copies that signal one barrier).
+    GROUP_BRANCH: one query head per program (group 1, a runtime value) takes a branch
+    without the integer division (~36 instructions per step; HopperBwdConfig.group_branch)."""
     s = it % NUM_STAGES
     if GROUP_BRANCH:
         if group == 1:
@@ -621,7 +630,21 @@ def _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, it, n_m, m_lo,
     if REVERSE:
         j = n_m - 1 - j
     start_m = (m_lo + j) * BLOCK_M
-    if STATS:
+    if STATS and LSE2_PRE:  # one (lse2, delta) box behind its own barrier
+        st_desc, st_ring, st_bars, n_blocks = stats
+        mbarrier.expect(q_bars.index(s), q_desc.block_type.nbytes, pred=pred)
+        mbarrier.expect(do_bars.index(s), do_desc.block_type.nbytes, pred=pred)
+        mbarrier.expect(st_bars.index(s), st_desc.block_type.nbytes, pred=pred)
+        if BARRIER:
+            gl.thread_barrier()
+        tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bars.index(s),
+                                        q_smem.index(s), pred=pred)
+        tma.async_copy_global_to_shared(do_desc, [b, start_m, h, 0], do_bars.index(s),
+                                        do_smem.index(s), pred=pred)
+        tma.async_copy_global_to_shared(
+            st_desc, [(b * nheads + h) * n_blocks + start_m // BLOCK_M, 0],
+            st_bars.index(s), st_ring.index(s), pred=pred)
+    elif STATS:
         lse_desc, delta_desc, lse_ring, delta_ring = stats
         mbarrier.expect(q_bars.index(s), q_desc.block_type.nbytes + lse_desc.block_type.nbytes,
                         pred=pred)
@@ -682,7 +705,8 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
                     ACC_DIM: gl.constexpr, VARLEN: gl.constexpr = False,
                     EXPAND: gl.constexpr = False, left=0, HAS_LEFT: gl.constexpr = False,
                     EARLY_EXPECT: gl.constexpr = False, STATS: gl.constexpr = False,
-                    lse_desc=None, delta_desc=None, GROUP_BRANCH: gl.constexpr = False):
+                    lse_desc=None, delta_desc=None, GROUP_BRANCH: gl.constexpr = False,
+                    LSE2_PRE: gl.constexpr = False):
     """What the dK/dV kernel starts with: this program's (batch, KV head, the query heads
     per KV head it visits, key tile), the
     query tiles it visits (``_q_tile_range``), shared memory for the resident K, V and
@@ -705,7 +729,17 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     if VARLEN:
         b = 0
 
-    if STATS:  # the lse / delta rows of each ring slot (allocated before the barriers)
+    if STATS and LSE2_PRE:  # (lse2, delta) per ring slot, its barriers made visible
+        # below (_resident_and_ring's fence)
+        st_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1],
+                                            mbarrier.MBarrierLayout())
+        for i in gl.static_range(NUM_STAGES):
+            mbarrier.init(st_bars.index(i), count=1)
+        stats = (lse_desc,
+                 gl.allocate_shared_memory(gl.float32, [NUM_STAGES] + lse_desc.block_type.shape,
+                                           lse_desc.layout), st_bars,
+                 (seqlen_q + BLOCK_M - 1) // BLOCK_M)
+    elif STATS:  # the lse / delta rows of each ring slot (allocated before the barriers)
         stats = (lse_desc, delta_desc,
                  gl.allocate_shared_memory(gl.float32, [NUM_STAGES] + lse_desc.block_type.shape,
                                            lse_desc.layout),
@@ -724,7 +758,7 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     for i in gl.static_range(NUM_STAGES):
         _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i, n_m, m_lo, b, hk,
                    q_group, i < n_iter, BLOCK_M, NUM_STAGES, REVERSE, EARLY_EXPECT, False,
-                   STATS, stats, nheads, GROUP_BRANCH)
+                   STATS, stats, nheads, GROUP_BRANCH, LSE2_PRE)
 
     # -- the key indices, zeroed dK / dV accumulators, and K, V once they have landed --
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
@@ -799,12 +833,13 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     # -- row statistics of the query tile (global loads under the GEMMs), or of the next
     #    one (PREFETCH: this one's came with the arguments) --
     rows = (m_lo + j) * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
-    if STATS:
+    if STATS and LSE2_PRE:  # already log2 units, +inf on rows with no key (_delta's)
+        mbarrier.wait(stats[2].index(s), phase)
+        st = stats[1].index(s).reshape([2 * BLOCK_M])  # lse2 rows, then delta rows
+        lse2 = st.slice(0, BLOCK_M).load(gl.SliceLayout(0, s_layout))
+    elif STATS:
         lse = stats[2].index(s).reshape([BLOCK_M]).load(gl.SliceLayout(0, s_layout))
-        if LSE2_PRE:  # already log2 units, +inf on rows with no key (_delta's)
-            lse2 = lse
-        else:
-            lse2 = gl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
+        lse2 = gl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
     elif PREFETCH:
         lse2 = lse2_in
         delta = delta_in
@@ -829,7 +864,9 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         q_b = q_buf
     dv = warpgroup_mma(p_op, do_b, dv, is_async=True)
     # -- dS^T = P^T (dP^T - delta), then dK += dS^T Q (delta loaded once lse2 is dead) --
-    if STATS:  # (the dO barrier, waited above, covers the slot's delta row)
+    if STATS and LSE2_PRE:
+        delta = st.slice(BLOCK_M, BLOCK_M).load(gl.SliceLayout(0, s_layout))
+    elif STATS:  # (the dO barrier, waited above, covers the slot's delta row)
         delta = stats[3].index(s).reshape([BLOCK_M]).load(gl.SliceLayout(0, s_layout))
     elif not PREFETCH:
         delta = _row_delta(DELTA, bh, rows, seqlen_q, lse_stride)
@@ -844,7 +881,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     nxt = it + NUM_STAGES
     _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, nxt, n_m, m_lo, b, hk,
                group, nxt < n_iter, BLOCK_M, NUM_STAGES, False, EARLY_EXPECT, True, STATS,
-               stats, nheads, GROUP_BRANCH)
+               stats, nheads, GROUP_BRANCH, LSE2_PRE)
     if PREFETCH and not STATS:
         return dk, dv, lse2_next, delta_next
     return dk, dv, lse2_in, delta_in
@@ -901,7 +938,7 @@ def _bwd_dkdv_kernel(
      q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2, stats) = _key_tile_setup(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
         BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND, left, HAS_LEFT,
-        EARLY_EXPECT, STATS, lse_desc, delta_desc, GROUP_BRANCH)
+        EARLY_EXPECT, STATS, lse_desc, delta_desc, GROUP_BRANCH, LSE2_PRE)
     gl.static_assert(not (STATS and (VARLEN or PREFETCH)), "STATS: dense, no PREFETCH")
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
@@ -1506,8 +1543,13 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         if name == "dkdv":
             constexprs["PREFETCH"] = bool(cfg.prefetch_stats)
             if cfg.stats_tma and not (varlen or window or softcap):  # as _launch_split
-                types["lse_desc"] = types["delta_desc"] = stats_desc_signature(bm)
-                constexprs.update(STATS=True, PREFETCH=False, LSE2_PRE=bool(cfg.lse2_pre))
+                if cfg.lse2_pre:  # one (lse2, delta) box
+                    types["lse_desc"] = stats_desc_signature(2 * bm)
+                    constexprs.update(STATS=True, PREFETCH=False, LSE2_PRE=True,
+                                      delta_desc=None)
+                else:
+                    types["lse_desc"] = types["delta_desc"] = stats_desc_signature(bm)
+                    constexprs.update(STATS=True, PREFETCH=False)
             else:
                 constexprs.update(lse_desc=None, delta_desc=None)
             constexprs.update(D_SPLIT=cfg.d_split, HALF=cfg.d_split - 1)  # the last block
