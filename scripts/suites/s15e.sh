@@ -1,10 +1,12 @@
 # gpu_check.sh suite "s15e" (sourced; $out, $commit, ft() and status are set)
-# Prepared in session 15, not yet run: the delta preprocess also writes lse in log2
-# units (+inf on rows with no key), so the dK/dV step reads its stats rows as they are
-# (HopperBwdConfig.lse2_pre, with stats_tma; opt-in). ptxas sm_90, hd 64 non-causal step
-# loop 424 -> 375 instructions (16 FSETP, 16 FSEL, 16 FMUL fewer). Its GPU tests (bitwise
-# the global-load path), then bench_hopper_bwd.py at hd 64 with the shipped config (stats
-# on) and lse2_pre=1, and at hd 128 with stats_tma=1 and stats_tma=1,lse2_pre=1.
+# Prepared in session 15, not yet run: the delta preprocess also writes, per 64 query
+# rows, their lse in log2 units then their delta, and the dK/dV kernel loads both with one
+# TMA box behind its own barrier (HopperBwdConfig.lse2_pre, with stats_tma; opt-in).
+# ptxas sm_90, hd 64 non-causal step loop 424 -> 360 instructions and 5 -> 3 bar.sync
+# (the shipped stats_tma signals the Q and dO barriers with two copies each, which costs
+# a bar.sync each). Its GPU tests (bitwise the global-load path), then bench_hopper_bwd.py
+# at hd 64 with the shipped config (stats on), lse2_pre=1, and lse2_pre=1,group_branch=1,
+# and at hd 128 with stats_tma=1, then with lse2_pre=1 and group_branch=1 added.
 # Also HopperBwdConfig.group_branch (no integer division per step for single-head
 # programs: ~36 instructions skipped, hd 64 step ~343 on that path).
 # Prediction: hd 64 backward +2-5% from lse2_pre and +1-4% more from group_branch; hd 128
