@@ -810,8 +810,9 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     STATS: the row statistics come from the slot's lse / delta rows (``stats``, loaded by
-    TMA with Q and dO; rows past seqlen_q read 0 there, harmless as those Q / dO rows are
-    zero too) instead of per-thread global loads.
+    TMA with Q and dO; rows past seqlen_q read TMA's zero fill there, harmless as those Q
+    / dO rows are zero too; with LSE2_PRE the preprocess's +inf / 0) instead of
+    per-thread global loads.
     PREFETCH: ``lse2_in``, ``delta_in`` are this iteration's row statistics, and the next
     iteration's are loaded here (returned), a whole step ahead of their use; otherwise
     they are loaded here under the S^T GEMM (and the arguments are unused scalars).
@@ -904,7 +905,7 @@ def _bwd_dkdv_kernel(
     EARLY_EXPECT: gl.constexpr = False,  # HopperBwdConfig.early_expect
     lse_desc=None, delta_desc=None,  # STATS: TMA over LSE / DELTA as (B * H, M)
     STATS: gl.constexpr = False,  # HopperBwdConfig.stats_tma (dense only)
-    LSE2_PRE: gl.constexpr = False,  # STATS: lse_desc over lse2 (HopperBwdConfig.lse2_pre)
+    LSE2_PRE: gl.constexpr = False,  # STATS: lse_desc over _delta's (lse2, delta) blocks
     GROUP_BRANCH: gl.constexpr = False,  # HopperBwdConfig.group_branch
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
