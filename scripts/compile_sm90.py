@@ -43,9 +43,12 @@ def _signature(kernel, dtype, constexprs):
 def compile_kernel(kernel, dtype, constexprs, num_warps, num_stages):
     constexprs = dict(constexprs)
     rng_dev = constexprs.pop("RNG_DEV", False)
+    rng_bits = constexprs.pop("RNG_BITS", False)
     sig = _signature(kernel, dtype, constexprs)
     if rng_dev:  # the dropout RNG state on the device (draw_rng_state inside capture)
         sig["seed"] = "*i64"
+    if rng_bits:  # the decisions as bits (flash.dropout_bits, FLASHTILE_DROPOUT_BITS=1)
+        sig["seed"] = "*i32"
     # as a real launch of packed bf16 tensors specialises them: base pointers 16-byte
     # aligned, strides divisible by 16 (those not in do_not_specialize)
     nospec = set(getattr(kernel, "do_not_specialize", []) or [])
@@ -68,6 +71,8 @@ def variants(head_dim):
     yield f"d{head_dim}-causal-dropout", dict(base, DROPOUT=True)  # MiniGPT's attention
     # and with its RNG state loaded from the device (CUDA graph capture)
     yield f"d{head_dim}-causal-dropout-rngdev", dict(base, DROPOUT=True, RNG_DEV=True)
+    # and reading the decisions as bits
+    yield f"d{head_dim}-causal-dropout-bits", dict(base, DROPOUT=True, RNG_BITS=True)
 
 
 def ptxas_usage(ptx: str) -> tuple[str, str]:

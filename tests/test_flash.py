@@ -106,6 +106,46 @@ def test_dropout_rng_state_on_device(causal, device):
         assert torch.equal(a, b), name
 
 
+def test_dropout_bits_are_the_kernels_decisions(device):
+    """dropout_bits packs exactly the decisions the kernels draw (dropout_mask), bit c % 32
+    of word c // 32 per (batch * head, row), over ragged lengths."""
+    batch, nheads, seqlen_q, seqlen_k = 2, 3, 70, 45
+    bits = flash.dropout_bits((1234, 567), batch, nheads, seqlen_q, seqlen_k, 0.3, device)
+    keep = flash.dropout_mask((1234, 567), batch, nheads, seqlen_q, seqlen_k, 0.3, device)
+    words = bits.view(batch * nheads, seqlen_q, -1).cpu()
+    cols = torch.arange(seqlen_k)
+    got = ((words[:, :, cols // 32] >> (cols % 32)) & 1).bool()
+    assert torch.equal(got.view(keep.shape), keep.cpu())
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_dropout_bits_drop_the_same(causal, device, monkeypatch):
+    """The kernels reading dropout_bits (FLASHTILE_DROPOUT_BITS=1) drop exactly what they
+    draw themselves: forward and backward bitwise equal, through the launchers and
+    through flash_attn_func's autograd with the same torch seed."""
+    q, k, v = make_qkv(2, 70, 45, 4, 2, 32, torch.float16, device)
+    dout = torch.randn_like(q)
+    bits = flash.dropout_bits((1234, 567), 2, 4, 70, 45, 0.3, device)
+    results = []
+    for rng in ((1234, 567), (bits, 0)):
+        out, lse = flash.attention_forward(q, k, v, causal=causal, dropout_p=0.3,
+                                           rng_state=rng)
+        grads = flash.attention_backward(dout, q, k, v, out, lse, causal=causal,
+                                         dropout_p=0.3, rng_state=rng)
+        results.append((out, lse, *grads))
+    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), *results):
+        assert torch.equal(a, b), name
+    runs = []
+    for on in (False, True):
+        monkeypatch.setattr(flash, "DROPOUT_BITS", on)
+        qkv = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        torch.manual_seed(7)
+        out = flashtile.flash_attn_func(*qkv, causal=causal, dropout_p=0.3)
+        runs.append((out, *torch.autograd.grad(out, qkv, dout)))
+    for name, a, b in zip(("out", "dq", "dk", "dv"), *runs):
+        assert torch.equal(a, b), name
+
+
 @pytest.mark.gpu
 def test_dropout_graph_capture_gpu(device, monkeypatch):
     """A torch.cuda.graph capture of a training call with dropout: each replay draws a new

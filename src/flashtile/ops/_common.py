@@ -271,7 +271,8 @@ def _pair16(idx):
 
 
 @triton.jit
-def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexpr):
+def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexpr,
+                 seqlen_q=0, seqlen_k=0):
     """Keep-mask of attention dropout for (batch*head ``bh``, query ``rows``, key
     ``cols``), both 1-D in aligned runs of 16 (tiles of 16k rows and keys); shape
     (rows, cols), or (cols, rows) if TRANS (the dK/dV kernel's orientation).
@@ -284,8 +285,22 @@ def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexp
     the Philox work is a quarter of one call per element. Every (b, h, i, j) draws its
     own number whatever the tiling. ``seed`` may be a pointer to (seed, offset) int64 on
     the device (flash.draw_rng_state inside CUDA graph capture); ``rng_offset`` is then
-    unused."""
+    unused. Or a pointer to int32 words: the decisions already drawn, one bit each
+    (flash.dropout_bits: word (bh * seqlen_q + row) * cdiv(seqlen_k, 32) + col // 32, bit
+    col % 32), read per element (no Philox, no data movement between threads)."""
     if seed.dtype.is_ptr():
+        if seed.dtype.element_ty == tl.int32:  # the bits
+            W = (seqlen_k + 31) // 32
+            base = seed + bh.to(tl.int64) * seqlen_q * W
+            if TRANS:  # a (cols, rows) tile
+                idx = rows[None, :] * W + (cols // 32)[:, None]
+                shift = (cols % 32)[:, None]
+                ok = (rows < seqlen_q)[None, :] & (cols < seqlen_k)[:, None]
+            else:
+                idx = rows[:, None] * W + (cols // 32)[None, :]
+                shift = (cols % 32)[None, :]
+                ok = (rows < seqlen_q)[:, None] & (cols < seqlen_k)[None, :]
+            return ((tl.load(base + idx, mask=ok, other=0) >> shift) & 1) != 0
         rng_offset = tl.load(seed + 1).to(tl.int32)
         seed = tl.load(seed)
     R: tl.constexpr = rows.shape[0]

@@ -101,8 +101,9 @@ def cached_launch(cache: dict, fn, grid, device, n_ptr, args, num_warps, num_sta
     values = list(args[n_ptr:])
     for i in unspecialised:
         if i >= n_ptr:
-            x = args[i]
-            values[i - n_ptr] = (type(x), type(x) is int and -2**31 <= x < 2**31,
+            x = args[i]  # (a tensor here, e.g. a seed passed as words: by its dtype)
+            values[i - n_ptr] = (type(x), getattr(x, "dtype", None),
+                                 type(x) is int and -2**31 <= x < 2**31,
                                  type(x) is int and -2**63 <= x < 2**63)
     ptrs = [(t.dtype, t.data_ptr() & 15) for t in args[:n_ptr]]
     key = (fid, device.index, num_warps, num_stages, *values, *ptrs)

@@ -152,6 +152,13 @@ class FlashAttnFunction(torch.autograd.Function):
         if _eager_ok(q, k, v):
             with _profiled("flashtile::flash_attn_fwd"):
                 rng = draw_rng_state(q.device) if dropout_p > 0 else (0, 0)
+                if DROPOUT_BITS and dropout_p > 0 and not isinstance(rng, torch.Tensor):
+                    # the decisions drawn once, read by the forward and both backward
+                    # kernels (None if too large: each kernel draws)
+                    bits = dropout_bits(rng, q.shape[0], q.shape[2], q.shape[1], k.shape[1],
+                                        dropout_p, q.device)
+                    if bits is not None:
+                        rng = (bits, 0)
                 out, lse = attention_forward(
                     q, k, v, softmax_scale=scale, window_size=(left, right), softcap=softcap,
                     dropout_p=dropout_p, rng_state=rng,
@@ -420,6 +427,12 @@ MAX_PLANS = 1024
 USE_PLANS = True  # A/B switch (scripts/host_overhead.py --ab-plans, host_split.py --ab)
 
 
+def _rng_kind(rng_state, dropout_p):
+    """What the kernels' seed argument is (a plan's kernels are compiled for one): 0 an
+    int (Philox draws in the kernels), 1 dropout_bits' words (``(bits, 0)``)."""
+    return int(dropout_p > 0 and isinstance(rng_state[0], torch.Tensor))
+
+
 def _plan_key(tag, tensors, *rest):
     """A plan's key: ``tag``, each tensor's shape, strides and data_ptr % 16, then
     ``rest``."""
@@ -487,7 +500,7 @@ def attention_forward(
     if (fresh and config is None and USE_PLANS and FAST_LAUNCH and not rng_dev
             and device.type in _FAST_LAUNCH_DEVICES):
         key = _plan_key("fwd", (q, k, v), q.dtype, device, softmax_scale, window_size,
-                        softcap, dropout_p)
+                        softcap, dropout_p, _rng_kind(rng_state, dropout_p))
         plan = _PLANS.get(key)
         if plan is not None:  # (kernel, grid, arguments before the RNG state, after it)
             seed, offset = rng_state if dropout_p > 0 else (0, 0)
@@ -650,7 +663,8 @@ def _fwd_tiles(
         m_new, alpha, p, l_i = online_softmax(m_i, l_i, s, True)
         if DROPOUT:
             p = tl.where(
-                dropout_keep(seed, rng_offset, pid_bh, offs_m, cols, dropout_p, False),
+                dropout_keep(seed, rng_offset, pid_bh, offs_m, cols, dropout_p, False,
+                             seqlen_q, seqlen_k),
                 p, 0.0,
             )
         v = _load_tile(v_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
@@ -710,7 +724,7 @@ def attention_backward(
     if (fresh and config is None and USE_PLANS and FAST_LAUNCH and not rng_dev
             and device.type in _FAST_LAUNCH_DEVICES):
         key = _plan_key("bwd", (q, k, v, out, dout, lse), q.dtype, device, softmax_scale,
-                        window_size, softcap, dropout_p)
+                        window_size, softcap, dropout_p, _rng_kind(rng_state, dropout_p))
         plan = _PLANS.get(key)
         if plan is not None:  # per kernel: (kernel, grid, arguments before / after the RNG)
             (pk, pg, pa), (kk, kg, ka, kt), (qk, qg, qa, qt) = plan
@@ -965,7 +979,8 @@ def _bwd_dkdv_tiles(
         # -- dV += P_dropped^T dO --
         dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)
         if DROPOUT:
-            keep_d = dropout_keep(seed, rng_offset, bh, rows, offs_n, dropout_p, True)
+            keep_d = dropout_keep(seed, rng_offset, bh, rows, offs_n, dropout_p, True,
+                                  seqlen_q, seqlen_k)
             scale_d = 1.0 / (1.0 - dropout_p)
             dv += tl.dot(
                 tl.where(keep_d, pT * scale_d, 0.0).to(do.dtype), do, input_precision=DOT_PREC
@@ -1088,7 +1103,8 @@ def _bwd_dq_tiles(
             p = tl.where(keep, p, 0.0)
         dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)
         if DROPOUT:
-            keep_d = dropout_keep(seed, rng_offset, bh, offs_m, cols, dropout_p, False)
+            keep_d = dropout_keep(seed, rng_offset, bh, offs_m, cols, dropout_p, False,
+                                  seqlen_q, seqlen_k)
             dp = tl.where(keep_d, dp * (1.0 / (1.0 - dropout_p)), 0.0)
         ds = p * (dp - delta[:, None])
         if SOFTCAP:
@@ -1115,6 +1131,54 @@ def dropout_mask(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device
             keep, seqlen_q, seqlen_k, float(dropout_p), seed, rng_offset, BLOCK=16
         )
     return keep.view(batch, nheads, seqlen_q, seqlen_k).bool()
+
+
+DROPOUT_BITS_MAX_BYTES = 256 << 20  # larger masks: the kernels draw their own (Philox)
+# FLASHTILE_DROPOUT_BITS=1: training calls (the autograd Function's eager path) draw the
+# dropout decisions once into dropout_bits, which the forward and both backward kernels
+# read, instead of each kernel drawing them (three Philox passes). Opt-in, not yet
+# GPU-run; ptxas sm_90 (session 15) has the per-element word loads costing registers:
+# hd 64 causal forward 136 -> 254 registers, dK/dV spills 260 -> 1500 B (so: a word per
+# thread and row, not per element, before measuring).
+DROPOUT_BITS = os.environ.get("FLASHTILE_DROPOUT_BITS", "0") not in ("", "0")
+
+
+def dropout_bits(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device):
+    """The keep decisions of ``rng_state`` (what every kernel draws with dropout_keep), as
+    bits: int32 words (B * H * Sq * cdiv(Sk, 32)), bit c % 32 of word (bh * Sq + r) *
+    cdiv(Sk, 32) + c // 32. Passed as the kernels' seed, they read these instead of
+    drawing (FLASHTILE_DROPOUT_BITS=1: drawn once per forward, read by the forward and both
+    backward kernels). None when they would exceed DROPOUT_BITS_MAX_BYTES."""
+    words = _cdiv(seqlen_k, 32)
+    if batch * nheads * seqlen_q * words * 4 > DROPOUT_BITS_MAX_BYTES:
+        return None
+    bits = torch.empty(batch * nheads * seqlen_q * words, dtype=torch.int32, device=device)
+    seed, rng_offset = rng_state
+    grid = (_cdiv(seqlen_q, 32), _cdiv(seqlen_k, 64), batch * nheads)
+    with device_ctx(bits):
+        _dropout_bits_kernel[grid](bits, seqlen_q, seqlen_k, float(dropout_p), seed,
+                                   rng_offset, BLOCK_M=32, BLOCK_N=64)
+    return bits
+
+
+@triton.jit
+def _dropout_bits_kernel(
+    BITS, seqlen_q, seqlen_k, dropout_p, seed, rng_offset, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """BLOCK_M rows x BLOCK_N keys of dropout_bits' words: dropout_keep's Philox draws,
+    packed 32 keys to a word (a sum of distinct powers of two: their OR)."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    bh = tl.program_id(2)
+    keep = dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, False)
+    keep = tl.where((cols < seqlen_k)[None, :], keep, False)
+    bits = tl.reshape(keep.to(tl.int32), (BLOCK_M, BLOCK_N // 32, 32))
+    words = tl.sum(bits << tl.arange(0, 32)[None, None, :], axis=2)
+    W = (seqlen_k + 31) // 32
+    wcols = tl.program_id(1) * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)
+    ptrs = BITS + (bh.to(tl.int64) * seqlen_q + rows[:, None]) * W + wcols[None, :]
+    tl.store(ptrs, words, mask=(rows < seqlen_q)[:, None] & (wcols < W)[None, :])
 
 
 @triton.jit
