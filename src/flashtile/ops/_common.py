@@ -287,24 +287,33 @@ def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexp
     the device (flash.draw_rng_state inside CUDA graph capture); ``rng_offset`` is then
     unused. Or a pointer to int32 words: the decisions already drawn, one bit each
     (flash.dropout_bits: word (bh * seqlen_q + row) * cdiv(seqlen_k, 32) + col // 32, bit
-    col % 32), read per element (no Philox, no data movement between threads)."""
-    if seed.dtype.is_ptr():
-        if seed.dtype.element_ty == tl.int32:  # the bits
-            W = (seqlen_k + 31) // 32
-            base = seed + bh.to(tl.int64) * seqlen_q * W
-            if TRANS:  # a (cols, rows) tile
-                idx = rows[None, :] * W + (cols // 32)[:, None]
-                shift = (cols % 32)[:, None]
-                ok = (rows < seqlen_q)[None, :] & (cols < seqlen_k)[:, None]
-            else:
-                idx = rows[:, None] * W + (cols // 32)[None, :]
-                shift = (cols % 32)[None, :]
-                ok = (rows < seqlen_q)[:, None] & (cols < seqlen_k)[None, :]
-            return ((tl.load(base + idx, mask=ok, other=0) >> shift) & 1) != 0
-        rng_offset = tl.load(seed + 1).to(tl.int32)
-        seed = tl.load(seed)
+    col % 32; ``cols`` in whole words): C // 32 word loads per row, each element picks
+    its word and bit (no Philox)."""
     R: tl.constexpr = rows.shape[0]
     C: tl.constexpr = cols.shape[0]
+    if seed.dtype.is_ptr():
+        if seed.dtype.element_ty == tl.int32:  # the bits: C // 32 words per row
+            W = (seqlen_k + 31) // 32
+            word0 = tl.min(cols, axis=0) // 32  # the tile's first word
+            row_ptrs = seed + (bh.to(tl.int64) * seqlen_q + rows) * W + word0
+            cw = cols // 32 - word0
+            if TRANS:  # a (cols, rows) tile
+                w = tl.zeros((C, R), dtype=tl.int32)
+                for i in tl.static_range(C // 32):
+                    wi = tl.load(row_ptrs + i, mask=(rows < seqlen_q) & (word0 + i < W),
+                                 other=0)
+                    w = tl.where((cw == i)[:, None], wi[None, :], w)
+                keep = ((w >> (cols % 32)[:, None]) & 1) != 0
+            else:
+                w = tl.zeros((R, C), dtype=tl.int32)
+                for i in tl.static_range(C // 32):
+                    wi = tl.load(row_ptrs + i, mask=(rows < seqlen_q) & (word0 + i < W),
+                                 other=0)
+                    w = tl.where((cw == i)[None, :], wi[:, None], w)
+                keep = ((w >> (cols % 32)[None, :]) & 1) != 0
+            return keep
+        rng_offset = tl.load(seed + 1).to(tl.int32)
+        seed = tl.load(seed)
     rp = _pair16(rows)[:, :, None, None]  # (R // 16, 8, 1, 1)
     cp = _pair16(cols)[None, None, :, :]  # (1, 1, C // 16, 8)
     zero = rp * 0 + cp * 0

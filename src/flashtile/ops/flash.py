@@ -1137,9 +1137,10 @@ DROPOUT_BITS_MAX_BYTES = 256 << 20  # larger masks: the kernels draw their own (
 # FLASHTILE_DROPOUT_BITS=1: training calls (the autograd Function's eager path) draw the
 # dropout decisions once into dropout_bits, which the forward and both backward kernels
 # read, instead of each kernel drawing them (three Philox passes). Opt-in, not yet
-# GPU-run; ptxas sm_90 (session 15) has the per-element word loads costing registers:
-# hd 64 causal forward 136 -> 254 registers, dK/dV spills 260 -> 1500 B (so: a word per
-# thread and row, not per element, before measuring).
+# GPU-run. ptxas sm_90 (session 15), hd 64 causal against the drawing kernels: forward
+# 136 -> 255 registers (no spills), dK/dV spills 260 -> 676 B, dQ 189 -> 234 registers;
+# a first version loading a word per element spilled 1500 B in dK/dV. Find where the
+# forward's registers go before measuring.
 DROPOUT_BITS = os.environ.get("FLASHTILE_DROPOUT_BITS", "0") not in ("", "0")
 
 
