@@ -93,17 +93,25 @@ def test_dropout_rng_state_on_device(causal, device):
     """The RNG state as an int64 tensor (what draw_rng_state gives inside CUDA graph
     capture; the kernels load it) drops exactly what the (seed, offset) pair does:
     forward and backward bitwise equal."""
+    _assert_same_dropout(causal, device, torch.tensor([1234, 567], dtype=torch.int64,
+                                                      device=device))
+
+
+def _assert_same_dropout(causal, device, rng):
+    """Forward and backward through the launchers with RNG state ``rng`` bitwise equal to
+    those with the pair (1234, 567) it stands for. Returns (q, k, v, dout)."""
     q, k, v = make_qkv(2, 70, 45, 4, 2, 32, torch.float16, device)
     dout = torch.randn_like(q)
     results = []
-    for rng in ((1234, 567), torch.tensor([1234, 567], dtype=torch.int64, device=device)):
+    for state in ((1234, 567), rng):
         out, lse = flash.attention_forward(q, k, v, causal=causal, dropout_p=0.3,
-                                           rng_state=rng)
+                                           rng_state=state)
         grads = flash.attention_backward(dout, q, k, v, out, lse, causal=causal,
-                                         dropout_p=0.3, rng_state=rng)
+                                         dropout_p=0.3, rng_state=state)
         results.append((out, lse, *grads))
     for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), *results):
         assert torch.equal(a, b), name
+    return q, k, v, dout
 
 
 def test_dropout_bits_are_the_kernels_decisions(device):
@@ -123,18 +131,8 @@ def test_dropout_bits_drop_the_same(causal, device, monkeypatch):
     """The kernels reading dropout_bits (FLASHTILE_DROPOUT_BITS=1) drop exactly what they
     draw themselves: forward and backward bitwise equal, through the launchers and
     through flash_attn_func's autograd with the same torch seed."""
-    q, k, v = make_qkv(2, 70, 45, 4, 2, 32, torch.float16, device)
-    dout = torch.randn_like(q)
     bits = flash.dropout_bits((1234, 567), 2, 4, 70, 45, 0.3, device)
-    results = []
-    for rng in ((1234, 567), (bits, 0)):
-        out, lse = flash.attention_forward(q, k, v, causal=causal, dropout_p=0.3,
-                                           rng_state=rng)
-        grads = flash.attention_backward(dout, q, k, v, out, lse, causal=causal,
-                                         dropout_p=0.3, rng_state=rng)
-        results.append((out, lse, *grads))
-    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), *results):
-        assert torch.equal(a, b), name
+    q, k, v, dout = _assert_same_dropout(causal, device, (bits, 0))
     runs = []
     for on in (False, True):
         monkeypatch.setattr(flash, "DROPOUT_BITS", on)

@@ -632,15 +632,9 @@ def _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, it, n_m, m_lo,
     start_m = (m_lo + j) * BLOCK_M
     if STATS and LSE2_PRE:  # one (lse2, delta) box behind its own barrier
         st_desc, st_ring, st_bars, n_blocks = stats
-        mbarrier.expect(q_bars.index(s), q_desc.block_type.nbytes, pred=pred)
-        mbarrier.expect(do_bars.index(s), do_desc.block_type.nbytes, pred=pred)
         mbarrier.expect(st_bars.index(s), st_desc.block_type.nbytes, pred=pred)
-        if BARRIER:
-            gl.thread_barrier()
-        tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bars.index(s),
-                                        q_smem.index(s), pred=pred)
-        tma.async_copy_global_to_shared(do_desc, [b, start_m, h, 0], do_bars.index(s),
-                                        do_smem.index(s), pred=pred)
+        load_pair(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, s, b, start_m, h, pred,
+                  True, BARRIER)
         tma.async_copy_global_to_shared(
             st_desc, [(b * nheads + h) * n_blocks + start_m // BLOCK_M, 0],
             st_bars.index(s), st_ring.index(s), pred=pred)
