@@ -664,7 +664,7 @@ def _fwd_tiles(
         if DROPOUT:
             p = tl.where(
                 dropout_keep(seed, rng_offset, pid_bh, offs_m, cols, dropout_p, False,
-                             seqlen_q, seqlen_k),
+                             seqlen_q, seqlen_k, start_n),
                 p, 0.0,
             )
         v = _load_tile(v_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
@@ -958,6 +958,7 @@ def _bwd_dkdv_tiles(
     d_ok = offs_d < HEAD_DIM
     q_offs = offs_m[:, None] * stride_qm + offs_d[None, :]
     do_offs = offs_m[:, None] * stride_dom + offs_d[None, :]
+    n0 = tl.min(offs_n, axis=0)  # the key tile's first key (dropout bits; else unused)
     for start_m in tl.range(lo, hi, BLOCK_M):
         rows = start_m + offs_m
         q_ptrs = q_base + tl.cast(start_m, tl.int64) * stride_qm + q_offs
@@ -980,7 +981,7 @@ def _bwd_dkdv_tiles(
         dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)
         if DROPOUT:
             keep_d = dropout_keep(seed, rng_offset, bh, rows, offs_n, dropout_p, True,
-                                  seqlen_q, seqlen_k)
+                                  seqlen_q, seqlen_k, n0)
             scale_d = 1.0 / (1.0 - dropout_p)
             dv += tl.dot(
                 tl.where(keep_d, pT * scale_d, 0.0).to(do.dtype), do, input_precision=DOT_PREC
@@ -1104,7 +1105,7 @@ def _bwd_dq_tiles(
         dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)
         if DROPOUT:
             keep_d = dropout_keep(seed, rng_offset, bh, offs_m, cols, dropout_p, False,
-                                  seqlen_q, seqlen_k)
+                                  seqlen_q, seqlen_k, start_n)
             dp = tl.where(keep_d, dp * (1.0 / (1.0 - dropout_p)), 0.0)
         ds = p * (dp - delta[:, None])
         if SOFTCAP:
@@ -1138,9 +1139,10 @@ DROPOUT_BITS_MAX_BYTES = 256 << 20  # larger masks: the kernels draw their own (
 # dropout decisions once into dropout_bits, which the forward and both backward kernels
 # read, instead of each kernel drawing them (three Philox passes). Opt-in, not yet
 # GPU-run. ptxas sm_90 (session 15), hd 64 causal against the drawing kernels: forward
-# 136 -> 255 registers (no spills), dK/dV spills 260 -> 676 B, dQ 189 -> 234 registers;
-# a first version loading a word per element spilled 1500 B in dK/dV. Find where the
-# forward's registers go before measuring.
+# 136 -> 189 registers (no spills), dK/dV spills 260 -> 676 B, dQ 189 -> 228 registers
+# (the callers pass the tile's first column; a min over the columns per tile cost the
+# forward 255; a word load per element spilled 1500 B in dK/dV). The PTX of the drawing
+# builds is unchanged (24 builds against e9fa1bf).
 DROPOUT_BITS = os.environ.get("FLASHTILE_DROPOUT_BITS", "0") not in ("", "0")
 
 
