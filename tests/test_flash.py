@@ -90,11 +90,12 @@ def test_dropout_refuses_compiled_graph_capture(device, monkeypatch):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_dropout_rng_state_on_device(causal, device):
-    """The RNG state as an int64 tensor (what draw_rng_state gives inside CUDA graph
-    capture; the kernels load it) drops exactly what the (seed, offset) pair does:
+    """The RNG state as an int64 tensor in the seed's place (what draw_rng_state gives
+    inside CUDA graph capture; the kernels load it) drops exactly what the (seed, offset)
+    pair does:
     forward and backward bitwise equal."""
-    _assert_same_dropout(causal, device, torch.tensor([1234, 567], dtype=torch.int64,
-                                                      device=device))
+    _assert_same_dropout(causal, device, (torch.tensor([1234, 567], dtype=torch.int64,
+                                                       device=device), 0))
 
 
 def _assert_same_dropout(causal, device, rng):
@@ -175,7 +176,7 @@ def test_dropout_graph_capture_gpu(device, monkeypatch):
     with torch.cuda.graph(g):
         out = flashtile.flash_attn_func(q, k, v, dropout_p=0.2)
         grads = torch.autograd.grad(out, (q, k, v), dout)
-    state = drawn[-1]
+    state = drawn[-1][0]  # (the pair on the device, 0)
     assert isinstance(state, torch.Tensor) and state.is_cuda
     seen = []
     for _ in range(2):

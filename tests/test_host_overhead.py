@@ -149,8 +149,7 @@ def test_launch_arguments_by_name(monkeypatch):
     launch has one value per parameter, and the values by name are what the keyword
     launches passed (strides, lengths, scale, window, RNG state, constexprs)."""
     launches = []
-    monkeypatch.setattr(flash, "_launch", lambda fn, grid, device, n_ptr, args, nw, ns,
-                        plain=False:
+    monkeypatch.setattr(flash, "_launch", lambda fn, grid, device, n_ptr, args, nw, ns:
                         launches.append((fn, n_ptr, args, nw, ns)))
     q = torch.randn(2, 10, 4, 40, dtype=torch.bfloat16)
     k, v = (torch.randn(2, 12, 2, 48, dtype=torch.bfloat16)[..., :40] for _ in range(2))

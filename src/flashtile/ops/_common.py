@@ -272,7 +272,7 @@ def _pair16(idx):
 
 @triton.jit
 def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexpr,
-                 seqlen_q=0, seqlen_k=0, col0=None):
+                 seqlen_q=0, seqlen_k=0, col0=0):
     """Keep-mask of attention dropout for (batch*head ``bh``, query ``rows``, key
     ``cols``), both 1-D in aligned runs of 16 (tiles of 16k rows and keys); shape
     (rows, cols), or (cols, rows) if TRANS (the dK/dV kernel's orientation).
@@ -287,15 +287,13 @@ def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexp
     the device (flash.draw_rng_state inside CUDA graph capture); ``rng_offset`` is then
     unused. Or a pointer to int32 words: the decisions already drawn, one bit each
     (flash.dropout_bits: word (bh * seqlen_q + row) * cdiv(seqlen_k, 32) + col // 32, bit
-    col % 32; ``cols`` in whole words from ``col0``, their first, if given): C // 32 word
-    loads per row, each element picks its word and bit (no Philox)."""
+    col % 32; ``cols`` in whole words from ``col0``, their first): C // 32 word loads per
+    row, each element picks its word and bit (no Philox)."""
     R: tl.constexpr = rows.shape[0]
     C: tl.constexpr = cols.shape[0]
     if seed.dtype.is_ptr():
         if seed.dtype.element_ty == tl.int32:  # the bits: C // 32 words per row
             W = (seqlen_k + 31) // 32
-            if col0 is None:  # the tile's first column, when the caller does not know it
-                col0 = tl.min(cols, axis=0)
             word0 = col0 // 32  # the tile's first word
             row_ptrs = seed + (bh.to(tl.int64) * seqlen_q + rows) * W + word0
             cw = cols // 32 - word0

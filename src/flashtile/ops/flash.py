@@ -152,7 +152,7 @@ class FlashAttnFunction(torch.autograd.Function):
         if _eager_ok(q, k, v):
             with _profiled("flashtile::flash_attn_fwd"):
                 rng = draw_rng_state(q.device) if dropout_p > 0 else (0, 0)
-                if DROPOUT_BITS and dropout_p > 0 and not isinstance(rng, torch.Tensor):
+                if DROPOUT_BITS and dropout_p > 0 and isinstance(rng[0], int):
                     # the decisions drawn once, read by the forward and both backward
                     # kernels (None if too large: each kernel draws)
                     bits = dropout_bits(rng, q.shape[0], q.shape[2], q.shape[1], k.shape[1],
@@ -283,14 +283,15 @@ def draw_rng_state(device: torch.device | None = None):
 
     Inside CUDA graph capture (``torch.cuda.graph``) numbers drawn on the host would be
     captured as kernel arguments, so every replay would apply one dropout mask. There,
-    with the call's CUDA ``device``, the pair is drawn on the device instead (an int64
-    tensor of 2: torch's CUDA generator is graph-safe, so each replay draws anew) and the
-    portable kernels load it (``dropout_keep``). Without a device (the torch.compile custom
+    with the call's CUDA ``device``, the pair is drawn on the device instead and returned
+    as ``(tensor, 0)`` (an int64 tensor of 2 in the seed's place: torch's CUDA generator is
+    graph-safe, so each replay draws anew); the portable kernels load it
+    (``dropout_keep``). Without a device (the torch.compile custom
     op, whose schema returns the state on the host) it raises there. (A call on another
     device type cannot be in a capture: no check.)"""
     if device is not None and device.type == "cuda":
         if torch.cuda.is_current_stream_capturing():
-            return torch.randint(0, 2**31 - 1, (2,), dtype=torch.int64, device=device)
+            return torch.randint(0, 2**31 - 1, (2,), dtype=torch.int64, device=device), 0
     elif device is None and torch.cuda.is_available():
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError(
@@ -322,12 +323,7 @@ def _common_params(q, k, softmax_scale, window_size, softcap, dropout_p, rng_sta
     flags = _flags(left is not None, right is not None, softcap_flag(softcap, q.dtype),
                    dropout_p > 0, q.dtype, is_interpreting())
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
-    if dropout_p <= 0:
-        seed, rng_offset = 0, 0
-    elif isinstance(rng_state, torch.Tensor):  # on the device: the kernels load both
-        seed, rng_offset = rng_state, 0
-    else:
-        seed, rng_offset = rng_state
+    seed, rng_offset = rng_state if dropout_p > 0 else (0, 0)
     runtime = (
         seqlen_q, k.shape[1], nheads, nheads // k.shape[2], float(scale),
         float(softcap) if softcap > 0 else 1.0, int(left or 0), int(right or 0),
@@ -400,12 +396,11 @@ _KERNELS: dict = {}
 _run_compiled = run_compiled  # the CPU check replaces it with a spy
 
 
-def _launch(fn, grid, device, n_ptr, args, num_warps, num_stages, plain=False):
+def _launch(fn, grid, device, n_ptr, args, num_warps, num_stages):
     """``fn[grid](*args, num_warps=, num_stages=)`` (options left out when None), through
-    the cached launch when FAST_LAUNCH is on for this device type (not with ``plain``: a
-    tensor among the scalars, the dropout RNG state on the device). Returns the compiled
+    the cached launch when FAST_LAUNCH is on for this device type. Returns the compiled
     kernel the cached launch ran (None otherwise: no plan is made from it)."""
-    if FAST_LAUNCH and device.type in _FAST_LAUNCH_DEVICES and not plain:
+    if FAST_LAUNCH and device.type in _FAST_LAUNCH_DEVICES:
         return cached_launch(_KERNELS, fn, grid, device, n_ptr, args, num_warps, num_stages,
                              _run_compiled)
     plain_launch(fn, grid, args, num_warps, num_stages)
@@ -428,9 +423,12 @@ USE_PLANS = True  # A/B switch (scripts/host_overhead.py --ab-plans, host_split.
 
 
 def _rng_kind(rng_state, dropout_p):
-    """What the kernels' seed argument is (a plan's kernels are compiled for one): 0 an
-    int (Philox draws in the kernels), 1 dropout_bits' words (``(bits, 0)``)."""
-    return int(dropout_p > 0 and isinstance(rng_state[0], torch.Tensor))
+    """What the kernels' seed argument is (a plan's kernels are compiled for one): None
+    an int (Philox draws in the kernels), else the tensor's dtype: int64 the (seed,
+    offset) pair on the device (draw_rng_state inside CUDA graph capture), int32
+    dropout_bits' words."""
+    seed = rng_state[0] if dropout_p > 0 else 0
+    return seed.dtype if isinstance(seed, torch.Tensor) else None
 
 
 def _plan_key(tag, tensors, *rest):
@@ -459,7 +457,8 @@ def attention_forward(
     """Launch the forward kernel; no autograd. Returns ``(out, lse)``.
 
     Shapes as ``flash_attn_func``. ``window_size`` entries are ints or None (unbounded);
-    any int is a bound, negative ones included. ``rng_state=(seed, offset)`` (drawn if
+    any int is a bound, negative ones included. ``rng_state=(seed, offset)``, or a tensor
+    in the seed's place (draw_rng_state's on-device pair, dropout_bits' words) (drawn if
     None when dropout is on). ``out`` ((B, Sq, H, D), q's dtype) and ``lse`` ((B, H, Sq),
     float32, contiguous) may be given to write into.
     """
@@ -495,9 +494,8 @@ def attention_forward(
             )
     if dropout_p > 0 and rng_state is None:
         rng_state = draw_rng_state(device)
-    rng_dev = dropout_p > 0 and isinstance(rng_state, torch.Tensor)  # (no plan, plain launch)
     key = None
-    if (fresh and config is None and USE_PLANS and FAST_LAUNCH and not rng_dev
+    if (fresh and config is None and USE_PLANS and FAST_LAUNCH
             and device.type in _FAST_LAUNCH_DEVICES):
         key = _plan_key("fwd", (q, k, v), q.dtype, device, softmax_scale, window_size,
                         softcap, dropout_p, _rng_kind(rng_state, dropout_p))
@@ -520,7 +518,7 @@ def attention_forward(
     with device_ctx(q):
         kernel = _launch(_attn_fwd_kernel, grid, device, 5,
                          (q, k, v, out, lse, *head, *runtime[9:], *tail), cfg.num_warps,
-                         cfg.num_stages, plain=rng_dev)
+                         cfg.num_stages)
     if key is not None and kernel is not None:
         _keep_plan(key, (kernel, grid, head, tail))
     return out, lse
@@ -719,9 +717,8 @@ def attention_backward(
             left=window_size[0], softcap=softcap,
         )
     delta_shape = (batch, nheads, seqlen_q)
-    rng_dev = dropout_p > 0 and isinstance(rng_state, torch.Tensor)  # (no plan, plain launch)
     key = None
-    if (fresh and config is None and USE_PLANS and FAST_LAUNCH and not rng_dev
+    if (fresh and config is None and USE_PLANS and FAST_LAUNCH
             and device.type in _FAST_LAUNCH_DEVICES):
         key = _plan_key("bwd", (q, k, v, out, dout, lse), q.dtype, device, softmax_scale,
                         window_size, softcap, dropout_p, _rng_kind(rng_state, dropout_p))
@@ -769,10 +766,10 @@ def attention_backward(
                      (out, dout, delta, *pre_args), None, None)
         kk = _launch(_attn_bwd_dkdv_kernel, kv_grid, device, 8,
                      (q, k, v, dout, lse, delta, dk, dv, *kv_head, *runtime[9:], *kv_tail),
-                     cfg.num_warps, num_stages, plain=rng_dev)
+                     cfg.num_warps, num_stages)
         qk = _launch(_attn_bwd_dq_kernel, q_grid, device, 7,
                      (q, k, v, dout, lse, delta, dq, *q_head, *runtime[9:], *q_tail),
-                     dq_cfg.num_warps, num_stages, plain=rng_dev)
+                     dq_cfg.num_warps, num_stages)
     if key is not None and None not in (pk, kk, qk):
         _keep_plan(key, ((pk, pre_grid, pre_args), (kk, kv_grid, kv_head, kv_tail),
                          (qk, q_grid, q_head, q_tail)))
@@ -927,6 +924,7 @@ def _attn_bwd_dkdv_kernel(
                 s_hi, offs_m, offs_n, offs_d, seqlen_q, seqlen_k, diag, window_left,
                 window_right, sm_scale, softcap, dropout_p, seed, rng_offset, HEAD_DIM, BLOCK_D,
                 BLOCK_M, stage != 1, HAS_LEFT, HAS_RIGHT, SOFTCAP, DROPOUT, UPCAST, DOT_PREC,
+                start_n,
             )
     dk = dk * sm_scale
     tl.store(
@@ -952,13 +950,13 @@ def _bwd_dkdv_tiles(
     dropout_p, seed, rng_offset, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
     HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, DROPOUT: tl.constexpr, UPCAST: tl.constexpr,
-    DOT_PREC: tl.constexpr,
+    DOT_PREC: tl.constexpr, start_n=0,
 ):
-    """Accumulate dK, dV of one key tile over query tiles [lo, hi) (transposed scores)."""
+    """Accumulate dK, dV of the key tile at ``start_n`` over query tiles [lo, hi)
+    (transposed scores)."""
     d_ok = offs_d < HEAD_DIM
     q_offs = offs_m[:, None] * stride_qm + offs_d[None, :]
     do_offs = offs_m[:, None] * stride_dom + offs_d[None, :]
-    n0 = tl.min(offs_n, axis=0)  # the key tile's first key (dropout bits; else unused)
     for start_m in tl.range(lo, hi, BLOCK_M):
         rows = start_m + offs_m
         q_ptrs = q_base + tl.cast(start_m, tl.int64) * stride_qm + q_offs
@@ -981,7 +979,7 @@ def _bwd_dkdv_tiles(
         dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)
         if DROPOUT:
             keep_d = dropout_keep(seed, rng_offset, bh, rows, offs_n, dropout_p, True,
-                                  seqlen_q, seqlen_k, n0)
+                                  seqlen_q, seqlen_k, start_n)
             scale_d = 1.0 / (1.0 - dropout_p)
             dv += tl.dot(
                 tl.where(keep_d, pT * scale_d, 0.0).to(do.dtype), do, input_precision=DOT_PREC
@@ -1123,8 +1121,8 @@ def dropout_mask(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device
     """Bool keep-mask (B, H, Sq, Sk) that the kernels apply for ``rng_state``; for tests
     and the validation harness (it runs the kernels' own ``dropout_keep``)."""
     keep = torch.empty((batch * nheads, seqlen_q, seqlen_k), dtype=torch.int8, device=device)
-    if isinstance(rng_state, torch.Tensor):  # draw_rng_state's on-device pair
-        rng_state = rng_state.tolist()
+    if isinstance(rng_state[0], torch.Tensor):  # draw_rng_state's on-device pair
+        rng_state = rng_state[0].tolist()
     seed, rng_offset = rng_state
     grid = (_cdiv(seqlen_q, 16), _cdiv(seqlen_k, 16), batch * nheads)
     with device_ctx(keep):
