@@ -57,12 +57,18 @@ def tma_desc(x: torch.Tensor, block_rows: int, block_cols: int | None = None) ->
     the fields are the ones ``TensorDescriptor(x, shape, strides, block, layout)`` sets
     (tests/test_hopper.py compares them)."""
     block = [1, block_rows, 1, block_cols or x.shape[-1]]
+    return _unchecked_desc(x, block, _box_layout(tuple(block), x.dtype))
+
+
+def _unchecked_desc(x: torch.Tensor, block: list, layout) -> TensorDescriptor:
+    """``TensorDescriptor(x, x.shape, x.stride(), block, layout)`` with zero padding,
+    without its validation (``tma_desc``'s reason)."""
     desc = object.__new__(TensorDescriptor)
     desc.base = x
     desc.shape = list(x.shape)
     desc.strides = list(x.stride())
     desc.block_shape = block
-    desc.layout = _box_layout(tuple(block), x.dtype)
+    desc.layout = layout
     desc.padding = "zero"
     return desc
 
@@ -76,14 +82,7 @@ def stats_desc(x: torch.Tensor, block_rows: int) -> TensorDescriptor:
     multiple of 4, so that rows are 16-byte aligned: ``stats_tma_ok``), or a 2D tensor
     as it is (the preprocess's (lse2, delta) blocks, one box each)."""
     flat = x if x.dim() == 2 else x.view(-1, x.shape[-1])
-    desc = object.__new__(TensorDescriptor)
-    desc.base = flat
-    desc.shape = list(flat.shape)
-    desc.strides = list(flat.stride())
-    desc.block_shape = [1, block_rows]
-    desc.layout = STATS_LAYOUT
-    desc.padding = "zero"
-    return desc
+    return _unchecked_desc(flat, [1, block_rows], STATS_LAYOUT)
 
 
 def stats_tma_ok(x: torch.Tensor) -> bool:
