@@ -1,23 +1,6 @@
 # gpu_check.sh suite "s16" (sourced; $out, $commit, ft() and status are set)
-# Planned at the end of session 15 for the next session's first call; `perf` (the
-# README's table, last at 36b9475, before stats_tma) as the second.
-# 1. s15e: lse2_pre and group_branch off / on (dK/dV step 424 -> 360 instructions, 5 ->
-#    3 bar.sync at hd 64), stats_tma with windows / softcaps (bitwise tests).
-# 2. Dropout under torch.cuda.graph capture (RNG state drawn on the device): the capture
-#    test, with autograd inside the capture.
-# 3. Dropout decisions as bits (FLASHTILE_DROPOUT_BITS=1): their GPU tests, then
-#    scripts/bench_dropout.py off / on at MiniGPT's shapes. Prediction: the dropout share
-#    of the backward's GPU time (+54 us per layer at 64 x 256 over no dropout) falls by
-#    half or more; the forward +0-10 us (one more kernel, the bits' draw). ptxas has the
-#    bits-reading kernels at more registers (forward 189 against 136, dK/dV spills 676 B
-#    against 260): if they lose, look there first. ~9 min.
+# Planned at the end of session 15 for the next session's first call: s15e (lse2_pre,
+# group_branch, stats_tma with masks) then s16b (dropout under graph capture, dropout
+# bits). ~10 min together: run them as two calls.
 source scripts/suites/s15e.sh
-source scripts/suites/lib/steps.sh
-gpu_pytest pytest_graph 90 1 4 tests/test_flash.py -k "graph_capture"
-gpu_pytest pytest_dropout_bits 120 4 4 tests/test_flash.py -k "dropout and not graph"
-for bits in 0 1; do
-  FLASHTILE_DROPOUT_BITS=$bits timeout 150 python3 scripts/bench_dropout.py \
-    --csv "$out/dropout_bits$bits.csv" >"$out/dropout_bits$bits.log" 2>&1 || status=1
-  echo "== FLASHTILE_DROPOUT_BITS=$bits"
-  tail -n 12 "$out/dropout_bits$bits.log" | cut -c1-130
-done
+source scripts/suites/s16b.sh
