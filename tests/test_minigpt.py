@@ -375,3 +375,119 @@ def test_bench_variant_env_and_median(monkeypatch):
         assert os.environ["FLASHTILE_TEST_A"] == "old"
     assert train_bench._median([3.0, 1.0, 2.0]) == 2.0
     assert train_bench._median([4.0, 1.0, 2.0, 3.0]) == 2.5
+
+
+# ----------------------------------------------------------------------------------
+# the step as a CUDA graph (models/graphed.py)
+# ----------------------------------------------------------------------------------
+
+
+def test_checkpoint_keeps_a_tensor_lr_as_its_value(tmp_path):
+    """A graphed step holds the learning rate in a tensor: the snapshot stores its value
+    (JSON metadata), and an eager optimizer restores from it."""
+    tok = CharTokenizer("abcdefgh \n")
+    model = _tiny_model(tok.vocab_size, backend="sdpa")
+    opt = torch.optim.AdamW(model.parameters(), lr=torch.tensor(3e-3), foreach=False)
+    x = torch.randint(tok.vocab_size, (2, 9))
+    model(x[:, :-1], x[:, 1:])[1].backward()
+    opt.step()
+    ck = checkpoint.snapshot(model, opt, step=1, model_config=model.config.to_dict(),
+                             train_config={}, vocab=tok.chars)
+    assert ck.meta["optim_param_groups"][0]["lr"] == pytest.approx(3e-3)
+    checkpoint.write(ck, tmp_path / "last.safetensors")
+    opt2 = torch.optim.AdamW(_tiny_model(tok.vocab_size, backend="sdpa").parameters(), lr=1.0)
+    checkpoint.restore(checkpoint.load(tmp_path), model, opt2)
+    assert opt2.param_groups[0]["lr"] == pytest.approx(3e-3)
+
+
+def test_graph_step_needs_cuda():
+    from flashtile.models.graphed import GraphStep
+
+    with pytest.raises(ValueError, match="CUDA device"):
+        TrainConfig(cuda_graph=True, device="cpu").resolved()
+    model = _tiny_model(10, backend="sdpa")
+    with pytest.raises(ValueError, match="CUDA device"):
+        GraphStep(model, make_optimizer(model, TrainConfig(device="cpu").resolved()), (2, 8))
+
+
+def _graph_vs_eager(backend, dtype, dropout, steps=6):
+    """(eager losses, graphed losses, eager model, graphed model) of ``steps`` steps from
+    one initialisation on fixed random batches, the schedule's warm-up lr per step."""
+    from flashtile.models.graphed import GraphStep
+
+    mc = MiniGPTConfig(n_layer=2, n_head=4, n_embd=128, block_size=128, vocab_size=65,
+                       dropout=dropout, backend=backend)
+    tc = TrainConfig(lr=3e-3, warmup_steps=4, steps=steps, dtype=dtype).resolved()
+    data = torch.randint(65, (steps, 8, 129), device="cuda",
+                         generator=torch.Generator("cuda").manual_seed(1))
+    out = []
+    for graphed in (False, True):
+        torch.manual_seed(0)
+        model = MiniGPT(mc).cuda().train()
+        opt = make_optimizer(model, tc)
+        g = GraphStep(model, opt, (8, 128), dtype=dtype, grad_clip=tc.grad_clip) if graphed \
+            else None
+        losses = []
+        for i in range(steps):
+            x, y = data[i, :, :-1], data[i, :, 1:]
+            lr = lr_at(i, tc)
+            loss = g(x, y, lr) if g else train_step(model, opt, x, y, lr, tc)
+            losses.append(loss.item())
+        out.append((losses, model))
+    return out[0][0], out[1][0], out[0][1], out[1][1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["flashtile", "sdpa"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_graph_step_matches_eager_gpu(backend, dtype):
+    """Without dropout, replaying the captured step is the eager step: the same losses
+    and weights after 6 steps of a moving learning rate (fresh batches copied in, lr
+    read from its tensor, AdamW's state reset after the capture's warm-up)."""
+    eager, graphed, m_eager, m_graphed = _graph_vs_eager(backend, dtype, dropout=0.0)
+    tol = 1e-5 if dtype == "fp32" else 2e-3
+    assert max(abs(a - b) for a, b in zip(eager, graphed)) <= tol, (eager, graphed)
+    err = _max_param_diff(m_eager, m_graphed)
+    assert err <= (1e-5 if dtype == "fp32" else 1e-3), err
+    assert graphed[-1] < graphed[0], graphed  # and it learns
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["flashtile", "sdpa"])
+def test_graph_step_dropout_draws_anew_gpu(backend):
+    """With dropout, each replay draws a new mask (the same batch at lr 0 gives a new
+    loss every replay, the weights unchanged); training through replays lowers the loss
+    as eager training does."""
+    from flashtile.models.graphed import GraphStep
+
+    mc = MiniGPTConfig(n_layer=2, n_head=4, n_embd=128, block_size=128, vocab_size=65,
+                       dropout=0.2, backend=backend)
+    tc = TrainConfig(lr=3e-3, dtype="bf16").resolved()
+    torch.manual_seed(0)
+    model = MiniGPT(mc).cuda().train()
+    g = GraphStep(model, make_optimizer(model, tc), (8, 128))
+    x = torch.randint(65, (8, 129), device="cuda")
+    w0 = model.wte.weight.detach().clone()
+    at_zero = [g(x[:, :-1], x[:, 1:], 0.0).item() for _ in range(3)]
+    assert len(set(at_zero)) == 3, at_zero
+    assert torch.equal(model.wte.weight, w0)
+    losses = [g(x[:, :-1], x[:, 1:], 3e-3).item() for _ in range(20)]
+    assert losses[-1] < losses[0] - 0.5, losses
+
+
+@pytest.mark.gpu
+@needs_data
+def test_train_cuda_graph_gpu(splits, tmp_path):
+    """`train(cuda_graph=True)`: evaluations between replays, checkpoints with the tensor
+    lr, and a resume from them that replays the straight run's last 20 steps bit for bit
+    (the restored AdamW state survives the capture's warm-up, the RNG states travel)."""
+    mc = MiniGPTConfig(n_layer=2, n_head=4, n_embd=128, block_size=64, dropout=0.1)
+    tc = TrainConfig(steps=40, batch_size=16, lr=3e-3, warmup_steps=5, eval_interval=20,
+                     eval_batches=1, cuda_graph=True)
+    full = train(mc, tc, splits, out=tmp_path / "a", log=_quiet)
+    assert full.summary["cuda_graph"] and len(full.train_losses) == 40
+    assert full.evals[-1]["val_loss"] < full.evals[0]["val_loss"] - 0.3, full.evals
+    train(mc, tc, splits, out=tmp_path / "b", stop_at=20, log=_quiet)
+    resumed = train(mc, tc, splits, out=tmp_path / "b", resume=tmp_path / "b", log=_quiet)
+    assert resumed.train_losses == full.train_losses
+    assert [e["val_loss"] for e in resumed.evals] == [e["val_loss"] for e in full.evals]

@@ -55,7 +55,10 @@ def snapshot(model, optimizer=None, *, step: int, model_config: dict, train_conf
         for i, state in sd["state"].items():
             for key, val in state.items():
                 t[f"optim.{i}.{key}"] = val.detach().clone()
-        meta["optim_param_groups"] = sd["param_groups"]
+        # a learning rate held in a tensor (a CUDA-graphed step's) is stored as its value
+        meta["optim_param_groups"] = [
+            {k: (v.item() if torch.is_tensor(v) else v) for k, v in g.items()}
+            for g in sd["param_groups"]]
     t["rng.cpu"] = torch.get_rng_state()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         t["rng.cuda"] = torch.cuda.get_rng_state()

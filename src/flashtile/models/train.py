@@ -33,6 +33,7 @@ import torch
 
 from . import checkpoint
 from .data import Splits, eval_batches, load_text, make_splits, random_batch
+from .graphed import GraphStep
 from .minigpt import BACKENDS, MiniGPT, MiniGPTConfig
 
 __all__ = ["PRESETS", "TrainConfig", "TrainResult", "lr_at", "plot_loss_curves", "preset",
@@ -58,6 +59,7 @@ class TrainConfig:
     seed: int = 1337
     dtype: str = "auto"  # "bf16" (autocast; GPU default), "fp32" (CPU default), "fp64"
     device: str = "auto"
+    cuda_graph: bool = False  # each step one CUDA graph replay (models/graphed.py)
 
     def resolved(self) -> TrainConfig:
         cuda = torch.cuda.is_available()
@@ -69,6 +71,8 @@ class TrainConfig:
         if dtype == "bf16" and not device.startswith("cuda"):
             raise ValueError("dtype='bf16' (autocast) needs a CUDA device; the interpreter's "
                              "bf16 dots are not trustworthy")
+        if self.cuda_graph and not device.startswith("cuda"):
+            raise ValueError("cuda_graph=True needs a CUDA device")
         return replace(self, device=device, dtype=dtype)
 
 
@@ -259,9 +263,15 @@ def train(mc: MiniGPTConfig, tc: TrainConfig, splits: Splits | None = None, *,
     if warmup if warmup is not None else tc.device.startswith("cuda"):
         x, y = random_batch(splits.train, B, T, torch.Generator(tc.device).manual_seed(0))
         warmup_s = warm_up(model, tc, x, y, batches["val"][0][0])
+    graphed = None
+    if tc.cuda_graph:
+        t = time.perf_counter()
+        graphed = GraphStep(model, optimizer, (B, T), dtype=tc.dtype, grad_clip=tc.grad_clip)
+        _sync(tc)
+        warmup_s += time.perf_counter() - t
     log(f"MiniGPT {model.num_params() / 1e6:.2f}M params, backend {mc.backend}, {tc.device} "
-        f"{tc.dtype}, steps {start}->{stop}, batch {B} x ctx {T}"
-        + (f"; warm-up (compile) {warmup_s:.1f} s, not timed" if warmup_s else ""))
+        f"{tc.dtype}{', CUDA graph' if graphed else ''}, steps {start}->{stop}, batch {B} x "
+        f"ctx {T}" + (f"; warm-up (compile) {warmup_s:.1f} s, not timed" if warmup_s else ""))
     losses = torch.zeros(max(stop - start, 0), dtype=torch.float64, device=tc.device)
     bar = _bar(start, stop, progress)
     eval_s, t_log, seen_log = 0.0, time.perf_counter(), start
@@ -282,7 +292,10 @@ def train(mc: MiniGPTConfig, tc: TrainConfig, splits: Splits | None = None, *,
         if step == stop:
             break
         x, y = random_batch(splits.train, B, T, gen)
-        losses[step - start] = train_step(model, optimizer, x, y, lr_at(step, tc), tc)
+        if graphed is not None:
+            losses[step - start] = graphed(x, y, lr_at(step, tc))
+        else:
+            losses[step - start] = train_step(model, optimizer, x, y, lr_at(step, tc), tc)
         if bar is not None and (step + 1) % tc.log_interval == 0:
             now = time.perf_counter()
             bar.set_postfix(loss=f"{losses[step - start].item():.3f}",
@@ -326,7 +339,8 @@ def _summary(mc, tc, st: _State, n_steps, train_s, eval_s, warmup_s) -> dict:
     last = st.evals[-1] if st.evals else {}
     device = (torch.cuda.get_device_name() if tc.device.startswith("cuda")
               else "CPU (Triton interpreter)" if mc.backend == "flashtile" else "CPU")
-    return dict(backend=mc.backend, device=device, dtype=tc.dtype, steps=n_steps,
+    return dict(backend=mc.backend, device=device, dtype=tc.dtype, cuda_graph=tc.cuda_graph,
+                steps=n_steps,
                 batch_size=tc.batch_size, block_size=mc.block_size,
                 final_val=last.get("val_loss"), best_val=st.best_val, best_step=st.best_step,
                 train_s=round(train_s, 3), eval_s=round(eval_s, 3), warmup_s=round(warmup_s, 3),
@@ -425,9 +439,14 @@ def configure_parser(p) -> None:
     p.add_argument("--eval-interval", type=int, default=None)
     p.add_argument("--dtype", choices=("auto", "bf16", "fp32", "fp64"), default="auto")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="capture the training step once as a CUDA graph and replay it "
+                        "(the host launches one graph per step; needs a GPU)")
     p.add_argument("--bench", action="store_true",
                    help="instead of training: step time and tokens/s per backend and shape")
-    p.add_argument("--bench-backends", default="flashtile,sdpa-cudnn,sdpa-flash")
+    p.add_argument("--bench-backends", default="flashtile,sdpa-cudnn,sdpa-flash",
+                   help="NAME[:graph][@VAR=VALUE...],...; :graph replays the step as a "
+                        "CUDA graph")
     p.add_argument("--bench-shapes", default="64x256,16x1024", help="BATCHxCTX,...")
     p.add_argument("--bench-steps", type=int, default=50)
     p.add_argument("--bench-rounds", type=int, default=5,
@@ -452,7 +471,8 @@ def run(args) -> int:
     over = {k: v for k, v in dict(steps=args.steps, seed=args.seed, batch_size=args.batch_size,
                                   lr=args.lr, dropout=args.dropout,
                                   eval_interval=args.eval_interval).items() if v is not None}
-    mc, tc = preset(name, backend=args.backend, dtype=args.dtype, **over)
+    mc, tc = preset(name, backend=args.backend, dtype=args.dtype,
+                    cuda_graph=args.cuda_graph, **over)
     splits = make_splits(load_text(args.data, download=args.download))
     resume = args.out if args.resume else None
     print(f"flashtile train: preset {name}, data {len(splits.train):,} train / "

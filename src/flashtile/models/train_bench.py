@@ -11,6 +11,10 @@ step 10.7 to 14.3 ms in one run, backends timed one after the other), so a backe
 time is the median of its round means, the ratio to SDPA cuDNN is the median of the
 per-round ratios (each round times the backends within seconds of each other), and the
 spread (max / min round mean) is printed beside it. tokens/s = batch * ctx / step time.
+
+A backend named ``NAME:graph`` runs its step as a CUDA graph replay (models/graphed.py):
+one launch per step instead of ~300, so the time is the GPU's. Its ratio is taken to
+``sdpa-cudnn:graph`` when that runs too.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import sys
 import torch
 
 from ..bench.report import write_rows
+from .graphed import GraphStep
 from .minigpt import MiniGPT
 from .train import make_optimizer, preset, train_step
 
@@ -31,16 +36,26 @@ __all__ = ["bench_rounds", "bench_step", "run_bench", "step_fn"]
 
 
 def step_fn(backend: str, batch: int, ctx: int, n_batches: int, seed: int = 0):
-    """The shakespeare-char model and optimizer at (batch, ctx) on ``backend``, with
-    ``n_batches`` random batches drawn beforehand; returns ``step(i)``, one training step
-    on batch i (nothing else in it, so timings hold only the step)."""
-    mc, tc = preset("shakespeare-char", backend=backend, block_size=ctx, batch_size=batch,
+    """The shakespeare-char model and optimizer at (batch, ctx) on ``backend`` (``NAME``
+    or ``NAME:graph``), with ``n_batches`` random batches drawn beforehand; returns
+    ``step(i)``, one training step on batch i (nothing else in it, so timings hold only
+    the step)."""
+    name, _, mode = backend.partition(":")
+    if mode not in ("", "graph"):
+        raise ValueError(f"backend {backend!r}: the only mode is ':graph'")
+    mc, tc = preset("shakespeare-char", backend=name, block_size=ctx, batch_size=batch,
                     seed=seed)
     tc = tc.resolved()
     torch.manual_seed(seed)
     model = MiniGPT(mc).to(tc.device).train()
     opt = make_optimizer(model, tc)
     data = torch.randint(mc.vocab_size, (n_batches, batch, ctx + 1), device=tc.device)
+    if mode == "graph":
+        graphed = GraphStep(model, opt, (batch, ctx), dtype=tc.dtype, grad_clip=tc.grad_clip)
+
+        def step(i: int) -> None:
+            graphed(data[i, :, :-1], data[i, :, 1:], tc.lr)
+        return step
 
     def step(i: int) -> None:
         train_step(model, opt, data[i, :, :-1], data[i, :, 1:], tc.lr, tc)
@@ -141,22 +156,23 @@ def run_bench(args) -> int:
     print(f"MiniGPT training step (6L/6H/384, bf16 autocast, dropout 0.2, fused AdamW) on "
           f"{gpu}, {args.bench_steps} steps per backend in {rounds} interleaved rounds: "
           f"median of the round means, ratio = median of the per-round ratios")
-    print(f"{'batch x ctx':>12} {'backend':>12} {'ms/step':>9} {'tokens/s':>11} {'vs cuDNN':>9}"
+    print(f"{'batch x ctx':>12} {'backend':>18} {'ms/step':>9} {'tokens/s':>11} {'vs cuDNN':>9}"
           f" {'spread':>7}")
     for batch, ctx in shapes:
         res, errors = bench_rounds(backends, batch, ctx, steps=args.bench_steps,
                                    rounds=rounds)
         for b, err in errors.items():
-            print(f"{batch:>5} x {ctx:<5} {b:>12} unavailable: {err}")
+            print(f"{batch:>5} x {ctx:<5} {b:>18} unavailable: {err}")
             failed = failed or b == "flashtile"
-        ref = res.get("sdpa-cudnn")
         for b in backends:
             if b not in res:
                 continue
+            graphed = b.split("@")[0].endswith(":graph")
+            ref = res.get("sdpa-cudnn:graph" if graphed else "sdpa-cudnn")
             t = _median(res[b])
             ratio = _median([x / y for x, y in zip(ref, res[b])]) if ref else None
             spread = max(res[b]) / min(res[b])
-            print(f"{batch:>5} x {ctx:<5} {b:>12} {1e3 * t:>9.2f} {batch * ctx / t:>11.4g} "
+            print(f"{batch:>5} x {ctx:<5} {b:>18} {1e3 * t:>9.2f} {batch * ctx / t:>11.4g} "
                   f"{(f'{ratio:.2f}x' if ratio else '-'):>9} {spread:>7.2f}")
             rows.append(dict(model="minigpt-6L384", backend=b, batch=batch, ctx=ctx,
                              ms_per_step=round(1e3 * t, 4), tokens_per_s=round(batch * ctx / t),
