@@ -19,6 +19,12 @@ status 1). ``--config`` overrides fields of configs.hopper_bwd_config for A/B ru
 (configs.parse_overrides: ints, "none"); ``--batch --nheads --nheads-kv`` replace the
 DESIGN.md shape (GQA when nheads-kv < nheads).
 Short table last.
+
+``--ab "A|B|..."`` instead times the Gluon backward under each override set (on top of
+``--config``; an empty set is the shipped config) in one process, in ``--rounds``
+interleaved rounds (each a short do_bench per variant), and prints per shape the median
+of each variant's round times and its change against the first: machine-to-machine and
+process-to-process drift (up to 7% on these machines) cancels out of that change.
 """
 
 from __future__ import annotations
@@ -174,6 +180,62 @@ def bench_shape(seqlen, hd, causal, overrides, dev, timed=TIMED, batch=None, nhe
     return row, status
 
 
+def ab_shape(seqlen, hd, causal, variants, dev, rounds, batch=None, nheads=None,
+             nheads_kv=None) -> list[dict]:
+    """The Gluon backward under each override dict of ``variants``, interleaved rounds;
+    rows {label, causal, variant, ms, tflops, change} (change against variants[0])."""
+    shape = paper_shape(seqlen, hd, causal)
+    shape = dataclasses.replace(shape, batch=batch or shape.batch,
+                                nheads=nheads or shape.nheads)
+    hkv = nheads_kv or shape.nheads
+    gen = torch.Generator(device=dev).manual_seed(seqlen + hd)
+    q, k, v, dout = (torch.randn(shape.batch, seqlen, shape.nheads if i in (0, 3) else hkv,
+                                 hd, device=dev, dtype=torch.bfloat16, generator=gen)
+                     for i in range(4))
+    fns = [closures(q, k, v, dout, causal, over)[1]["gluon-bwd"] for over in variants]
+    first = [f() for f in fns]  # compile; every variant's gradients equal the first's?
+    same = [all(torch.equal(a, b) for a, b in zip(first[0], g)) for g in first]
+    times = [[] for _ in fns]
+    for _ in range(rounds):
+        for i, f in enumerate(fns):
+            times[i].append(triton.testing.do_bench(f, warmup=5, rep=30, return_mode="median"))
+    label = shape.label() + (f" KV{hkv}" if hkv != shape.nheads else "")
+    flops = attn_flops(shape, "bwd")
+    med = [sorted(t)[len(t) // 2] for t in times]
+    return [dict(label=label, causal=int(causal), variant=i, ms=m, tflops=tflops(flops, m),
+                 change=med[0] / m - 1.0, bitwise=same[i]) for i, m in enumerate(med)]
+
+
+def run_ab(args, dev) -> int:
+    base = configs.parse_overrides(args.config)
+    texts = args.ab.split("|")
+    variants = [{**base, **configs.parse_overrides(t)} for t in texts]
+    rows = []
+    for causal in map(bool, args.causal):
+        for hd in args.head_dims:
+            for seqlen in args.seqlens:
+                rows += ab_shape(seqlen, hd, causal, variants, dev, args.rounds, args.batch,
+                                 args.nheads, args.nheads_kv)
+                torch.cuda.empty_cache()
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["shape", "causal", "variant", "ms", "tflops", "change", "bitwise"])
+            for r in rows:
+                w.writerow([r["label"], r["causal"], texts[r["variant"]] or "shipped",
+                            f"{r['ms']:.4f}", f"{r['tflops']:.2f}", f"{r['change']:.4f}",
+                            int(r["bitwise"])])
+    print(f"\nGluon backward TFLOPS, {args.rounds} interleaved rounds, median; change "
+          f"against the first variant; '=' the gradients bitwise equal to its")
+    print(f"{'shape':<22} {'causal':<6} " + " ".join(f"{t or 'shipped':>24}" for t in texts))
+    for i in range(0, len(rows), len(texts)):
+        cells = [f"{r['tflops']:6.1f} ({100 * r['change']:+5.1f}%){'=' if r['bitwise'] else '!'}"
+                 for r in rows[i:i + len(texts)]]
+        print(f"{rows[i]['label']:<22} {rows[i]['causal']:<6} "
+              + " ".join(f"{c:>24}" for c in cells))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seqlens", type=int, nargs="+", default=[1024, 4096, 16384])
@@ -186,11 +248,15 @@ def main() -> int:
     ap.add_argument("--nheads", type=int, help="query heads (default: 2048 / head dim)")
     ap.add_argument("--nheads-kv", type=int, help="key/value heads (GQA; default: nheads)")
     ap.add_argument("--csv")
+    ap.add_argument("--ab", help="'A|B|...': Gluon backward override sets, interleaved A/B")
+    ap.add_argument("--rounds", type=int, default=7, help="--ab: interleaved rounds")
     args = ap.parse_args()
     timed = set(args.only) | {"cudnn-fwd", "cudnn-fwd+bwd", "portable-bwd"}
     dev = torch.device("cuda")
     print(f"{torch.cuda.get_device_name(dev)} torch {torch.__version__} triton "
           f"{triton.__version__}", flush=True)
+    if args.ab:
+        return run_ab(args, dev)
     overrides = configs.parse_overrides(args.config)
     rows, status = [], 0
     for causal in map(bool, args.causal):
