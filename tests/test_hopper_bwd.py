@@ -653,12 +653,10 @@ def test_stats_tma(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, extra, devic
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("left,softcap", [(100, 0.0), (None, 20.0), (300, 30.0)])
-def test_stats_tma_masks(head_dim, causal, left, softcap, device, monkeypatch):
-    """stats_tma with a sliding window's left bound and / or a softcap
-    (hopper_bwd.STATS_WITH_MASKS, set here; off in the library until this has run):
-    bitwise the global-load path, ragged lengths, GQA 4:1."""
+def test_stats_tma_masks(head_dim, causal, left, softcap, device):
+    """stats_tma with a sliding window's left bound and / or a softcap: bitwise the
+    global-load path, ragged lengths, GQA 4:1."""
     _gpu_sm90()
-    monkeypatch.setattr(hopper_bwd, "STATS_WITH_MASKS", True)
     q, k, v = make_qkv(2, 1028, 1100, 8, 2, head_dim, torch.bfloat16, device, seed=head_dim)
     dout = torch.randn_like(q)
     out, lse = flash.attention_forward(q, k, v, causal=causal, softcap=softcap,

@@ -218,7 +218,7 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     group = nheads // nheads_kv
     with device_ctx(q):
         lse2 = None
-        if _stats_tma(cfg, False, left, softcap) and cfg.lse2_pre and cfg.block_m == 64:
+        if _stats_tma(cfg, False) and cfg.lse2_pre and cfg.block_m == 64:
             delta, lse2 = _delta(out, dout, lse)
         else:
             delta = _delta(out, dout)
@@ -375,7 +375,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
              tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
              tma_desc(dv_t, cfg.block_n, cols))
     prefetch = cfg.prefetch_stats
-    stats = _stats_tma(cfg, varlen is not None, left, softcap)
+    stats = _stats_tma(cfg, varlen is not None)
     if stats and lse2 is not None:  # the preprocess's (lse2, delta) blocks, one box each
         dkdv_flag.update(lse_desc=stats_desc(lse2, 2 * cfg.block_m), STATS=True,
                          LSE2_PRE=True)
@@ -447,17 +447,11 @@ def _fused_constexprs(cfg, head_dim, causal, deterministic) -> dict:
                 DEFER_DQ=bool(cfg.dq_defer))
 
 
-# stats_tma with a sliding window or softcap too (GPU-tested by test_stats_tma_masks, which
-# sets it; off until that has run)
-STATS_WITH_MASKS = False
-
-
-def _stats_tma(cfg, varlen, left, softcap) -> bool:
+def _stats_tma(cfg, varlen) -> bool:
     """Whether the dK/dV kernel takes its row statistics by TMA (HopperBwdConfig.stats_tma):
-    two-kernel dense calls, not yet with a window or softcap unless STATS_WITH_MASKS (those
-    builds compile with it, 0 B of spills, but have not run it on a GPU)."""
-    return (cfg.stats_tma and not cfg.fused and not varlen
-            and (STATS_WITH_MASKS or (left is None and not softcap)))
+    two-kernel dense calls, with or without a window or softcap (bitwise the global-load
+    path on the H200: test_stats_tma_masks, s15e)."""
+    return cfg.stats_tma and not cfg.fused and not varlen
 
 FUSED_ENV_VAR = "FLASHTILE_HOPPER_BWD_FUSED"
 OVERRIDES_ENV_VAR = "FLASHTILE_HOPPER_BWD_OVERRIDES"
