@@ -136,7 +136,7 @@ def test_dropout_bits_drop_the_same(causal, device, monkeypatch):
     q, k, v, dout = _assert_same_dropout(causal, device, (bits, 0))
     runs = []
     for on in (False, True):
-        monkeypatch.setattr(flash, "DROPOUT_BITS", on)
+        monkeypatch.setenv(flash.DROPOUT_BITS_ENV_VAR, str(int(on)))
         qkv = [t.detach().clone().requires_grad_() for t in (q, k, v)]
         torch.manual_seed(7)
         out = flashtile.flash_attn_func(*qkv, causal=causal, dropout_p=0.3)
@@ -146,12 +146,15 @@ def test_dropout_bits_drop_the_same(causal, device, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_dropout_graph_capture_gpu(device, monkeypatch):
+@pytest.mark.parametrize("bits", [False, True], ids=["draw", "bits"])
+def test_dropout_graph_capture_gpu(bits, device, monkeypatch):
     """A torch.cuda.graph capture of a training call with dropout: each replay draws a new
     mask (the state is drawn on the device), and each replay's output and gradients equal
-    the eager call's with that replay's (seed, offset)."""
+    the eager call's with that replay's (seed, offset). With FLASHTILE_DROPOUT_BITS=1 the
+    captured call draws the bits from the on-device pair and its kernels read them."""
     if device.type != "cuda":
         pytest.skip("needs a CUDA device (run scripts/gpu_check.sh there)")
+    monkeypatch.setenv(flash.DROPOUT_BITS_ENV_VAR, str(int(bits)))
     drawn = []
     real_draw = flash.draw_rng_state
 
@@ -165,8 +168,11 @@ def test_dropout_graph_capture_gpu(device, monkeypatch):
                                                     device))
     dout = torch.randn_like(q)
     rng = torch.tensor([1, 2], dtype=torch.int64, device=device)
-    for _ in range(2):  # warm-up outside the capture: both kernel variants compiled
-        for state in (rng, (1, 2)):
+    states = [rng, (1, 2)]
+    if bits:  # the bits drawn from the on-device pair, and the kernels reading them
+        states.append((flash.dropout_bits(rng, 1, 2, 256, 256, 0.2, device), 0))
+    for _ in range(2):  # warm-up outside the capture: every kernel variant compiled
+        for state in states:
             out, lse = flash.attention_forward(q.detach(), k.detach(), v.detach(),
                                                dropout_p=0.2, rng_state=state)
             flash.attention_backward(dout, q.detach(), k.detach(), v.detach(), out, lse,

@@ -637,7 +637,8 @@ def test_stats_tma(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, extra, devic
     expanded programs, group 1 each)."""
     _gpu_sm90()
     base = dataclasses.replace(configs.hopper_bwd_config(head_dim, causal, 4096,
-                                                         8 // nheads_kv), stats_tma=False)
+                                                         8 // nheads_kv), stats_tma=False,
+                               lse2_pre=False, group_branch=False)
     cfg = dataclasses.replace(base, stats_tma=True, **extra)
     q, k, v = make_qkv(2, seqlen_q, seqlen_k, 8, nheads_kv, head_dim, torch.bfloat16, device,
                        seed=head_dim + seqlen_q + nheads_kv)

@@ -349,19 +349,19 @@ class HopperBwdConfig:
     # tile's lse / delta rows by TMA (behind the same barriers), read from shared memory,
     # instead of 2 x block_m / 8 masked global loads per thread and step (ptxas sm_90, hd
     # 64: 32 LDG of the step loop's 490 instructions, with their address and mask work);
-    # on at hd 64 (+3.5% to +8.1% backward, `s15c`); not yet with a window or softcap
-    # (those launches keep the global loads until measured)
+    # on at hd 64 (+3.5% to +8.1% backward, `s15c`) and, with lse2_pre, at hd 128; with
+    # windows and softcaps too (bitwise the global-load path, `s15e`)
     stats_tma: bool = False
     # with stats_tma (block_m 64): the delta preprocess also writes, per 64 query rows,
     # their lse in log2 units (+inf on rows with no key) then their delta, so the dK/dV
     # step loads both with one TMA box behind its own barrier and reads lse as is (ptxas
     # sm_90, hd 64: step loop 424 -> 360 instructions, bar.sync 5 -> 3 per step: two
-    # copies signalling one barrier cost one each; any seqlen_q). Opt-in, not yet GPU-run
+    # copies signalling one barrier cost one each; any seqlen_q). On at hd 64 / 128
     lse2_pre: bool = False
     # dK/dV kernel: a program with one query head (MHA, or GQA's expanded programs) takes
     # its next ring tile's head and query tile without the integer division by the
     # tiles per head (ptxas sm_90, hd 64 with stats_tma and lse2_pre: ~36 of the step's
-    # 364 instructions branched around). Opt-in, not yet GPU-run
+    # 364 instructions branched around). On at hd 64 / 128 (`bwdab`: +0-2% over lse2_pre)
     group_branch: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
@@ -480,10 +480,16 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
         # TFLOPS off -> on at 4k / 16k: non-causal 362.6 / 374.8 -> 391.8 / 399.5,
         # causal 332.4 / 362.1 -> 356.7 / 374.6 (+3.5% to +8.1%); `bwdvscudnn` had this
         # dK/dV kernel at 55% tensor pipe (the dQ kernel 75%). hd 128: -1.0% to +2.6%
+        # lse2_pre and group_branch (one TMA box of lse2 / delta per Q tile, no integer
+        # division per step; step loop 424 -> ~330 instructions, bar.sync 5 -> 3):
+        # `bwdab` (a205434, one process, 9 interleaved rounds), backward TFLOPS at 4k /
+        # 16k: non-causal 391.6 / 398.3 -> 406.9 / 409.7, causal 353.8 / 376.3 -> 372.9 /
+        # 396.5 (+2.9% to +5.4%; lse2_pre alone +2.7% to +3.9%)
         capped = (group == 1 or gqa_expand) and not softcap
         return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 3,
                                max_regs=168 if capped else None, gqa_expand=gqa_expand,
-                               early_expect=True, stats_tma=True)
+                               early_expect=True, stats_tma=True, lse2_pre=True,
+                               group_branch=True)
     if head_dim > 128:
         # hd 256 (opt-in, FLASHTILE_HOPPER_BWD=1; 0e01b69 `bwd256`: 156-198 TFLOPS, below the
         # portable backward's swept tiles, 206-239, so not preferred): a 64-key dK and
@@ -503,5 +509,10 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
     # Non-causal, lse / delta loaded a step ahead (251 regs, no spills): `bwdcap` (604b370)
     # 423.0/443.0/449.9 against 402.7/430.9/440.5 (+2-5%); causal it spills 60 B and
     # measured 4-9% slower. 32-key dQ tiles (three dQ programs per SM): 6-10% slower
+    # stats_tma with lse2_pre and group_branch (as at hd 64): `bwdab` (a205434, one
+    # process, 9 interleaved rounds), backward TFLOPS at 4k / 16k: non-causal 442.7 /
+    # 439.5 -> 447.3 / 451.8, causal 388.4 / 426.7 -> 410.3 / 443.5 (+1.0% to +5.6%;
+    # stats_tma alone -0.6% to +5.4%)
     return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 2, prefetch_stats=not causal,
-                           gqa_expand=gqa_expand)
+                           gqa_expand=gqa_expand, stats_tma=True, lse2_pre=True,
+                           group_branch=True)

@@ -152,9 +152,10 @@ class FlashAttnFunction(torch.autograd.Function):
         if _eager_ok(q, k, v):
             with _profiled("flashtile::flash_attn_fwd"):
                 rng = draw_rng_state(q.device) if dropout_p > 0 else (0, 0)
-                if DROPOUT_BITS and dropout_p > 0 and isinstance(rng[0], int):
+                if dropout_p > 0 and dropout_bits_on():
                     # the decisions drawn once, read by the forward and both backward
-                    # kernels (None if too large: each kernel draws)
+                    # kernels (None if too large: each kernel draws); under CUDA graph
+                    # capture drawn from the on-device pair, at each replay
                     bits = dropout_bits(rng, q.shape[0], q.shape[2], q.shape[1], k.shape[1],
                                         dropout_p, q.device)
                     if bits is not None:
@@ -1141,7 +1142,13 @@ DROPOUT_BITS_MAX_BYTES = 256 << 20  # larger masks: the kernels draw their own (
 # (the callers pass the tile's first column; a min over the columns per tile cost the
 # forward 255; a word load per element spilled 1500 B in dK/dV). The PTX of the drawing
 # builds is unchanged (24 builds against e9fa1bf).
-DROPOUT_BITS = os.environ.get("FLASHTILE_DROPOUT_BITS", "0") not in ("", "0")
+DROPOUT_BITS_ENV_VAR = "FLASHTILE_DROPOUT_BITS"
+
+
+def dropout_bits_on() -> bool:
+    """FLASHTILE_DROPOUT_BITS, read at each training call (so one process can time both;
+    `train --bench flashtile@FLASHTILE_DROPOUT_BITS=1`)."""
+    return os.environ.get(DROPOUT_BITS_ENV_VAR, "0") not in ("", "0")
 
 
 def dropout_bits(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device):
