@@ -251,14 +251,14 @@ def hopper_bwd_variants():
                 yield f"{tag} bfloat16 gqa-expand", hd, causal, torch.bfloat16, gqa
                 # and over packed varlen sequences (opt-in there: gqa_expand=1 override)
                 yield f"{tag} bfloat16 gqa-expand varlen", hd, causal, torch.bfloat16, gqa
-            if hd <= 128:  # lse / delta rows by TMA beside Q / dO (stats_tma, opt-in)
+            if hd <= 128:  # the shipped stats_tma + lse2_pre + group_branch, one by one
+                yield (f"{tag} bfloat16 no-stats", hd, causal, torch.bfloat16,
+                       dataclasses.replace(cfg, stats_tma=False, lse2_pre=False,
+                                           group_branch=False))
                 yield (f"{tag} bfloat16 stats", hd, causal, torch.bfloat16,
-                       dataclasses.replace(cfg, stats_tma=True))
+                       dataclasses.replace(cfg, lse2_pre=False, group_branch=False))
                 yield (f"{tag} bfloat16 stats lse2", hd, causal, torch.bfloat16,
-                       dataclasses.replace(cfg, stats_tma=True, lse2_pre=True))
-                yield (f"{tag} bfloat16 stats lse2 gb", hd, causal, torch.bfloat16,
-                       dataclasses.replace(cfg, stats_tma=True, lse2_pre=True,
-                                           group_branch=True))
+                       dataclasses.replace(cfg, group_branch=False))
             if hd <= 128:  # the same kernels over packed varlen sequences (opt-in)
                 yield f"{tag} bfloat16 varlen", hd, causal, torch.bfloat16, cfg
             if hd <= 128:  # a sliding window's left bound (HAS_LEFT), dense and varlen

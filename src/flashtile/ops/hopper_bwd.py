@@ -391,7 +391,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
             nheads, group, qk_scale, float(scale), HEAD_DIM=head_dim,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages,
             CAUSAL=bool(causal), PREFETCH=prefetch, D_SPLIT=cfg.d_split,
-            HALF=half, EARLY_EXPECT=cfg.early_expect, GROUP_BRANCH=cfg.group_branch,
+            HALF=half, EARLY_EXPECT=cfg.early_expect,
+            GROUP_BRANCH=cfg.group_branch and varlen is None,
             num_warps=cfg.num_warps,
             **_maxnreg(cfg.max_regs), **dkdv_flag,
         )
@@ -1535,8 +1536,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs = _fused_constexprs(cfg, head_dim, causal, deterministic)
         if name == "dkdv":
             constexprs["PREFETCH"] = bool(cfg.prefetch_stats)
-            if cfg.stats_tma and not (varlen or window or softcap):  # as _launch_split
-                if cfg.lse2_pre:  # one (lse2, delta) box
+            if _stats_tma(cfg, varlen):  # as _launch_split
+                if cfg.lse2_pre and bm == 64:  # one (lse2, delta) box
                     types["lse_desc"] = stats_desc_signature(2 * bm)
                     constexprs.update(STATS=True, PREFETCH=False, LSE2_PRE=True,
                                       delta_desc=None)
@@ -1548,7 +1549,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs.update(D_SPLIT=cfg.d_split, HALF=cfg.d_split - 1)  # the last block
             if cfg.gqa_expand:
                 constexprs["EXPAND"] = True
-            constexprs["GROUP_BRANCH"] = bool(cfg.group_branch)
+            constexprs["GROUP_BRANCH"] = bool(cfg.group_branch and not varlen)
         if name != "fused":
             constexprs["EARLY_EXPECT"] = bool(cfg.early_expect)
             types["left"] = "i32"
