@@ -9,7 +9,7 @@ import torch
 
 import flashtile
 from conftest import HAS_CUDA
-from flashtile import reference
+from flashtile import configs, reference
 from flashtile.ops import flash
 from flashtile.validate import Case, case_grid, make_qkv, run_case, with_
 
@@ -98,7 +98,7 @@ def test_dropout_rng_state_on_device(causal, device):
                                                        device=device), 0))
 
 
-def _assert_same_dropout(causal, device, rng):
+def _assert_same_dropout(causal, device, rng, bwd_config=None):
     """Forward and backward through the launchers with RNG state ``rng`` bitwise equal to
     those with the pair (1234, 567) it stands for. Returns (q, k, v, dout)."""
     q, k, v = make_qkv(2, 70, 45, 4, 2, 32, torch.float16, device)
@@ -108,7 +108,7 @@ def _assert_same_dropout(causal, device, rng):
         out, lse = flash.attention_forward(q, k, v, causal=causal, dropout_p=0.3,
                                            rng_state=state)
         grads = flash.attention_backward(dout, q, k, v, out, lse, causal=causal,
-                                         dropout_p=0.3, rng_state=state)
+                                         dropout_p=0.3, rng_state=state, config=bwd_config)
         results.append((out, lse, *grads))
     for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), *results):
         assert torch.equal(a, b), name
@@ -116,15 +116,21 @@ def _assert_same_dropout(causal, device, rng):
 
 
 def test_dropout_bits_are_the_kernels_decisions(device):
-    """dropout_bits packs exactly the decisions the kernels draw (dropout_mask), bit c % 32
-    of word c // 32 per (batch * head, row), over ragged lengths."""
+    """dropout_bits packs exactly the decisions the kernels draw (dropout_mask), over
+    ragged lengths, in both layouts of each (batch * head) block: by row, bit c % 32 of
+    word c // 32; then by key, bit r % 32 of word r // 32."""
     batch, nheads, seqlen_q, seqlen_k = 2, 3, 70, 45
     bits = flash.dropout_bits((1234, 567), batch, nheads, seqlen_q, seqlen_k, 0.3, device)
     keep = flash.dropout_mask((1234, 567), batch, nheads, seqlen_q, seqlen_k, 0.3, device)
-    words = bits.view(batch * nheads, seqlen_q, -1).cpu()
-    cols = torch.arange(seqlen_k)
-    got = ((words[:, :, cols // 32] >> (cols % 32)) & 1).bool()
-    assert torch.equal(got.view(keep.shape), keep.cpu())
+    keep = keep.view(batch * nheads, seqlen_q, seqlen_k).cpu()
+    wk, wq = (seqlen_k + 31) // 32, (seqlen_q + 31) // 32
+    blocks = bits.view(batch * nheads, seqlen_q * wk + seqlen_k * wq).cpu()
+    by_row = blocks[:, : seqlen_q * wk].view(-1, seqlen_q, wk)
+    by_key = blocks[:, seqlen_q * wk:].view(-1, seqlen_k, wq)
+    cols, rows = torch.arange(seqlen_k), torch.arange(seqlen_q)
+    assert torch.equal(((by_row[:, :, cols // 32] >> (cols % 32)) & 1).bool(), keep)
+    got = ((by_key[:, :, rows // 32] >> (rows % 32)) & 1).bool()  # (bh, key, row)
+    assert torch.equal(got.transpose(1, 2), keep)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -134,6 +140,10 @@ def test_dropout_bits_drop_the_same(causal, device, monkeypatch):
     through flash_attn_func's autograd with the same torch seed."""
     bits = flash.dropout_bits((1234, 567), 2, 4, 70, 45, 0.3, device)
     q, k, v, dout = _assert_same_dropout(causal, device, (bits, 0))
+    # the dK/dV kernel's by-key words over query tiles of 16 (within one word) and 64 (two)
+    for block_m in (16, 64):
+        _assert_same_dropout(causal, device, (bits, 0), configs.BwdConfig(
+            block_m=block_m, block_n=32, num_warps=1 if block_m < 64 else 4, num_stages=1))
     runs = []
     for on in (False, True):
         monkeypatch.setenv(flash.DROPOUT_BITS_ENV_VAR, str(int(on)))

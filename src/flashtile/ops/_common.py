@@ -272,7 +272,7 @@ def _pair16(idx):
 
 @triton.jit
 def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexpr,
-                 seqlen_q=0, seqlen_k=0, col0=0):
+                 seqlen_q=0, seqlen_k=0, col0=0, row0=0):
     """Keep-mask of attention dropout for (batch*head ``bh``, query ``rows``, key
     ``cols``), both 1-D in aligned runs of 16 (tiles of 16k rows and keys); shape
     (rows, cols), or (cols, rows) if TRANS (the dK/dV kernel's orientation).
@@ -285,26 +285,37 @@ def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexp
     the Philox work is a quarter of one call per element. Every (b, h, i, j) draws its
     own number whatever the tiling. ``seed`` may be a pointer to (seed, offset) int64 on
     the device (flash.draw_rng_state inside CUDA graph capture); ``rng_offset`` is then
-    unused. Or a pointer to int32 words: the decisions already drawn, one bit each
-    (flash.dropout_bits: word (bh * seqlen_q + row) * cdiv(seqlen_k, 32) + col // 32, bit
-    col % 32; ``cols`` in whole words from ``col0``, their first): C // 32 word loads per
-    row, each element picks its word and bit (no Philox)."""
+    unused. Or a pointer to int32 words: the decisions already drawn, one bit each, in two
+    layouts per batch * head (flash.dropout_bits): by query row, word row * cdiv(seqlen_k,
+    32) + col // 32, bit col % 32, read here by (rows, cols) tiles (``cols`` in whole words
+    from ``col0``, their first: C // 32 word loads per row); then by key, word col *
+    cdiv(seqlen_q, 32) + row // 32, bit row % 32, read by the transposed tiles (``rows``
+    from ``row0``, a multiple of 32 or within one word: one word per key when R <= 32).
+    Each element picks its word and bit (no Philox)."""
     R: tl.constexpr = rows.shape[0]
     C: tl.constexpr = cols.shape[0]
     if seed.dtype.is_ptr():
-        if seed.dtype.element_ty == tl.int32:  # the bits: C // 32 words per row
-            W = (seqlen_k + 31) // 32
-            word0 = col0 // 32  # the tile's first word
-            row_ptrs = seed + (bh.to(tl.int64) * seqlen_q + rows) * W + word0
-            cw = cols // 32 - word0
-            if TRANS:  # a (cols, rows) tile
-                w = tl.zeros((C, R), dtype=tl.int32)
-                for i in tl.static_range(C // 32):
-                    wi = tl.load(row_ptrs + i, mask=(rows < seqlen_q) & (word0 + i < W),
-                                 other=0)
-                    w = tl.where((cw == i)[:, None], wi[None, :], w)
-                keep = ((w >> (cols % 32)[:, None]) & 1) != 0
-            else:
+        if seed.dtype.element_ty == tl.int32:  # the bits
+            W = (seqlen_k + 31) // 32  # words per query row
+            WQ = (seqlen_q + 31) // 32  # words per key
+            base = seed + bh.to(tl.int64) * (seqlen_q * W + seqlen_k * WQ)
+            if TRANS:  # a (cols, rows) tile: the by-key words, broadcast along the rows
+                word0 = row0 // 32
+                key_ptrs = base + seqlen_q * W + cols.to(tl.int64) * WQ + word0
+                if R <= 32:
+                    w = tl.load(key_ptrs, mask=cols < seqlen_k, other=0)[:, None]
+                else:
+                    rw = rows // 32 - word0
+                    w = tl.zeros((C, R), dtype=tl.int32)
+                    for i in tl.static_range(R // 32):
+                        wi = tl.load(key_ptrs + i, mask=(cols < seqlen_k) & (word0 + i < WQ),
+                                     other=0)
+                        w = tl.where((rw == i)[None, :], wi[:, None], w)
+                keep = ((w >> (rows % 32)[None, :]) & 1) != 0
+            else:  # C // 32 words per row
+                word0 = col0 // 32  # the tile's first word
+                row_ptrs = base + rows.to(tl.int64) * W + word0
+                cw = cols // 32 - word0
                 w = tl.zeros((R, C), dtype=tl.int32)
                 for i in tl.static_range(C // 32):
                     wi = tl.load(row_ptrs + i, mask=(rows < seqlen_q) & (word0 + i < W),

@@ -980,7 +980,7 @@ def _bwd_dkdv_tiles(
         dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)
         if DROPOUT:
             keep_d = dropout_keep(seed, rng_offset, bh, rows, offs_n, dropout_p, True,
-                                  seqlen_q, seqlen_k, start_n)
+                                  seqlen_q, seqlen_k, start_n, start_m)
             scale_d = 1.0 / (1.0 - dropout_p)
             dv += tl.dot(
                 tl.where(keep_d, pT * scale_d, 0.0).to(do.dtype), do, input_precision=DOT_PREC
@@ -1153,14 +1153,18 @@ def dropout_bits_on() -> bool:
 
 def dropout_bits(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device):
     """The keep decisions of ``rng_state`` (what every kernel draws with dropout_keep), as
-    bits: int32 words (B * H * Sq * cdiv(Sk, 32)), bit c % 32 of word (bh * Sq + r) *
-    cdiv(Sk, 32) + c // 32. Passed as the kernels' seed, they read these instead of
-    drawing (FLASHTILE_DROPOUT_BITS=1: drawn once per forward, read by the forward and both
+    bits in int32 words, twice per batch * head ``bh`` (block of Sq * Wk + Sk * Wq words,
+    Wk = cdiv(Sk, 32), Wq = cdiv(Sq, 32)): by query row, bit c % 32 of word r * Wk +
+    c // 32 (the forward's and dQ kernel's (rows, keys) tiles read these), then by key,
+    bit r % 32 of word Sq * Wk + c * Wq + r // 32 (the dK/dV kernel's (keys, rows) tiles:
+    one word per key and 32 rows, where the by-row words cost it a select per word over
+    the whole tile). Passed as the kernels' seed, they read these instead of drawing
+    (FLASHTILE_DROPOUT_BITS=1: drawn once per forward, read by the forward and both
     backward kernels). None when they would exceed DROPOUT_BITS_MAX_BYTES."""
-    words = _cdiv(seqlen_k, 32)
-    if batch * nheads * seqlen_q * words * 4 > DROPOUT_BITS_MAX_BYTES:
+    per_bh = seqlen_q * _cdiv(seqlen_k, 32) + seqlen_k * _cdiv(seqlen_q, 32)
+    if batch * nheads * per_bh * 4 > DROPOUT_BITS_MAX_BYTES:
         return None
-    bits = torch.empty(batch * nheads * seqlen_q * words, dtype=torch.int32, device=device)
+    bits = torch.empty(batch * nheads * per_bh, dtype=torch.int32, device=device)
     seed, rng_offset = rng_state
     grid = (_cdiv(seqlen_q, 32), _cdiv(seqlen_k, 64), batch * nheads)
     with device_ctx(bits):
@@ -1174,19 +1178,27 @@ def _dropout_bits_kernel(
     BITS, seqlen_q, seqlen_k, dropout_p, seed, rng_offset, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
-    """BLOCK_M rows x BLOCK_N keys of dropout_bits' words: dropout_keep's Philox draws,
-    packed 32 keys to a word (a sum of distinct powers of two: their OR)."""
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    """BLOCK_M (= 32) rows x BLOCK_N keys of dropout_bits' words, both layouts:
+    dropout_keep's Philox draws packed 32 keys to a word per row, and 32 rows to a word
+    per key (a sum of distinct powers of two: their OR)."""
+    tl.static_assert(BLOCK_M == 32)  # one by-key word per program and key
+    pid_m = tl.program_id(0)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     bh = tl.program_id(2)
     keep = dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, False)
-    keep = tl.where((cols < seqlen_k)[None, :], keep, False)
+    keep = tl.where((rows < seqlen_q)[:, None] & (cols < seqlen_k)[None, :], keep, False)
+    W = (seqlen_k + 31) // 32
+    WQ = (seqlen_q + 31) // 32
+    base = BITS + bh.to(tl.int64) * (seqlen_q * W + seqlen_k * WQ)
     bits = tl.reshape(keep.to(tl.int32), (BLOCK_M, BLOCK_N // 32, 32))
     words = tl.sum(bits << tl.arange(0, 32)[None, None, :], axis=2)
-    W = (seqlen_k + 31) // 32
     wcols = tl.program_id(1) * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)
-    ptrs = BITS + (bh.to(tl.int64) * seqlen_q + rows[:, None]) * W + wcols[None, :]
+    ptrs = base + rows[:, None].to(tl.int64) * W + wcols[None, :]
     tl.store(ptrs, words, mask=(rows < seqlen_q)[:, None] & (wcols < W)[None, :])
+    by_key = tl.sum(keep.to(tl.int32) << (rows % 32)[:, None], axis=0)  # (BLOCK_N,)
+    tl.store(base + seqlen_q * W + cols.to(tl.int64) * WQ + pid_m, by_key,
+             mask=cols < seqlen_k)
 
 
 @triton.jit
