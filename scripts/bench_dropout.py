@@ -58,14 +58,19 @@ def make_fn(backend, q, k, v, p, grad):
     return fwd_bwd
 
 
-def gpu_us(fn, reps):
-    """Device time per call: every CUDA kernel and memset the call ran."""
+def gpu_us(fn, reps, per_kernel=None):
+    """Device time per call: every CUDA kernel and memset the call ran. ``per_kernel``
+    (a dict) receives each kernel's us per call by name."""
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(reps):
             fn()
         torch.cuda.synchronize()
-    total = sum(e.self_device_time_total for e in prof.key_averages())
-    return total / reps
+    events = prof.key_averages()
+    if per_kernel is not None:
+        for e in events:
+            if e.self_device_time_total > 0:
+                per_kernel[e.key] = e.self_device_time_total / reps
+    return sum(e.self_device_time_total for e in events) / reps
 
 
 def main() -> int:
@@ -75,6 +80,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--tag", default="", help="a label for this tree (CSV column)")
     ap.add_argument("--csv")
+    ap.add_argument("--kernels", action="store_true",
+                    help="also print flashtile's forward+backward per kernel (us per call)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_dropout: needs a GPU")
@@ -96,7 +103,8 @@ def main() -> int:
                         f()
                         fb()
                     torch.cuda.synchronize()
-                    fwd, both = gpu_us(f, args.reps), gpu_us(fb, args.reps)
+                    split = {} if args.kernels and backend == "flashtile" else None
+                    fwd, both = gpu_us(f, args.reps), gpu_us(fb, args.reps, split)
                     wall = events_us(fb, args.reps)
                 except Exception as e:  # a backend without dropout support, say
                     print(f"| {args.tag} | {shape} | {p} | {backend} | failed: "
@@ -107,6 +115,10 @@ def main() -> int:
                                  fwd_bwd_wall_us=round(wall, 1)))
                 print(f"| {args.tag} | {shape} | {p} | {backend} | {fwd:.1f} | "
                       f"{both - fwd:.1f} | {wall:.1f} |", flush=True)
+                if split:
+                    print("    per kernel (forward+backward, us per call): " + "; ".join(
+                        f"{name[:40]} {us:.1f}" for name, us in
+                        sorted(split.items(), key=lambda kv: -kv[1])), flush=True)
     if args.csv and rows:
         write_rows(args.csv, rows)
     return 0

@@ -131,6 +131,24 @@ def test_dropout_bits_are_the_kernels_decisions(device):
     assert torch.equal(((by_row[:, :, cols // 32] >> (cols % 32)) & 1).bool(), keep)
     got = ((by_key[:, :, rows // 32] >> (rows % 32)) & 1).bool()  # (bh, key, row)
     assert torch.equal(got.transpose(1, 2), keep)
+    # causal (right = 0, bottom-right aligned): blocks masked whole are skipped, and every
+    # element the mask keeps carries the same decision in both layouts
+    for seqlen_q, seqlen_k in ((200, 130), (70, 300)):
+        wk, wq = (seqlen_k + 31) // 32, (seqlen_q + 31) // 32
+        keep = flash.dropout_mask((1234, 567), 1, 2, seqlen_q, seqlen_k, 0.3, device)
+        keep = keep.view(2, seqlen_q, seqlen_k).cpu()
+        bits = flash.dropout_bits((1234, 567), 1, 2, seqlen_q, seqlen_k, 0.3, device, right=0)
+        blocks = bits.view(2, seqlen_q * wk + seqlen_k * wq).cpu()
+        by_row = blocks[:, : seqlen_q * wk].view(-1, seqlen_q, wk)
+        by_key = blocks[:, seqlen_q * wk:].view(-1, seqlen_k, wq)
+        cols, rows = torch.arange(seqlen_k), torch.arange(seqlen_q)
+        inside = cols[None, :] <= rows[:, None] + seqlen_k - seqlen_q
+        a = ((by_row[:, :, cols // 32] >> (cols % 32)) & 1).bool()
+        b = ((by_key[:, :, rows // 32] >> (rows % 32)) & 1).bool().transpose(1, 2)
+        assert torch.equal(a & inside, keep & inside)
+        assert torch.equal(b & inside, keep & inside)
+        if seqlen_q == 200:  # rows 0-31 x keys 64-127 lie past the diagonal: not drawn
+            assert by_row[:, :32, 2:4].eq(0).all()
 
 
 @pytest.mark.parametrize("causal", [False, True])

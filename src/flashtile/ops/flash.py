@@ -157,7 +157,7 @@ class FlashAttnFunction(torch.autograd.Function):
                     # kernels (None if too large: each kernel draws); under CUDA graph
                     # capture drawn from the on-device pair, at each replay
                     bits = dropout_bits(rng, q.shape[0], q.shape[2], q.shape[1], k.shape[1],
-                                        dropout_p, q.device)
+                                        dropout_p, q.device, right)
                     if bits is not None:
                         rng = (bits, 0)
                 out, lse = attention_forward(
@@ -1151,7 +1151,8 @@ def dropout_bits_on() -> bool:
     return os.environ.get(DROPOUT_BITS_ENV_VAR, "0") not in ("", "0")
 
 
-def dropout_bits(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device):
+def dropout_bits(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device,
+                 right=None):
     """The keep decisions of ``rng_state`` (what every kernel draws with dropout_keep), as
     bits in int32 words, twice per batch * head ``bh`` (block of Sq * Wk + Sk * Wq words,
     Wk = cdiv(Sk, 32), Wq = cdiv(Sq, 32)): by query row, bit c % 32 of word r * Wk +
@@ -1160,7 +1161,9 @@ def dropout_bits(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device
     one word per key and 32 rows, where the by-row words cost it a select per word over
     the whole tile). Passed as the kernels' seed, they read these instead of drawing
     (FLASHTILE_DROPOUT_BITS=1: drawn once per forward, read by the forward and both
-    backward kernels). None when they would exceed DROPOUT_BITS_MAX_BYTES."""
+    backward kernels). None when they would exceed DROPOUT_BITS_MAX_BYTES. ``right``: the
+    window's right bound (0 causal; None none): blocks of 32 rows x 64 keys that it masks
+    whole are not drawn (their words are zero; no kernel keeps those elements)."""
     per_bh = seqlen_q * _cdiv(seqlen_k, 32) + seqlen_k * _cdiv(seqlen_q, 32)
     if batch * nheads * per_bh * 4 > DROPOUT_BITS_MAX_BYTES:
         return None
@@ -1169,14 +1172,15 @@ def dropout_bits(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device
     grid = (_cdiv(seqlen_q, 32), _cdiv(seqlen_k, 64), batch * nheads)
     with device_ctx(bits):
         _dropout_bits_kernel[grid](bits, seqlen_q, seqlen_k, float(dropout_p), seed,
-                                   rng_offset, BLOCK_M=32, BLOCK_N=64)
+                                   rng_offset, 0 if right is None else right,
+                                   HAS_RIGHT=right is not None, BLOCK_M=32, BLOCK_N=64)
     return bits
 
 
 @triton.jit
 def _dropout_bits_kernel(
-    BITS, seqlen_q, seqlen_k, dropout_p, seed, rng_offset, BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
+    BITS, seqlen_q, seqlen_k, dropout_p, seed, rng_offset, right, HAS_RIGHT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """BLOCK_M (= 32) rows x BLOCK_N keys of dropout_bits' words, both layouts:
     dropout_keep's Philox draws packed 32 keys to a word per row, and 32 rows to a word
@@ -1186,8 +1190,15 @@ def _dropout_bits_kernel(
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     bh = tl.program_id(2)
-    keep = dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, False)
-    keep = tl.where((rows < seqlen_q)[:, None] & (cols < seqlen_k)[None, :], keep, False)
+    ok = (rows < seqlen_q)[:, None] & (cols < seqlen_k)[None, :]
+    if HAS_RIGHT:  # a block the window masks whole (keys past the last row's bound): zeros
+        last_row = pid_m * BLOCK_M + BLOCK_M - 1
+        if tl.program_id(1) * BLOCK_N > last_row + (seqlen_k - seqlen_q) + right:
+            keep = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int1)
+        else:
+            keep = dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, False) & ok
+    else:
+        keep = dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, False) & ok
     W = (seqlen_k + 31) // 32
     WQ = (seqlen_q + 31) // 32
     base = BITS + bh.to(tl.int64) * (seqlen_q * W + seqlen_k * WQ)
