@@ -485,8 +485,12 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
         # `bwdab` (a205434, one process, 9 interleaved rounds), backward TFLOPS at 4k /
         # 16k: non-causal 391.6 / 398.3 -> 406.9 / 409.7, causal 353.8 / 376.3 -> 372.9 /
         # 396.5 (+2.9% to +5.4%; lse2_pre alone +2.7% to +3.9%)
+        # GQA (expanded programs): a dQ ring of 2, `s16e` (6936644, one process, 7
+        # rounds) at the HF Llama's attention (B1 H32 KV8 causal), backward TFLOPS at 8k /
+        # 32k 376.1 / 399.5 -> 382.9 / 406.9 (+1.8% / +1.9%); uncapped -5.0% / -3.1%, a
+        # dK/dV ring of 3 +1.6% / -0.4%
         capped = (group == 1 or gqa_expand) and not softcap
-        return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 3,
+        return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 2 if gqa_expand else 3,
                                max_regs=168 if capped else None, gqa_expand=gqa_expand,
                                early_expect=True, stats_tma=True, lse2_pre=True,
                                group_branch=True)
