@@ -158,14 +158,6 @@ def hopper_variants():
             yield (f"hopper-C-softcap d{hd}{'-causal' if causal else ''} bfloat16", hd,
                    causal, torch.bfloat16, configs.hopper_fwd_config_c(hd, causal, 4096),
                    "softcap")
-    # the varlen forward over the host descriptors (hopper_fwd.varlen_desc_mode "host",
-    # opt-in): stage A, no device-side descriptor
-    from flashtile.ops.hopper_fwd import host_desc_config
-
-    for hd, causal in ((64, False), (64, True), (128, True), (256, False)):
-        yield (f"hopper-varlen-host d{hd}{'-causal' if causal else ''} bfloat16", hd, causal,
-               torch.bfloat16, host_desc_config(configs.hopper_fwd_config(hd, causal, 4096),
-                                                hd), "host")
     # stage C waiting for K before its turn (HopperFwdConfig.c_k_wait_first, opt-in)
     for hd in (64, 128, 256):
         yield (f"hopper-C-kfirst d{hd}-causal bfloat16", hd, True, torch.bfloat16,
@@ -185,13 +177,12 @@ def hopper_main(as_json: bool, only: str | None = None) -> None:
     for name, hd, causal, dt, cfg, varlen in hopper_variants():
         if only and only not in name:  # --variants
             continue
-        is_varlen = varlen in (True, "window-varlen", "host")
+        is_varlen = varlen in (True, "window-varlen")
         is_window = varlen in ("window", "window-varlen")
         rec = dict(name=name, head_dim=hd, causal=causal, dtype=str(dt), config=repr(cfg),
-                   varlen=is_varlen, window=is_window, host_desc=varlen == "host")
+                   varlen=is_varlen, window=is_window)
         try:
-            k = hopper_fwd.compile_sm90(hd, causal, dt, cfg,
-                                        varlen="host" if varlen == "host" else is_varlen,
+            k = hopper_fwd.compile_sm90(hd, causal, dt, cfg, varlen=is_varlen,
                                         window=is_window, softcap=varlen == "softcap")
             ptx = k.asm.get("ptx", "")
             regs, spills = ptxas_usage(ptx)

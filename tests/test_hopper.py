@@ -46,19 +46,16 @@ def test_compiles_for_sm90(name, compiled):
     if rec is not None and "max_regs=128" in rec["config"] and "warp_specialize=False" in rec[
             "config"]:
         # a capped stage A (two programs per SM): within the cap, a few spilled words; with
-        # a sliding window's left-edge loop, 192 bytes (ptxas, session 11); the varlen
-        # host-descriptor build's end-aligned first step, 68 causal (session 14)
-        assert_sm90_build(name, rec, max_spill=256 if "window" in name
-                          else 96 if rec["host_desc"] else 64)
+        # a sliding window's left-edge loop, 192 bytes (ptxas, session 11)
+        assert_sm90_build(name, rec, max_spill=256 if "window" in name else 64)
         assert int(rec["regs"]) <= 128, f"{name}: {rec}"
     else:
         assert_sm90_build(name, rec)
     if "warp_specialize=True" in rec["config"]:
         assert rec["setmaxnreg"], f"{name}: warp-specialised but no register reallocation"
     # varlen: the dense kernel plus four device-side descriptors (128 bytes each); dense
-    # launches build none, nor does the varlen host-descriptor mode
-    assert rec["scratch"] == (512 if rec["varlen"] and not rec["host_desc"] else 0), \
-        f"{name}: {rec}"
+    # launches build none
+    assert rec["scratch"] == (512 if rec["varlen"] else 0), f"{name}: {rec}"
     if "pingpong=True" in rec["config"]:
         # stage C: 2 consumer warpgroups + the producer (padded to a warpgroup), the
         # consumers raised to 240 registers, PV left in flight across the next softmax

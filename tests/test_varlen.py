@@ -274,26 +274,6 @@ def test_hopper_varlen_bwd_threshold():
                 d == 128 and not causal)
 
 
-def test_varlen_desc_mode(monkeypatch):
-    """FLASHTILE_HOPPER_VARLEN_DESC: "host" picks the host-descriptor varlen forward,
-    anything else the per-program descriptors; its stage A config caps hd 64 at 128
-    registers (two programs per SM) and leaves the others as configured."""
-    from flashtile.ops import hopper_fwd
-
-    monkeypatch.delenv(hopper_fwd.VARLEN_DESC_ENV_VAR, raising=False)
-    assert hopper_fwd.varlen_desc_mode() == "device"
-    monkeypatch.setenv(hopper_fwd.VARLEN_DESC_ENV_VAR, "host")
-    assert hopper_fwd.varlen_desc_mode() == "host"
-    monkeypatch.setenv(hopper_fwd.VARLEN_DESC_ENV_VAR, "1")
-    assert hopper_fwd.varlen_desc_mode() == "device"
-    for d in (64, 128, 256):
-        for causal in (False, True):
-            cfg = configs.hopper_fwd_config(d, causal, 4096)
-            got = hopper_fwd.host_desc_config(cfg, d)
-            assert got.max_regs == (128 if d == 64 else cfg.max_regs), (d, causal, got)
-            assert got.block_n == cfg.block_n and got.num_stages == cfg.num_stages
-
-
 def test_hopper_varlen_threshold():
     assert configs.hopper_varlen_preferred(configs.HOPPER_VARLEN_MIN_SEQLEN)
     assert configs.hopper_varlen_preferred(16384)
@@ -325,34 +305,6 @@ def test_varlen_hopper_gpu(head_dim, causal, schedule, device, monkeypatch):
     lens_q, lens_k = list(GPU_LENS_Q), list(GPU_LENS_K)
     checks = run_varlen(lens_q, lens_k, 16, 4, head_dim, torch.bfloat16, device,
                         backward=head_dim != 256 or not causal, causal=causal)
-    _assert_ok(checks, lens_q, lens_k)
-    assert ran and all(ran), "the Gluon varlen forward did not run"
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not IS_SM90, reason="the Gluon forward needs an sm_90 GPU")
-@pytest.mark.parametrize("head_dim", [64, 128, 256])
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("left", [None, 100], ids=["nowindow", "window100"])
-def test_varlen_hopper_host_desc_gpu(head_dim, causal, left, device, monkeypatch):
-    """sm_90, FLASHTILE_HOPPER_VARLEN_DESC=host (opt-in): stage A over the host
-    descriptors of the whole packed tensors (no per-program descriptor, sequence offsets
-    in the coordinates, O stored masked), with empty sequences on either side, key-less
-    causal rows, ragged tails that read into the next sequence, GQA, and a sliding
-    window; the backward (portable) from its out and lse."""
-    from flashtile.ops import hopper_fwd
-
-    monkeypatch.setenv("FLASHTILE_HOPPER_VARLEN", "1")
-    monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", "A")
-    monkeypatch.setenv(hopper_fwd.VARLEN_DESC_ENV_VAR, "host")
-    assert hopper_fwd.varlen_desc_mode() == "host"
-    ran = count_varlen_forward(monkeypatch)
-    lens_q, lens_k = list(GPU_LENS_Q), list(GPU_LENS_K)
-    kwargs = dict(causal=causal)
-    if left is not None:
-        kwargs["window_size"] = (left, 0 if causal else -1)
-    checks = run_varlen(lens_q, lens_k, 16, 4, head_dim, torch.bfloat16, device,
-                        backward=head_dim != 256, **kwargs)
     _assert_ok(checks, lens_q, lens_k)
     assert ran and all(ran), "the Gluon varlen forward did not run"
 

@@ -1,4 +1,6 @@
 # gpu_check.sh suite "varlenhost" (sourced; $out, $commit, ft() and status are set)
+# (The host-descriptor mode this suite measured was removed in session 16: it ran 0.60-0.97x
+# the per-program descriptors. The env var it sets is now ignored.)
 # Prepared in session 14, not yet run: the varlen Gluon forward over the host descriptors
 # (FLASHTILE_HOPPER_VARLEN_DESC=host, opt-in; hopper_fwd.varlen_desc_mode): stage A with
 # the packed tensors' own descriptors and each sequence's first rows in the coordinates,

@@ -243,35 +243,18 @@ def kv_tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M: gl.constexpr, BLOCK_N: g
 
 @gluon.jit
 def scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
-                  left=0, HAS_LEFT: gl.constexpr = False, shift=0,
-                  SHIFTED: gl.constexpr = False):
+                  left=0, HAS_LEFT: gl.constexpr = False):
     """-inf where key t * BLOCK_N + c is past seqlen_k, (causal) right of the diagonal,
     or (HAS_LEFT, a sliding window) more than ``left`` keys left of it. ``qk`` is (rows,
-    keys); ``rows`` the query indices in SliceLayout(1, qk's layout). SHIFTED: the tile
-    was loaded ``shift`` keys early (``end_aligned_shift``), so column c is key
-    t * BLOCK_N - shift + c: its first ``shift`` columns (keys of the tile before) are
-    masked, and none lies past seqlen_k."""
+    keys); ``rows`` the query indices in SliceLayout(1, qk's layout)."""
     c = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, qk.type.layout))
-    if SHIFTED:
-        cols = t * BLOCK_N - shift + c
-        keep = c[None, :] >= shift
-    else:
-        cols = t * BLOCK_N + c
-        keep = cols[None, :] < seqlen_k
+    cols = t * BLOCK_N + c
+    keep = cols[None, :] < seqlen_k
     if CAUSAL:
         keep = keep & (cols[None, :] <= rows[:, None] + diag)
     if HAS_LEFT:
         keep = keep & (cols[None, :] >= rows[:, None] + diag - left)
     return gl.where(keep, qk, float("-inf"))
-
-
-@gluon.jit
-def end_aligned_shift(t, seqlen_k, BLOCK_N: gl.constexpr):
-    """Keys by which key tile t is loaded early so that it ends at the sequence's last
-    key (0 unless it is the ragged last tile): the varlen forward over the packed
-    tensors' descriptors then never reads past a sequence's end, where the next
-    sequence's rows or, past cu_seqlens[-1], a caller's spare rows lie."""
-    return gl.maximum((t + 1) * BLOCK_N - seqlen_k, 0)
 
 
 @gluon.jit
@@ -305,10 +288,8 @@ def issue_kv(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, t, b, hk, pred,
 @gluon.jit
 def issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, t, b, hk, pred,
                   BLOCK_N: gl.constexpr, EARLY: gl.constexpr = False,
-                  BARRIER: gl.constexpr = False, row0=0):
-    """``issue_kv`` into ring slot ``s``, for loops that visit tiles out of order; tile t
-    starts at row ``row0 + t * BLOCK_N`` (row0: a packed sequence's first key row when the
-    descriptors span the whole packed tensor, else 0).
+                  BARRIER: gl.constexpr = False):
+    """``issue_kv`` into ring slot ``s``, for loops that visit tiles out of order.
 
     EARLY: both barriers armed (expect) before either copy, and with BARRIER the step's
     CTA barrier (every warp done reading the slot) between the two: Triton's barrier pass
@@ -316,8 +297,8 @@ def issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, t, b, hk, p
     loop: 3 instead of 4). Arming before the CTA barrier is safe: each warp has passed
     its wait on the slot's current phase, and the next phase cannot complete before the
     copies, which come after the barrier."""
-    load_pair(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, b, row0 + t * BLOCK_N, hk,
-              pred, EARLY, BARRIER)
+    load_pair(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, b, t * BLOCK_N, hk, pred,
+              EARLY, BARRIER)
 
 
 @gluon.jit

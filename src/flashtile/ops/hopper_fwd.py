@@ -72,7 +72,6 @@ from ._common import device_capability, device_ctx, env_mode, is_interpreting, t
 from ._gluon_common import GL_DTYPES as _GL_DTYPES
 from ._gluon_common import (
     alloc_ring_pair,
-    end_aligned_shift,
     exp2_mixed,
     issue_kv,
     issue_kv_slot,
@@ -255,43 +254,12 @@ def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, sof
     cfg = config or call_config(q.shape[-1], causal, max_seqlen_q, left, softcap)
     if cfg is None:
         return None
-    host = varlen_desc_mode() == "host" and cfg.schedule == "A"
-    if host:
-        cfg = host_desc_config(cfg, q.shape[-1])
     with device_ctx(q), scratch_allocator(q.device):
         _launch(cfg, max_seqlen_q, cu_seqlens_q.shape[0] - 1,
                 *(x.unsqueeze(0) for x in (q, k, v, out)), lse,
                 (q, k, v, out, cu_seqlens_q, cu_seqlens_k), 0, 0, softmax_scale, causal,
-                left=left, softcap=softcap, VARLEN=True, **({"HOST_DESC": True} if host
-                                                          else {}))
+                left=left, softcap=softcap, VARLEN=True)
     return out, lse
-
-
-VARLEN_DESC_ENV_VAR = "FLASHTILE_HOPPER_VARLEN_DESC"
-
-
-def host_desc_config(cfg, head_dim):
-    """A stage A config for varlen_desc_mode "host": at hd 64 capped at 128 registers
-    (two programs per SM), which the uncapped non-causal build overshoots there (ptxas
-    sm_90: 139 registers; capped, 128 and no spills, 68 B causal against the
-    per-program-descriptor build's 48; key tiles then last to first)."""
-    if head_dim <= 64 and cfg.max_regs is None:
-        return dataclasses.replace(cfg, max_regs=128)
-    return cfg
-
-
-def varlen_desc_mode() -> str:
-    """How the varlen Gluon forward addresses a sequence: "device" (unset: each program
-    builds TMA descriptors over its own sequence's rows, four per program) or "host"
-    (FLASHTILE_HOPPER_VARLEN_DESC=host, stage A only; opt-in, not yet GPU-run): the
-    descriptors of the whole packed tensor with the sequence's first rows added to the
-    coordinates, the ragged last key tile loaded end-aligned, and O stored masked from
-    registers, so no program builds a descriptor (the fixed cost that keeps the Gluon
-    varlen forward below the portable one at 2k-long sequences). K / V rows outside a
-    sequence are read only before a sequence shorter than a tile, where they are the
-    previous sequence's (masked; a NaN there would reach this one: _fwd_kernel's
-    HOST_DESC comment)."""
-    return "host" if os.environ.get(VARLEN_DESC_ENV_VAR, "") == "host" else "device"
 
 
 def window_mode() -> str:
@@ -446,44 +414,30 @@ def _softmax_step(qk, m_i, l_i, qk_scale, MASKED: gl.constexpr, EXP2_EMU: gl.con
 
 @gluon.jit
 def _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q,
-              BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr, O=None,
-              HOST_DESC: gl.constexpr = False):
+              BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr):
     """out = acc / l through shared memory (the Q tile's buffer) and a TMA store, which
-    clips rows past seqlen_q; lse = (m + log2 l) * ln 2, -inf on rows with no key.
-    HOST_DESC (a packed varlen sequence read through the descriptors of the whole packed
-    tensor; ``O`` points at this tile's first element): a masked store from registers
-    instead, as TMA would write the rows past this sequence's end, which belong to the
-    next."""
+    clips rows past seqlen_q; lse = (m + log2 l) * ln 2, -inf on rows with no key."""
     o_layout: gl.constexpr = acc.type.layout
     empty = l_i == 0.0
     l_safe = gl.where(empty, 1.0, l_i)
     lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
     o = acc / gl.convert_layout(l_safe, gl.SliceLayout(1, o_layout))[:, None]
-    if HOST_DESC:  # 32-bit offsets from the tile's first element
-        r = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, o_layout))
-        c = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-        offs = r[:, None] * o_desc.strides[1].to(gl.int32) + c[None, :]
-        gl.store(O + offs, o.to(q_smem.dtype), mask=(start_m + r < seqlen_q)[:, None])
-    else:
-        gl.thread_barrier()  # every warpgroup is done reading Q before O overwrites it
-        q_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(q_smem.dtype))
-        fence_async_shared()  # generic-proxy stores -> visible to the TMA engine
-        gl.thread_barrier()
-        tma.async_copy_shared_to_global(o_desc, [b, start_m, h, 0], q_smem)
+    gl.thread_barrier()  # every warpgroup is done reading Q before O overwrites it
+    q_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(q_smem.dtype))
+    fence_async_shared()  # generic-proxy stores -> visible to the TMA engine
+    gl.thread_barrier()
+    tma.async_copy_shared_to_global(o_desc, [b, start_m, h, 0], q_smem)
     rows = start_m + gl.arange(0, BLOCK_M, layout=lse.type.layout)
     gl.store(lse_rows + rows, lse, mask=rows < seqlen_q)
-    if not HOST_DESC:
-        tma.store_wait(pendings=0)
+    tma.store_wait(pendings=0)
 
 
 @gluon.jit
 def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, seqlen_q,
-                 seqlen_k, nheads, group, VARLEN: gl.constexpr,
-                 HOST_DESC: gl.constexpr = False):
+                 seqlen_k, nheads, group, VARLEN: gl.constexpr):
     """What every forward program starts from: (b, h, hk, seqlen_q, seqlen_k, lse_rows,
-    q_desc, k_desc, v_desc, o_desc, q_row0, k_row0), ``b`` the batch coordinate of the
-    descriptors, ``lse_rows`` the address of this (batch, head)'s lse row 0, and q_row0 /
-    k_row0 the rows the descriptors' coordinates start from (0 but under HOST_DESC).
+    q_desc, k_desc, v_desc, o_desc), ``b`` the batch coordinate of the descriptors and
+    ``lse_rows`` the address of this (batch, head)'s lse row 0.
     Dense: the host descriptors over (B, S, H, D), lse (B, H, M).
     VARLEN (ops/varlen.py's packed (T, H, D) tensors, lse (H, TQ); the host descriptors
     are over (1, T, H, D) views): sequence b = pid // H spans rows cu[b] .. cu[b+1] of
@@ -491,32 +445,24 @@ def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, se
     those rows, so TMA zero-fills and clips at the sequence's end exactly as at a dense
     tensor's, and the kernels' loops and masks run unchanged with b = 0. Programs past
     their sequence's end have returned before (_past_seq_end): every program here has a
-    row to store (stage C's second warpgroup may not: TMA clips its whole tile).
-    HOST_DESC (VARLEN, stage A, ``varlen_desc_mode`` "host"): no descriptor is built; the
-    host ones over the whole packed tensors stay, and the sequence's first rows come back
-    as q_row0 / k_row0 for the coordinates (_fwd_kernel's comment says what a tile that
-    crosses the sequence's end reads)."""
+    row to store (stage C's second warpgroup may not: TMA clips its whole tile). (Session
+    15 tried the host descriptors over the whole packed tensors with each sequence's first
+    row added to the coordinates, so that no program builds a descriptor: 0.60-0.97x
+    these at 2k-long sequences, `varlenhost`; removed in session 16.)"""
     pid_bh = gl.program_id(1)
     b = pid_bh // nheads
     h = pid_bh % nheads
-    q_row0 = 0
-    k_row0 = 0
     if VARLEN:
         q0, seqlen_q, k0, seqlen_k = seq_bounds(CU_Q, CU_K, b)
         lse_rows = LSE + h.to(gl.int64) * q_desc.shape[1] + q0  # (H, TQ)
-        if HOST_DESC:
-            q_row0 = q0
-            k_row0 = k0
-        else:
-            q_desc = seq_desc(Q, q0, seqlen_q, q_desc)
-            o_desc = seq_desc(O, q0, seqlen_q, o_desc)
-            k_desc = seq_desc(K, k0, seqlen_k, k_desc)
-            v_desc = seq_desc(V, k0, seqlen_k, v_desc)
+        q_desc = seq_desc(Q, q0, seqlen_q, q_desc)
+        o_desc = seq_desc(O, q0, seqlen_q, o_desc)
+        k_desc = seq_desc(K, k0, seqlen_k, k_desc)
+        v_desc = seq_desc(V, k0, seqlen_k, v_desc)
         b = 0
     else:
         lse_rows = LSE + pid_bh.to(gl.int64) * seqlen_q
-    return (b, h, h // group, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc, o_desc,
-            q_row0, k_row0)
+    return (b, h, h // group, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc, o_desc)
 
 
 @gluon.jit
@@ -541,9 +487,7 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                 MASKED: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
                 EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0,
-                SOFTCAP: gl.constexpr = False, EARLY_EXPECT: gl.constexpr = False,
-                k_row0=0, HOST_DESC: gl.constexpr = False,
-                SHIFTED: gl.constexpr = False):
+                SOFTCAP: gl.constexpr = False, EARLY_EXPECT: gl.constexpr = False):
     """Step i: consume key tile t = _step_tile(i) from ring slot i % NUM_STAGES: S = Q K^T
     (wgmma, smem x smem), softmax in registers, O += P V (wgmma, P from registers), then
     refill the slot with the tile of step i + NUM_STAGES. The steps visit tiles [lo,
@@ -565,11 +509,7 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
         qk = tanh_f32(qk * cap_scale, True)
     if MASKED:
         t = _step_tile(i, lo, n_tiles, MASKED_FIRST)
-        if SHIFTED:  # HOST_DESC: the ragged last tile came end-aligned (_kv_row0)
-            qk = _scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT,
-                                end_aligned_shift(t, seqlen_k, BLOCK_N), True)
-        else:
-            qk = _scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
+        qk = _scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
     # -- rescale, accumulate --
     p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED, EXP2_EMU)
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
@@ -580,22 +520,10 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     # -- refill: every warpgroup must be done with slot s before TMA overwrites it (the CTA
     #    barrier inside issue_kv_slot; with EARLY_EXPECT after the expects) --
     nxt = i + NUM_STAGES
-    t_nxt = _step_tile(nxt, lo, n_tiles, MASKED_FIRST)
-    # (MASKED_FIRST visits the ragged last tile first, so only the prologue loads it:
-    # no shift here, and no seqlen_k kept for it in the capped hd 64 build's loops)
-    issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s, t_nxt, b, hk,
-                  nxt < n_tiles - lo, BLOCK_N, EARLY_EXPECT, True,
-                  _kv_row0(k_row0, t_nxt, seqlen_k, BLOCK_N, HOST_DESC and not MASKED_FIRST))
+    issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s,
+                  _step_tile(nxt, lo, n_tiles, MASKED_FIRST), b, hk, nxt < n_tiles - lo,
+                  BLOCK_N, EARLY_EXPECT, True)
     return acc, m_i, l_i
-
-
-@gluon.jit
-def _kv_row0(k_row0, t, seqlen_k, BLOCK_N: gl.constexpr, HOST_DESC: gl.constexpr):
-    """issue_kv_slot's row0 for key tile t: the sequence's first key row, less (HOST_DESC)
-    the ragged last tile's end_aligned_shift; 0 over per-sequence or dense descriptors."""
-    if HOST_DESC:
-        return k_row0 - end_aligned_shift(t, seqlen_k, BLOCK_N)
-    return k_row0
 
 
 @gluon.jit
@@ -619,11 +547,9 @@ def _fwd_kernel(
     VARLEN: gl.constexpr = False, EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False,
     cap_scale=1.0, SOFTCAP: gl.constexpr = False,  # softcap: tanh(qk * sm_scale / softcap)
     EARLY_EXPECT: gl.constexpr = False,  # HopperFwdConfig.early_expect
-    HOST_DESC: gl.constexpr = False,  # VARLEN over the host descriptors (varlen_desc_mode)
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
-    gl.static_assert(VARLEN or not HOST_DESC, "HOST_DESC is a varlen mode")
     dtype: gl.constexpr = q_desc.dtype
     o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
@@ -633,19 +559,9 @@ def _fwd_kernel(
     start_m = pid_m * BLOCK_M
     if _past_seq_end(CU_Q, start_m, nheads, VARLEN):
         return
-    # HOST_DESC: the host descriptors span the whole packed tensor ((1, T, H, D) views);
-    # sequence b's rows start at q_row0 / k_row0, added to every coordinate, and no
-    # descriptor is built. The ragged last key tile is loaded end-aligned (_kv_row0: it ends at
-    # the sequence's last key, its first columns masked as the previous tile's keys),
-    # so no K / V row past the sequence is read; a sequence shorter than a tile reads
-    # the previous one's rows before its start (masked; P = 0 there, so they add
-    # 0 * V: a NaN or inf in them would reach this sequence) or, before row 0, TMA's
-    # zero fill. A query tile may read the next sequence's Q rows (or a caller's spare
-    # rows past cu_seqlens_q[-1]): they only feed rows that are not stored. O is stored
-    # masked from registers.
-    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc, o_desc, q_row0,
-     k_row0) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-                            seqlen_q, seqlen_k, nheads, group, VARLEN, HOST_DESC)
+    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
+     o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
+                            seqlen_q, seqlen_k, nheads, group, VARLEN)
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
     if HAS_LEFT:  # a sliding window: tiles [lo, a) masked, [a, n_full) not, then the band
@@ -665,12 +581,11 @@ def _fwd_kernel(
 
     # -- prologue: Q, and the key/value tiles of the first NUM_STAGES steps in flight --
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [b, q_row0 + start_m, h, 0], q_bar, q_smem)
+    tma.async_copy_global_to_shared(q_desc, [b, start_m, h, 0], q_bar, q_smem)
     for i in gl.static_range(NUM_STAGES):
-        t0 = _step_tile(i, lo, n_tiles, MASKED_FIRST)
-        issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i, t0, b, hk,
-                      i < n_tiles - lo, BLOCK_N, EARLY_EXPECT, False,
-                      _kv_row0(k_row0, t0, seqlen_k, BLOCK_N, HOST_DESC))
+        issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, i,
+                      _step_tile(i, lo, n_tiles, MASKED_FIRST), b, hk, i < n_tiles - lo,
+                      BLOCK_N, EARLY_EXPECT, False)
 
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
@@ -693,51 +608,29 @@ def _fwd_kernel(
     else:  # left edge (empty without a window), unmasked middle, band
         ends_0 = a - lo
         ends_1 = n_full - lo
-    first = 0
-    if HOST_DESC and MASKED_FIRST:
-        # the ragged last tile, end-aligned (_kv_row0), is step 0 in this order, the
-        # band's first: that step alone takes the shifted mask (in the band loop, every
-        # step's would add to the capped hd 64 build's spills: ptxas, 84 B against 68).
-        # No band (ends_0 = 0) means no ragged tile: n_full (with a window, the larger
-        # of n_full and lo) is then n_tiles
-        if ends_0 > 0:
-            acc, m_i, l_i = _fwd_tile_a(
-                0, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b,
-                hk, lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
-                BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT,
-                cap_scale, SOFTCAP, EARLY_EXPECT, k_row0, HOST_DESC, True,
-            )
-            first = 1
-    for i in range(first, ends_0):
+    for i in range(0, ends_0):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT, k_row0, HOST_DESC, HOST_DESC and not MASKED_FIRST,
+            SOFTCAP, EARLY_EXPECT,
         )
-    mid_lo = ends_0
-    edge_lo = ends_1
-    if HOST_DESC and MASKED_FIRST:  # after a peeled step 0
-        mid_lo = gl.maximum(ends_0, first)
-        edge_lo = gl.maximum(ends_1, first)
-    for i in range(mid_lo, ends_1):
+    for i in range(ends_0, ends_1):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, False, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT, k_row0, HOST_DESC, False,
+            SOFTCAP, EARLY_EXPECT,
         )
-    for i in range(edge_lo, n_tiles - lo):
+    for i in range(ends_1, n_tiles - lo):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT, k_row0, HOST_DESC, HOST_DESC and not MASKED_FIRST,
+            SOFTCAP, EARLY_EXPECT,
         )
-    if HOST_DESC:  # the tile's first element of O
-        O = O + (q_row0 + start_m).to(gl.int64) * o_desc.strides[1] + h * o_desc.strides[2]
     _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
-              HEAD_DIM, O, HOST_DESC)
+              HEAD_DIM)
 
 
 # ==================================================================================
@@ -850,8 +743,8 @@ def _fwd_ws_kernel(
     start_m = pid_m * BLOCK_M
     if _past_seq_end(CU_Q, start_m, nheads, VARLEN):
         return
-    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc, o_desc, _q_row0,
-     _k_row0) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
+    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
+     o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
                              seqlen_q, seqlen_k, nheads, group, VARLEN)
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
@@ -1129,8 +1022,8 @@ def _fwd_c_kernel(
     start_cta = pid_m * (2 * BLOCK_M)
     if _past_seq_end(CU_Q, start_cta, nheads, VARLEN):
         return
-    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc, o_desc, _q_row0,
-     _k_row0) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
+    (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
+     o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
                              seqlen_q, seqlen_k, nheads, group, VARLEN)
     # the later warpgroup's tile needs the most key tiles, the earlier one (under a
     # sliding window) the leftmost: the producer loads [base, n_cta)
@@ -1191,10 +1084,9 @@ def _fwd_c_kernel(
 
 
 def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
-                 varlen: bool | str = False, window: bool = False, softcap: bool = False):
+                 varlen: bool = False, window: bool = False, softcap: bool = False):
     """Compile the Gluon forward for sm_90 on any machine (no GPU needed) with the
-    argument types a real launch produces (``varlen``: hopper_varlen_forward's, "host"
-    for its host-descriptor mode;
+    argument types a real launch produces (``varlen``: hopper_varlen_forward's;
     ``window``: a sliding window's left bound, ``softcap``: SOFTCAP, stages A / C). Returns
     Triton's compiled kernel (``.asm`` holds ttgir/ptx/cubin, ``.metadata.shared`` the
     shared memory in bytes)."""
@@ -1219,8 +1111,6 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
     if varlen:  # torch allocations: 16-byte aligned, as the launch specialises them
         sig.update({n: f"*{tys[dtype]}" for n in ptrs[:4]}, CU_Q="*i32", CU_K="*i32")
         constexprs["VARLEN"] = True
-        if varlen == "host":  # varlen_desc_mode "host" (stage A)
-            constexprs["HOST_DESC"] = True
         attrs = {(i,): [["tt.divisibility", 16]] for i in range(4, 11)}
     else:  # None: constexpr arguments the dense kernel never reads
         constexprs.update({n: None for n in ptrs})
