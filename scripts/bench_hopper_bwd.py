@@ -142,17 +142,24 @@ def compare(fns, timed=TIMED) -> tuple[str, bool]:
     return "rel|x - portable|: " + "; ".join(msgs), ok
 
 
-def bench_shape(seqlen, hd, causal, overrides, dev, timed=TIMED, batch=None, nheads=None,
-                nheads_kv=None) -> tuple[dict, int]:
+def _inputs(seqlen, hd, causal, dev, batch=None, nheads=None, nheads_kv=None):
+    """(shape, label, (q, k, v, dout)): the DESIGN.md shape at (seqlen, hd), its batch /
+    query heads replaced when given, K / V with ``nheads_kv`` heads (GQA), bf16 randn."""
     shape = paper_shape(seqlen, hd, causal)
     shape = dataclasses.replace(shape, batch=batch or shape.batch,
                                 nheads=nheads or shape.nheads)
     hkv = nheads_kv or shape.nheads
     gen = torch.Generator(device=dev).manual_seed(seqlen + hd)
-    q, k, v, dout = (torch.randn(shape.batch, seqlen, shape.nheads if i in (0, 3) else hkv,
-                                 hd, device=dev, dtype=torch.bfloat16, generator=gen)
-                     for i in range(4))
-    label = shape.label() + (f" KV{hkv}" if hkv != shape.nheads else "")
+    qkvo = tuple(torch.randn(shape.batch, seqlen, shape.nheads if i in (0, 3) else hkv, hd,
+                             device=dev, dtype=torch.bfloat16, generator=gen)
+                 for i in range(4))
+    return shape, shape.label() + (f" KV{hkv}" if hkv != shape.nheads else ""), qkvo
+
+
+def bench_shape(seqlen, hd, causal, overrides, dev, timed=TIMED, batch=None, nheads=None,
+                nheads_kv=None) -> tuple[dict, int]:
+    shape, label, (q, k, v, dout) = _inputs(seqlen, hd, causal, dev, batch, nheads,
+                                            nheads_kv)
     row = dict(label=label, causal=causal)
     status = 0
     t0 = time.perf_counter()
@@ -184,14 +191,8 @@ def ab_shape(seqlen, hd, causal, variants, dev, rounds, batch=None, nheads=None,
              nheads_kv=None) -> list[dict]:
     """The Gluon backward under each override dict of ``variants``, interleaved rounds;
     rows {label, causal, variant, ms, tflops, change} (change against variants[0])."""
-    shape = paper_shape(seqlen, hd, causal)
-    shape = dataclasses.replace(shape, batch=batch or shape.batch,
-                                nheads=nheads or shape.nheads)
-    hkv = nheads_kv or shape.nheads
-    gen = torch.Generator(device=dev).manual_seed(seqlen + hd)
-    q, k, v, dout = (torch.randn(shape.batch, seqlen, shape.nheads if i in (0, 3) else hkv,
-                                 hd, device=dev, dtype=torch.bfloat16, generator=gen)
-                     for i in range(4))
+    shape, label, (q, k, v, dout) = _inputs(seqlen, hd, causal, dev, batch, nheads,
+                                            nheads_kv)
     fns = [closures(q, k, v, dout, causal, over)[1]["gluon-bwd"] for over in variants]
     first = [f() for f in fns]  # compile; every variant's gradients equal the first's?
     same = [all(torch.equal(a, b) for a, b in zip(first[0], g)) for g in first]
@@ -199,7 +200,6 @@ def ab_shape(seqlen, hd, causal, variants, dev, rounds, batch=None, nheads=None,
     for _ in range(rounds):
         for i, f in enumerate(fns):
             times[i].append(triton.testing.do_bench(f, warmup=5, rep=30, return_mode="median"))
-    label = shape.label() + (f" KV{hkv}" if hkv != shape.nheads else "")
     flops = attn_flops(shape, "bwd")
     med = [sorted(t)[len(t) // 2] for t in times]
     return [dict(label=label, causal=int(causal), variant=i, ms=m, tflops=tflops(flops, m),
