@@ -213,14 +213,16 @@ def _gluon_step(hd, causal, group, batch, seqlen, dt=torch.bfloat16):
 def check_gluon_launch() -> int:
     """ops/_gluon_common.launch (the cached Gluon launch) must launch the kernel Triton's
     run() picks: the Gluon forward (every schedule the table ships at hd 64 / 128) and
-    the two-kernel backward (preprocess, dK/dV, dQ), MHA and GQA (the expanded dK/dV
-    programs), causal or not, two batches and two lengths, each call on new tensors.
+    the two-kernel backward (the lse2 preprocess that lse2_pre ships with, dK/dV, dQ), MHA
+    and GQA (the expanded dK/dV programs), causal or not, two batches and two lengths,
+    each call on new tensors.
     Returns the number of cases checked; raises on a mismatch."""
     from flashtile.ops import _gluon_common, flash, hopper_bwd, hopper_fwd
 
     kernels = {"fwd": hopper_fwd._fwd_kernel, "fwd_ws": hopper_fwd._fwd_ws_kernel,
                "fwd_c": hopper_fwd._fwd_c_kernel, "dkdv": hopper_bwd._bwd_dkdv_kernel,
-               "dq": hopper_bwd._bwd_dq_kernel, "delta": flash._attn_bwd_preprocess_kernel}
+               "dq": hopper_bwd._bwd_dq_kernel,
+               "delta": flash._attn_bwd_preprocess_lse2_kernel}
     for name, fn in kernels.items():
         stub_compile(fn, name)
     picked: dict = {}
