@@ -454,6 +454,7 @@ def _stats_tma(cfg, varlen) -> bool:
     path on the H200: test_stats_tma_masks, s15e)."""
     return cfg.stats_tma and not cfg.fused and not varlen
 
+
 FUSED_ENV_VAR = "FLASHTILE_HOPPER_BWD_FUSED"
 OVERRIDES_ENV_VAR = "FLASHTILE_HOPPER_BWD_OVERRIDES"
 
