@@ -47,7 +47,7 @@ def compile_kernel(kernel, dtype, constexprs, num_warps, num_stages):
     sig = _signature(kernel, dtype, constexprs)
     if rng_dev:  # the dropout RNG state on the device (draw_rng_state inside capture)
         sig["seed"] = "*i64"
-    if rng_bits:  # the decisions as bits (flash.dropout_bits, FLASHTILE_DROPOUT_BITS=1)
+    if rng_bits:  # a dropout_bits_buffer (FLASHTILE_DROPOUT_BITS=1): the forward writes it
         sig["seed"] = "*i32"
     # as a real launch of packed bf16 tensors specialises them: base pointers 16-byte
     # aligned, strides divisible by 16 (those not in do_not_specialize)

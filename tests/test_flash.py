@@ -98,70 +98,83 @@ def test_dropout_rng_state_on_device(causal, device):
                                                        device=device), 0))
 
 
-def _assert_same_dropout(causal, device, rng, bwd_config=None):
-    """Forward and backward through the launchers with RNG state ``rng`` bitwise equal to
-    those with the pair (1234, 567) it stands for. Returns (q, k, v, dout)."""
+def _assert_same_dropout(causal, device, rng, bwd_config=None, bwd_rng=None):
+    """Forward and backward through the launchers with RNG state ``rng`` (the backward's
+    ``bwd_rng`` if given) bitwise equal to those with the pair (1234, 567) it stands for.
+    Returns (q, k, v, dout)."""
     q, k, v = make_qkv(2, 70, 45, 4, 2, 32, torch.float16, device)
     dout = torch.randn_like(q)
     results = []
-    for state in ((1234, 567), rng):
+    for state, bwd_state in (((1234, 567), (1234, 567)), (rng, bwd_rng or rng)):
         out, lse = flash.attention_forward(q, k, v, causal=causal, dropout_p=0.3,
                                            rng_state=state)
         grads = flash.attention_backward(dout, q, k, v, out, lse, causal=causal,
-                                         dropout_p=0.3, rng_state=state, config=bwd_config)
+                                         dropout_p=0.3, rng_state=bwd_state,
+                                         config=bwd_config)
         results.append((out, lse, *grads))
     for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), *results):
         assert torch.equal(a, b), name
     return q, k, v, dout
 
 
-def test_dropout_bits_are_the_kernels_decisions(device):
-    """dropout_bits packs exactly the decisions the kernels draw (dropout_mask), over
-    ragged lengths, in both layouts of each (batch * head) block: by row, bit c % 32 of
-    word c // 32; then by key, bit r % 32 of word r // 32."""
-    batch, nheads, seqlen_q, seqlen_k = 2, 3, 70, 45
-    bits = flash.dropout_bits((1234, 567), batch, nheads, seqlen_q, seqlen_k, 0.3, device)
-    keep = flash.dropout_mask((1234, 567), batch, nheads, seqlen_q, seqlen_k, 0.3, device)
-    keep = keep.view(batch * nheads, seqlen_q, seqlen_k).cpu()
+def _bit_layouts(buf, bh, seqlen_q, seqlen_k):
+    """A dropout_bits_buffer's decisions as two (bh, Sq, Sk) bool tensors: from the words
+    by row (bit c % 32 of word c // 32) and from the words by key (bit r % 32 of word
+    r // 32), both after the header."""
     wk, wq = (seqlen_k + 31) // 32, (seqlen_q + 31) // 32
-    blocks = bits.view(batch * nheads, seqlen_q * wk + seqlen_k * wq).cpu()
+    blocks = buf[flash.DROPOUT_BITS_HEADER:].view(bh, seqlen_q * wk + seqlen_k * wq).cpu()
     by_row = blocks[:, : seqlen_q * wk].view(-1, seqlen_q, wk)
     by_key = blocks[:, seqlen_q * wk:].view(-1, seqlen_k, wq)
     cols, rows = torch.arange(seqlen_k), torch.arange(seqlen_q)
-    assert torch.equal(((by_row[:, :, cols // 32] >> (cols % 32)) & 1).bool(), keep)
-    got = ((by_key[:, :, rows // 32] >> (rows % 32)) & 1).bool()  # (bh, key, row)
-    assert torch.equal(got.transpose(1, 2), keep)
-    # causal (right = 0, bottom-right aligned): blocks masked whole are skipped, and every
-    # element the mask keeps carries the same decision in both layouts
-    for seqlen_q, seqlen_k in ((200, 130), (70, 300)):
-        wk, wq = (seqlen_k + 31) // 32, (seqlen_q + 31) // 32
-        keep = flash.dropout_mask((1234, 567), 1, 2, seqlen_q, seqlen_k, 0.3, device)
-        keep = keep.view(2, seqlen_q, seqlen_k).cpu()
-        bits = flash.dropout_bits((1234, 567), 1, 2, seqlen_q, seqlen_k, 0.3, device, right=0)
-        blocks = bits.view(2, seqlen_q * wk + seqlen_k * wq).cpu()
-        by_row = blocks[:, : seqlen_q * wk].view(-1, seqlen_q, wk)
-        by_key = blocks[:, seqlen_q * wk:].view(-1, seqlen_k, wq)
+    a = ((by_row[:, :, cols // 32] >> (cols % 32)) & 1).bool()
+    b = ((by_key[:, :, rows // 32] >> (rows % 32)) & 1).bool().transpose(1, 2)
+    return a, b
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_dropout_bits_are_the_kernels_decisions(causal, device):
+    """The forward given a dropout_bits_buffer draws with the (seed, offset) in its header
+    (the output bitwise the pair's) and writes exactly the decisions it draws
+    (dropout_mask) in both layouts, over ragged lengths: every element without a causal
+    mask, every one the mask keeps with it (the triangle above is never visited). The
+    header takes host ints and an on-device pair alike."""
+    batch, nheads, p = 2, 3, 0.3
+    for seqlen_q, seqlen_k in ((70, 45), (200, 130), (70, 300)):
+        q, k, v = make_qkv(batch, seqlen_q, seqlen_k, nheads, 1, 32, torch.float16, device)
+        keep = flash.dropout_mask((1234, 567), batch, nheads, seqlen_q, seqlen_k, p, device)
+        keep = keep.view(batch * nheads, seqlen_q, seqlen_k).cpu()
         cols, rows = torch.arange(seqlen_k), torch.arange(seqlen_q)
-        inside = cols[None, :] <= rows[:, None] + seqlen_k - seqlen_q
-        a = ((by_row[:, :, cols // 32] >> (cols % 32)) & 1).bool()
-        b = ((by_key[:, :, rows // 32] >> (rows % 32)) & 1).bool().transpose(1, 2)
-        assert torch.equal(a & inside, keep & inside)
-        assert torch.equal(b & inside, keep & inside)
-        if seqlen_q == 200:  # rows 0-31 x keys 64-127 lie past the diagonal: not drawn
-            assert by_row[:, :32, 2:4].eq(0).all()
+        inside = (cols[None, :] <= rows[:, None] + seqlen_k - seqlen_q if causal
+                  else torch.ones(seqlen_q, seqlen_k, dtype=torch.bool))
+        pairs = ((1234, 567), (torch.tensor([1234, 567], dtype=torch.int64, device=device), 0))
+        # and 64 x 64 tiles (two words per row and per key in each tile, as on the H200)
+        tiles = (None, configs.FwdConfig(64, 64, 4, 1)) if seqlen_q == 200 else (None,)
+        for pair, cfg in [(pair, None) for pair in pairs] + [(pairs[0], t) for t in tiles[1:]]:
+            buf = flash.dropout_bits_buffer(pair, batch, nheads, seqlen_q, seqlen_k, device)
+            assert buf[:2].tolist() == [1234, 567]
+            got, _ = flash.attention_forward(q, k, v, causal=causal, dropout_p=p,
+                                             rng_state=(buf, 0), config=cfg)
+            want, _ = flash.attention_forward(q, k, v, causal=causal, dropout_p=p,
+                                              rng_state=(1234, 567), config=cfg)
+            assert torch.equal(got, want)
+            a, b = _bit_layouts(buf, batch * nheads, seqlen_q, seqlen_k)
+            assert torch.equal(a & inside, keep & inside)
+            assert torch.equal(b & inside, keep & inside)
 
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_dropout_bits_drop_the_same(causal, device, monkeypatch):
-    """The kernels reading dropout_bits (FLASHTILE_DROPOUT_BITS=1) drop exactly what they
-    draw themselves: forward and backward bitwise equal, through the launchers and
-    through flash_attn_func's autograd with the same torch seed."""
-    bits = flash.dropout_bits((1234, 567), 2, 4, 70, 45, 0.3, device)
-    q, k, v, dout = _assert_same_dropout(causal, device, (bits, 0))
+    """The backward kernels reading the bits the forward wrote (FLASHTILE_DROPOUT_BITS=1)
+    drop exactly what they draw themselves: forward and backward bitwise equal, through
+    the launchers and through flash_attn_func's autograd with the same torch seed."""
+    buf = flash.dropout_bits_buffer((1234, 567), 2, 4, 70, 45, device)
+    words = (buf[flash.DROPOUT_BITS_HEADER:], 0)
+    q, k, v, dout = _assert_same_dropout(causal, device, (buf, 0), bwd_rng=words)
     # the dK/dV kernel's by-key words over query tiles of 16 (within one word) and 64 (two)
     for block_m in (16, 64):
-        _assert_same_dropout(causal, device, (bits, 0), configs.BwdConfig(
-            block_m=block_m, block_n=32, num_warps=1 if block_m < 64 else 4, num_stages=1))
+        _assert_same_dropout(causal, device, (buf, 0), configs.BwdConfig(
+            block_m=block_m, block_n=32, num_warps=1 if block_m < 64 else 4, num_stages=1),
+            bwd_rng=words)
     runs = []
     for on in (False, True):
         monkeypatch.setenv(flash.DROPOUT_BITS_ENV_VAR, str(int(on)))
@@ -179,7 +192,8 @@ def test_dropout_graph_capture_gpu(bits, device, monkeypatch):
     """A torch.cuda.graph capture of a training call with dropout: each replay draws a new
     mask (the state is drawn on the device), and each replay's output and gradients equal
     the eager call's with that replay's (seed, offset). With FLASHTILE_DROPOUT_BITS=1 the
-    captured call draws the bits from the on-device pair and its kernels read them."""
+    captured forward draws from the on-device pair (copied into the bits buffer's header)
+    and writes the bits, which the backward kernels read."""
     if device.type != "cuda":
         pytest.skip("needs a CUDA device (run scripts/gpu_check.sh there)")
     monkeypatch.setenv(flash.DROPOUT_BITS_ENV_VAR, str(int(bits)))
@@ -196,15 +210,16 @@ def test_dropout_graph_capture_gpu(bits, device, monkeypatch):
                                                     device))
     dout = torch.randn_like(q)
     rng = torch.tensor([1, 2], dtype=torch.int64, device=device)
-    states = [rng, (1, 2)]
-    if bits:  # the bits drawn from the on-device pair, and the kernels reading them
-        states.append((flash.dropout_bits(rng, 1, 2, 256, 256, 0.2, device), 0))
+    states = [(rng, rng), ((1, 2), (1, 2))]
+    if bits:  # the forward writing bits from the on-device pair, the backward reading them
+        buf = flash.dropout_bits_buffer((rng, 0), 1, 2, 256, 256, device)
+        states.append(((buf, 0), (buf[flash.DROPOUT_BITS_HEADER:], 0)))
     for _ in range(2):  # warm-up outside the capture: every kernel variant compiled
-        for state in states:
+        for state, bwd_state in states:
             out, lse = flash.attention_forward(q.detach(), k.detach(), v.detach(),
                                                dropout_p=0.2, rng_state=state)
             flash.attention_backward(dout, q.detach(), k.detach(), v.detach(), out, lse,
-                                     dropout_p=0.2, rng_state=state)
+                                     dropout_p=0.2, rng_state=bwd_state)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):

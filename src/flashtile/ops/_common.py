@@ -262,6 +262,33 @@ def stage_bounds(STAGE: tl.constexpr, lo, a, b, hi):
 
 
 @triton.jit
+def store_dropout_bits(BITS, keep, bh, rows, cols, seqlen_q, seqlen_k, row0, col0):
+    """Write a (rows, cols) keep tile into dropout_keep's bit words (both layouts; see
+    dropout_keep), ``rows`` from ``row0`` and ``cols`` from ``col0``, both multiples of 32
+    in runs that are multiples of 32, so the tile owns whole words: per row C // 32 words
+    (a sum over the row's keys of distinct powers of two: their OR), per key R // 32."""
+    R: tl.constexpr = rows.shape[0]
+    C: tl.constexpr = cols.shape[0]
+    tl.static_assert(R % 32 == 0 and C % 32 == 0, "bit words need tiles of 32s")
+    W = (seqlen_k + 31) // 32
+    WQ = (seqlen_q + 31) // 32
+    base = BITS + bh.to(tl.int64) * (seqlen_q * W + seqlen_k * WQ)
+    row_ok = rows < seqlen_q
+    col_ok = cols < seqlen_k
+    k32 = tl.where(row_ok[:, None] & col_ok[None, :] & keep, 1, 0)
+    # by row: each row's C // 32 words, one reduction over runs of 32 keys
+    words = tl.sum(tl.reshape(k32 << (cols % 32)[None, :], (R, C // 32, 32)), axis=2)
+    wcols = col0 // 32 + tl.arange(0, C // 32)
+    tl.store(base + rows[:, None].to(tl.int64) * W + wcols[None, :], words,
+             mask=row_ok[:, None] & (wcols < W)[None, :])
+    # by key: each key's R // 32 words, one reduction over runs of 32 rows
+    words = tl.sum(tl.reshape(k32 << (rows % 32)[:, None], (R // 32, 32, C)), axis=1)
+    wrows = row0 // 32 + tl.arange(0, R // 32)
+    tl.store(base + seqlen_q * W + cols[None, :].to(tl.int64) * WQ + wrows[:, None], words,
+             mask=col_ok[None, :] & (wrows < WQ)[:, None])
+
+
+@triton.jit
 def _pair16(idx):
     """(N // 16, 8) Philox counter words for 1-D ``idx`` made of aligned runs of 16
     consecutive indices: 8 * (i // 16) + i % 8, shared by i and i + 8."""
@@ -286,7 +313,8 @@ def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexp
     own number whatever the tiling. ``seed`` may be a pointer to (seed, offset) int64 on
     the device (flash.draw_rng_state inside CUDA graph capture); ``rng_offset`` is then
     unused. Or a pointer to int32 words: the decisions already drawn, one bit each, in two
-    layouts per batch * head (flash.dropout_bits): by query row, word row * cdiv(seqlen_k,
+    layouts per batch * head (written by the forward: flash.dropout_bits_buffer,
+    store_dropout_bits): by query row, word row * cdiv(seqlen_k,
     32) + col // 32, bit col % 32, read here by (rows, cols) tiles (``cols`` in whole words
     from ``col0``, their first: C // 32 word loads per row); then by key, word col *
     cdiv(seqlen_q, 32) + row // 32, bit row % 32, read by the transposed tiles (``rows``

@@ -52,6 +52,7 @@ from ._common import (
     scores_log2,
     softcap_flag,
     softmax_finish,
+    store_dropout_bits,
 )
 from ._launch import cached_launch, current_stream, make_room, plain_launch, run_compiled
 
@@ -152,17 +153,18 @@ class FlashAttnFunction(torch.autograd.Function):
         if _eager_ok(q, k, v):
             with _profiled("flashtile::flash_attn_fwd"):
                 rng = draw_rng_state(q.device) if dropout_p > 0 else (0, 0)
+                rng_fwd = rng
                 if dropout_p > 0 and dropout_bits_on():
-                    # the decisions drawn once, read by the forward and both backward
-                    # kernels (None if too large: each kernel draws); under CUDA graph
-                    # capture drawn from the on-device pair, at each replay
-                    bits = dropout_bits(rng, q.shape[0], q.shape[2], q.shape[1], k.shape[1],
-                                        dropout_p, q.device, right)
-                    if bits is not None:
-                        rng = (bits, 0)
+                    # the forward draws as always and also writes its decisions as bits,
+                    # which both backward kernels read instead of drawing again (None if
+                    # too large: they draw)
+                    buf = dropout_bits_buffer(rng, q.shape[0], q.shape[2], q.shape[1],
+                                              k.shape[1], q.device)
+                    if buf is not None:
+                        rng_fwd, rng = (buf, 0), (buf[DROPOUT_BITS_HEADER:], 0)
                 out, lse = attention_forward(
                     q, k, v, softmax_scale=scale, window_size=(left, right), softcap=softcap,
-                    dropout_p=dropout_p, rng_state=rng,
+                    dropout_p=dropout_p, rng_state=rng_fwd,
                 )
             saved = (q, k, v, out, lse)
         else:
@@ -426,8 +428,8 @@ USE_PLANS = True  # A/B switch (scripts/host_overhead.py --ab-plans, host_split.
 def _rng_kind(rng_state, dropout_p):
     """What the kernels' seed argument is (a plan's kernels are compiled for one): None
     an int (Philox draws in the kernels), else the tensor's dtype: int64 the (seed,
-    offset) pair on the device (draw_rng_state inside CUDA graph capture), int32
-    dropout_bits' words."""
+    offset) pair on the device (draw_rng_state inside CUDA graph capture), int32 a
+    dropout_bits_buffer (the forward writes it, the backward reads its words)."""
     seed = rng_state[0] if dropout_p > 0 else 0
     return seed.dtype if isinstance(seed, torch.Tensor) else None
 
@@ -459,9 +461,10 @@ def attention_forward(
 
     Shapes as ``flash_attn_func``. ``window_size`` entries are ints or None (unbounded);
     any int is a bound, negative ones included. ``rng_state=(seed, offset)``, or a tensor
-    in the seed's place (draw_rng_state's on-device pair, dropout_bits' words) (drawn if
-    None when dropout is on). ``out`` ((B, Sq, H, D), q's dtype) and ``lse`` ((B, H, Sq),
-    float32, contiguous) may be given to write into.
+    in the seed's place (draw_rng_state's on-device pair; a dropout_bits_buffer, into
+    which the kernel also writes its decisions) (drawn if None when dropout is on).
+    ``out`` ((B, Sq, H, D), q's dtype) and ``lse`` ((B, H, Sq), float32, contiguous) may
+    be given to write into.
     """
     if causal:
         window_size = (window_size[0], 0)
@@ -575,6 +578,13 @@ def _attn_fwd_kernel(
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    bits = seed  # a dropout_bits_buffer: draw with its (seed, offset), write its words
+    if DROPOUT:
+        if seed.dtype.is_ptr():
+            if seed.dtype.element_ty == tl.int32:
+                bits = seed + 4  # flash.DROPOUT_BITS_HEADER
+                rng_offset = tl.load(seed + 1)
+                seed = tl.load(seed)
 
     # -- key tiles: masked left band, unmasked middle, masked diagonal/boundary --
     lo, mid_lo, mid_hi, hi = kv_tile_ranges(
@@ -585,19 +595,19 @@ def _attn_fwd_kernel(
         acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, lo, mid_lo, offs_m, offs_n,
         offs_d, seqlen_q, seqlen_k, diag, window_left, window_right, sm_scale, softcap,
         dropout_p, seed, rng_offset, pid_bh, HEAD_DIM, BLOCK_D, BLOCK_N, True, HAS_LEFT,
-        HAS_RIGHT, SOFTCAP, DROPOUT, UPCAST, DOT_PREC,
+        HAS_RIGHT, SOFTCAP, DROPOUT, UPCAST, DOT_PREC, bits, start_m,
     )
     acc, l_i, m_i = _fwd_tiles(
         acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, mid_lo, mid_hi, offs_m, offs_n,
         offs_d, seqlen_q, seqlen_k, diag, window_left, window_right, sm_scale, softcap,
         dropout_p, seed, rng_offset, pid_bh, HEAD_DIM, BLOCK_D, BLOCK_N, False, HAS_LEFT,
-        HAS_RIGHT, SOFTCAP, DROPOUT, UPCAST, DOT_PREC,
+        HAS_RIGHT, SOFTCAP, DROPOUT, UPCAST, DOT_PREC, bits, start_m,
     )
     acc, l_i, m_i = _fwd_tiles(
         acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, mid_hi, hi, offs_m, offs_n,
         offs_d, seqlen_q, seqlen_k, diag, window_left, window_right, sm_scale, softcap,
         dropout_p, seed, rng_offset, pid_bh, HEAD_DIM, BLOCK_D, BLOCK_N, True, HAS_LEFT,
-        HAS_RIGHT, SOFTCAP, DROPOUT, UPCAST, DOT_PREC,
+        HAS_RIGHT, SOFTCAP, DROPOUT, UPCAST, DOT_PREC, bits, start_m,
     )
 
     # -- epilogue: normalise once; empty rows give 0 and lse = -inf --
@@ -642,8 +652,10 @@ def _fwd_tiles(
     rng_offset, pid_bh, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
     MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     SOFTCAP: tl.constexpr, DROPOUT: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
+    bits=0, start_m=0,
 ):
-    """Online-softmax over key tiles [lo, hi): the one inner loop of the forward."""
+    """Online-softmax over key tiles [lo, hi): the one inner loop of the forward. ``bits``:
+    a dropout_bits_buffer's words (an int32 pointer) to write the decisions into."""
     d_ok = offs_d < HEAD_DIM
     # int32 tile offsets + a scalar 64-bit base per step: a 2D tensor of 64-bit pointers
     # would cost 2 registers per element and spill (ptxas -v, sm_90)
@@ -661,11 +673,19 @@ def _fwd_tiles(
         # -- rescale the running state, accumulate --
         m_new, alpha, p, l_i = online_softmax(m_i, l_i, s, True)
         if DROPOUT:
-            p = tl.where(
-                dropout_keep(seed, rng_offset, pid_bh, offs_m, cols, dropout_p, False,
-                             seqlen_q, seqlen_k, start_n),
-                p, 0.0,
-            )
+            keep = dropout_keep(seed, rng_offset, pid_bh, offs_m, cols, dropout_p, False,
+                                seqlen_q, seqlen_k, start_n)
+            if bits.dtype.is_ptr() and bits.dtype.element_ty == tl.int32:
+                # the decisions taken from the dropped P tile (-1 where dropped; P >= 0),
+                # so the compiler converts that tile for the words' reductions instead
+                # of drawing the Philox numbers a second time in their layout (it did:
+                # twice the mul.hi, ptxas sm_90)
+                p = tl.where(keep, p, -1.0)
+                store_dropout_bits(bits, p >= 0.0, pid_bh, offs_m, cols, seqlen_q,
+                                   seqlen_k, start_m, start_n)
+                p = tl.maximum(p, 0.0)
+            else:
+                p = tl.where(keep, p, 0.0)
         v = _load_tile(v_ptrs, cols, seqlen_k, d_ok, MASKED, HEAD_DIM, BLOCK_D, UPCAST)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PREC)
         m_i = m_new
@@ -1134,15 +1154,14 @@ def dropout_mask(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device
 
 
 DROPOUT_BITS_MAX_BYTES = 256 << 20  # larger masks: the kernels draw their own (Philox)
-# FLASHTILE_DROPOUT_BITS=1: training calls (the autograd Function's eager path) draw the
-# dropout decisions once into dropout_bits, which the forward and both backward kernels
-# read, instead of each kernel drawing them (three Philox passes). Opt-in, not yet
-# GPU-run. ptxas sm_90 (session 15), hd 64 causal against the drawing kernels: forward
-# 136 -> 189 registers (no spills), dK/dV spills 260 -> 676 B, dQ 189 -> 228 registers
-# (the callers pass the tile's first column; a min over the columns per tile cost the
-# forward 255; a word load per element spilled 1500 B in dK/dV). The PTX of the drawing
-# builds is unchanged (24 builds against e9fa1bf).
+# FLASHTILE_DROPOUT_BITS=1: training calls (the autograd Function's eager path) have the
+# forward write its dropout decisions as bits, which both backward kernels read instead
+# of drawing them again (three Philox passes -> one). Opt-in. Session 16 (`s16e`): with
+# the bits drawn by a kernel of their own, reading them made every attention kernel
+# cheaper (-31 us per layer at MiniGPT's 64 x 256, -127 at 16 x 1024), but that kernel
+# cost as much (36.6 / 128.5 us); since then the forward writes them (not yet GPU-run).
 DROPOUT_BITS_ENV_VAR = "FLASHTILE_DROPOUT_BITS"
+DROPOUT_BITS_HEADER = 4  # int32 words before the bits: (seed, offset) of the draw, 2 spare
 
 
 def dropout_bits_on() -> bool:
@@ -1151,65 +1170,31 @@ def dropout_bits_on() -> bool:
     return os.environ.get(DROPOUT_BITS_ENV_VAR, "0") not in ("", "0")
 
 
-def dropout_bits(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device,
-                 right=None):
-    """The keep decisions of ``rng_state`` (what every kernel draws with dropout_keep), as
-    bits in int32 words, twice per batch * head ``bh`` (block of Sq * Wk + Sk * Wq words,
-    Wk = cdiv(Sk, 32), Wq = cdiv(Sq, 32)): by query row, bit c % 32 of word r * Wk +
-    c // 32 (the forward's and dQ kernel's (rows, keys) tiles read these), then by key,
-    bit r % 32 of word Sq * Wk + c * Wq + r // 32 (the dK/dV kernel's (keys, rows) tiles:
-    one word per key and 32 rows, where the by-row words cost it a select per word over
-    the whole tile). Passed as the kernels' seed, they read these instead of drawing
-    (FLASHTILE_DROPOUT_BITS=1: drawn once per forward, read by the forward and both
-    backward kernels). None when they would exceed DROPOUT_BITS_MAX_BYTES. ``right``: the
-    window's right bound (0 causal; None none): blocks of 32 rows x 64 keys that it masks
-    whole are not drawn (their words are zero; no kernel keeps those elements)."""
+def dropout_bits_buffer(rng_state, batch, nheads, seqlen_q, seqlen_k, device):
+    """An int32 buffer for the forward to draw ``rng_state``'s decisions into as bits:
+    DROPOUT_BITS_HEADER words ((seed, offset), which the forward loads and draws with),
+    then per batch * head ``bh`` a block of Sq * Wk + Sk * Wq words (Wk = cdiv(Sk, 32),
+    Wq = cdiv(Sq, 32)): by query row, bit c % 32 of word r * Wk + c // 32 (what the
+    forward's and dQ kernel's (rows, keys) tiles read), then by key, bit r % 32 of word
+    Sq * Wk + c * Wq + r // 32 (the dK/dV kernel's (keys, rows) tiles: one word per key
+    and 32 rows). Passed as the forward's seed (``(buffer, 0)``), the forward writes the
+    words (_common.store_dropout_bits); the words (``buffer[DROPOUT_BITS_HEADER:]``)
+    passed as the backward's seed, its kernels read them (_common.dropout_keep) instead
+    of drawing. Words of tiles no kernel visits (a causal mask's upper triangle) stay
+    unwritten: every element read there is masked. ``rng_state``: host ints (written
+    with one fill, no copy from the host) or draw_rng_state's on-device pair (copied on
+    the device: capture-safe). None when the words would exceed DROPOUT_BITS_MAX_BYTES."""
     per_bh = seqlen_q * _cdiv(seqlen_k, 32) + seqlen_k * _cdiv(seqlen_q, 32)
     if batch * nheads * per_bh * 4 > DROPOUT_BITS_MAX_BYTES:
         return None
-    bits = torch.empty(batch * nheads * per_bh, dtype=torch.int32, device=device)
-    seed, rng_offset = rng_state
-    grid = (_cdiv(seqlen_q, 32), _cdiv(seqlen_k, 64), batch * nheads)
-    with device_ctx(bits):
-        _dropout_bits_kernel[grid](bits, seqlen_q, seqlen_k, float(dropout_p), seed,
-                                   rng_offset, 0 if right is None else right,
-                                   HAS_RIGHT=right is not None, BLOCK_M=32, BLOCK_N=64)
-    return bits
-
-
-@triton.jit
-def _dropout_bits_kernel(
-    BITS, seqlen_q, seqlen_k, dropout_p, seed, rng_offset, right, HAS_RIGHT: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-):
-    """BLOCK_M (= 32) rows x BLOCK_N keys of dropout_bits' words, both layouts:
-    dropout_keep's Philox draws packed 32 keys to a word per row, and 32 rows to a word
-    per key (a sum of distinct powers of two: their OR)."""
-    tl.static_assert(BLOCK_M == 32)  # one by-key word per program and key
-    pid_m = tl.program_id(0)
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    bh = tl.program_id(2)
-    ok = (rows < seqlen_q)[:, None] & (cols < seqlen_k)[None, :]
-    if HAS_RIGHT:  # a block the window masks whole (keys past the last row's bound): zeros
-        last_row = pid_m * BLOCK_M + BLOCK_M - 1
-        if tl.program_id(1) * BLOCK_N > last_row + (seqlen_k - seqlen_q) + right:
-            keep = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int1)
-        else:
-            keep = dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, False) & ok
-    else:
-        keep = dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, False) & ok
-    W = (seqlen_k + 31) // 32
-    WQ = (seqlen_q + 31) // 32
-    base = BITS + bh.to(tl.int64) * (seqlen_q * W + seqlen_k * WQ)
-    bits = tl.reshape(keep.to(tl.int32), (BLOCK_M, BLOCK_N // 32, 32))
-    words = tl.sum(bits << tl.arange(0, 32)[None, None, :], axis=2)
-    wcols = tl.program_id(1) * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)
-    ptrs = base + rows[:, None].to(tl.int64) * W + wcols[None, :]
-    tl.store(ptrs, words, mask=(rows < seqlen_q)[:, None] & (wcols < W)[None, :])
-    by_key = tl.sum(keep.to(tl.int32) << (rows % 32)[:, None], axis=0)  # (BLOCK_N,)
-    tl.store(base + seqlen_q * W + cols.to(tl.int64) * WQ + pid_m, by_key,
-             mask=cols < seqlen_k)
+    buf = torch.empty(DROPOUT_BITS_HEADER + batch * nheads * per_bh, dtype=torch.int32,
+                      device=device)
+    seed, offset = rng_state
+    if isinstance(seed, torch.Tensor):  # draw_rng_state's on-device pair
+        buf[:2].copy_(seed)
+    else:  # both below 2**31: one int64 fill, little-endian (seed, offset)
+        buf[:2].view(torch.int64).fill_(seed + (offset << 32))
+    return buf
 
 
 @triton.jit
