@@ -10,14 +10,5 @@
 # step -0.15 to -0.3 ms / -0.4 to -0.8 ms. ~3.5 min.
 source scripts/suites/lib/steps.sh
 gpu_pytest pytest_bits 120 2 4 tests/test_flash.py -k "dropout"
-for bits in 0 1; do
-  FLASHTILE_DROPOUT_BITS=$bits timeout 150 python3 scripts/bench_dropout.py \
-    --csv "$out/dropout_bits$bits.csv" >"$out/dropout_bits$bits.log" 2>&1 || status=1
-  echo "== FLASHTILE_DROPOUT_BITS=$bits"
-  grep "| 0.2 |" "$out/dropout_bits$bits.log" | cut -c1-130
-done
-timeout 150 python3 -m flashtile.cli train --bench \
-  --bench-backends "flashtile:graph,sdpa-cudnn:graph,flashtile:graph@FLASHTILE_DROPOUT_BITS=1" \
-  --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
-  --csv "$out/train_bench_bits.csv" >"$out/train_bench_bits.log" 2>&1 || status=1
-tail -n 7 "$out/train_bench_bits.log" | cut -c1-120
+dropout_bits_ab dropout_bits
+graph_step_bits 150

@@ -14,15 +14,5 @@ gpu_pytest pytest_bits 120 2 4 tests/test_flash.py -k "graph_capture"
 timeout 120 python3 -m pytest -q tests/test_flash.py -k "dropout_bits" -p no:cacheprovider \
   >"$out/pytest_bits_cuda.log" 2>&1 || status=1
 tail -n 1 "$out/pytest_bits_cuda.log"
-for bits in 0 1; do
-  FLASHTILE_DROPOUT_BITS=$bits timeout 150 python3 scripts/bench_dropout.py --kernels \
-    --backends flashtile,cudnn --csv "$out/dropout_k$bits.csv" >"$out/dropout_k$bits.log" 2>&1 \
-    || status=1
-  echo "== FLASHTILE_DROPOUT_BITS=$bits"
-  grep -A1 "| 0.2 | flashtile" "$out/dropout_k$bits.log" | cut -c1-300
-done
-timeout 120 python3 -m flashtile.cli train --bench \
-  --bench-backends "flashtile:graph,sdpa-cudnn:graph,flashtile:graph@FLASHTILE_DROPOUT_BITS=1" \
-  --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
-  --csv "$out/train_bench_bits.csv" >"$out/train_bench_bits.log" 2>&1 || status=1
-tail -n 7 "$out/train_bench_bits.log" | cut -c1-120
+dropout_bits_ab dropout_k --kernels --backends flashtile,cudnn
+graph_step_bits 120

@@ -12,9 +12,4 @@
 source scripts/suites/lib/steps.sh
 gpu_pytest pytest_graph 90 1 4 tests/test_flash.py -k "graph_capture"
 gpu_pytest pytest_dropout_bits 120 4 4 tests/test_flash.py -k "dropout and not graph"
-for bits in 0 1; do
-  FLASHTILE_DROPOUT_BITS=$bits timeout 150 python3 scripts/bench_dropout.py \
-    --csv "$out/dropout_bits$bits.csv" >"$out/dropout_bits$bits.log" 2>&1 || status=1
-  echo "== FLASHTILE_DROPOUT_BITS=$bits"
-  tail -n 12 "$out/dropout_bits$bits.log" | cut -c1-130
-done
+dropout_bits_ab dropout_bits

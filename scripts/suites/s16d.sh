@@ -9,8 +9,4 @@
 #    graphed step -0.15 to -0.3 ms at 64 x 256 (flashtile:graph 7.25 ms, cuDNN 6.97 in
 #    s16c), -0.4 to -0.8 ms at 16 x 1024 (8.90 against 7.88). ~5 min.
 source scripts/suites/s16b.sh
-timeout 150 python3 -m flashtile.cli train --bench \
-  --bench-backends "flashtile:graph,sdpa-cudnn:graph,flashtile:graph@FLASHTILE_DROPOUT_BITS=1" \
-  --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
-  --csv "$out/train_bench_bits.csv" >"$out/train_bench_bits.log" 2>&1 || status=1
-tail -n 7 "$out/train_bench_bits.log" | cut -c1-120
+graph_step_bits 150

@@ -9,19 +9,9 @@
 #    uncapped, a dK/dV ring of 3, a dQ ring of 2. Issue 9's training step reads 0.99x;
 #    prediction: within +-3%, a win there ships for GQA. ~4 min.
 source scripts/suites/lib/steps.sh
-gpu_pytest pytest_bits 120 2 4 tests/test_flash.py -k "dropout_bits"
-for bits in 0 1; do
-  FLASHTILE_DROPOUT_BITS=$bits timeout 150 python3 scripts/bench_dropout.py --kernels \
-    --backends flashtile,cudnn --csv "$out/dropout_k$bits.csv" >"$out/dropout_k$bits.log" 2>&1 \
-    || status=1
-  echo "== FLASHTILE_DROPOUT_BITS=$bits"
-  grep -A1 "| 0.2 | flashtile" "$out/dropout_k$bits.log" | cut -c1-300
-done
-timeout 120 python3 -m flashtile.cli train --bench \
-  --bench-backends "flashtile:graph,sdpa-cudnn:graph,flashtile:graph@FLASHTILE_DROPOUT_BITS=1" \
-  --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
-  --csv "$out/train_bench_bits.csv" >"$out/train_bench_bits.log" 2>&1 || status=1
-tail -n 7 "$out/train_bench_bits.log" | cut -c1-120
+gpu_pytest pytest_bits 120 2 4 tests/test_flash.py -k "graph_capture"
+dropout_bits_ab dropout_k --kernels --backends flashtile,cudnn
+graph_step_bits 120
 timeout 150 python3 scripts/bench_hopper_bwd.py --seqlens 8192 32768 --head-dims 64 \
   --causal 1 --batch 1 --nheads 32 --nheads-kv 8 --rounds 7 \
   --ab "|max_regs=none|num_stages=3|dq_num_stages=2" --csv "$out/gqa_ab.csv" \

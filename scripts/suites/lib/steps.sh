@@ -16,3 +16,26 @@ validate_covering() {
     || status=1
   tr '\r' '\n' <"$out/$1.log" | grep -v "it/s\]$" | tail -n 3
 }
+# dropout_bits_ab TAG [BENCH_DROPOUT_ARGS...]: scripts/bench_dropout.py with
+# FLASHTILE_DROPOUT_BITS=0, then =1 (two processes), logs and CSVs $out/TAG{0,1}.*; prints
+# the dropout-0.2 rows (and, with --kernels, each one's per-kernel line).
+dropout_bits_ab() {
+  local tag=$1 bits
+  shift
+  for bits in 0 1; do
+    FLASHTILE_DROPOUT_BITS=$bits timeout 150 python3 scripts/bench_dropout.py "$@" \
+      --csv "$out/$tag$bits.csv" >"$out/$tag$bits.log" 2>&1 || status=1
+    echo "== FLASHTILE_DROPOUT_BITS=$bits"
+    grep -A1 "| 0.2 |" "$out/$tag$bits.log" | grep -E "\| 0\.2 \||per kernel" | cut -c1-300
+  done
+}
+# graph_step_bits LIMIT: the graphed MiniGPT step (train --bench), flashtile and SDPA cuDNN,
+# and flashtile with FLASHTILE_DROPOUT_BITS=1, in the same interleaved rounds (80 steps
+# in 8) at 64 x 256 and 16 x 1024; log / CSV $out/train_bench_bits.*
+graph_step_bits() {
+  timeout "$1" python3 -m flashtile.cli train --bench \
+    --bench-backends "flashtile:graph,sdpa-cudnn:graph,flashtile:graph@FLASHTILE_DROPOUT_BITS=1" \
+    --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
+    --csv "$out/train_bench_bits.csv" >"$out/train_bench_bits.log" 2>&1 || status=1
+  tail -n 7 "$out/train_bench_bits.log" | cut -c1-120
+}

@@ -18,6 +18,9 @@ import triton
 import triton.language as tl
 
 LOG2E = tl.constexpr(1.4426950408889634)
+# int32 words a dropout bits buffer starts with (flash.dropout_bits_buffer): the draw's
+# (seed, offset), 2 spare (the words stay 16-byte aligned)
+DROPOUT_BITS_HEADER = 4
 LN2 = tl.constexpr(0.6931471805599453)
 
 
@@ -262,6 +265,15 @@ def stage_bounds(STAGE: tl.constexpr, lo, a, b, hi):
 
 
 @triton.jit
+def _bits_block(BITS, bh, seqlen_q, seqlen_k):
+    """(base, W, WQ): batch * head ``bh``'s block of the bit words (by row, W = cdiv(Sk,
+    32) per row, then by key, WQ = cdiv(Sq, 32) per key; see dropout_keep)."""
+    W = (seqlen_k + 31) // 32
+    WQ = (seqlen_q + 31) // 32
+    return BITS + bh.to(tl.int64) * (seqlen_q * W + seqlen_k * WQ), W, WQ
+
+
+@triton.jit
 def store_dropout_bits(BITS, keep, bh, rows, cols, seqlen_q, seqlen_k, row0, col0):
     """Write a (rows, cols) keep tile into dropout_keep's bit words (both layouts; see
     dropout_keep), ``rows`` from ``row0`` and ``cols`` from ``col0``, both multiples of 32
@@ -270,9 +282,7 @@ def store_dropout_bits(BITS, keep, bh, rows, cols, seqlen_q, seqlen_k, row0, col
     R: tl.constexpr = rows.shape[0]
     C: tl.constexpr = cols.shape[0]
     tl.static_assert(R % 32 == 0 and C % 32 == 0, "bit words need tiles of 32s")
-    W = (seqlen_k + 31) // 32
-    WQ = (seqlen_q + 31) // 32
-    base = BITS + bh.to(tl.int64) * (seqlen_q * W + seqlen_k * WQ)
+    base, W, WQ = _bits_block(BITS, bh, seqlen_q, seqlen_k)
     row_ok = rows < seqlen_q
     col_ok = cols < seqlen_k
     k32 = tl.where(row_ok[:, None] & col_ok[None, :] & keep, 1, 0)
@@ -324,9 +334,7 @@ def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexp
     C: tl.constexpr = cols.shape[0]
     if seed.dtype.is_ptr():
         if seed.dtype.element_ty == tl.int32:  # the bits
-            W = (seqlen_k + 31) // 32  # words per query row
-            WQ = (seqlen_q + 31) // 32  # words per key
-            base = seed + bh.to(tl.int64) * (seqlen_q * W + seqlen_k * WQ)
+            base, W, WQ = _bits_block(seed, bh, seqlen_q, seqlen_k)
             if TRANS:  # a (cols, rows) tile: the by-key words, broadcast along the rows
                 word0 = row0 // 32
                 key_ptrs = base + seqlen_q * W + cols.to(tl.int64) * WQ + word0

@@ -36,6 +36,7 @@ from .. import configs
 from . import hopper_bwd, hopper_fwd
 from ._checks import check_qkv, check_scalars, check_window
 from ._common import (
+    DROPOUT_BITS_HEADER,
     NULL_CTX,
     attn_keep,
     cast_out,
@@ -582,7 +583,7 @@ def _attn_fwd_kernel(
     if DROPOUT:
         if seed.dtype.is_ptr():
             if seed.dtype.element_ty == tl.int32:
-                bits = seed + 4  # flash.DROPOUT_BITS_HEADER
+                bits = seed + _BITS_HEADER
                 rng_offset = tl.load(seed + 1)
                 seed = tl.load(seed)
 
@@ -1161,7 +1162,7 @@ DROPOUT_BITS_MAX_BYTES = 256 << 20  # larger masks: the kernels draw their own (
 # cheaper (-31 us per layer at MiniGPT's 64 x 256, -127 at 16 x 1024), but that kernel
 # cost as much (36.6 / 128.5 us); since then the forward writes them (not yet GPU-run).
 DROPOUT_BITS_ENV_VAR = "FLASHTILE_DROPOUT_BITS"
-DROPOUT_BITS_HEADER = 4  # int32 words before the bits: (seed, offset) of the draw, 2 spare
+_BITS_HEADER = tl.constexpr(DROPOUT_BITS_HEADER)  # the forward kernel's view of it
 
 
 def dropout_bits_on() -> bool:

@@ -218,7 +218,7 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     group = nheads // nheads_kv
     with device_ctx(q):
         lse2 = None
-        if _stats_tma(cfg, False) and cfg.lse2_pre and cfg.block_m == 64:
+        if _lse2_pre(cfg, False):
             delta, lse2 = _delta(out, dout, lse)
         else:
             delta = _delta(out, dout)
@@ -307,24 +307,25 @@ def hopper_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
 def _delta(out, dout, lse=None):
     """delta = rowsum(dO * O), (B, H, M) fp32, from flash's preprocess kernel over
     (B, M, H, D) tensors (a varlen call's (1, TQ, H, D) views give lse's (H, TQ) layout).
-    With ``lse`` ((B, H, M) contiguous) returns (delta, st): st holds, per 64 query rows
-    of each (batch, head), their lse in log2 units (+inf on rows with no key or past M)
-    then their delta (0 past M): one TMA box per ring slot of the dK/dV kernel's 64-row
-    tiles (HopperBwdConfig.lse2_pre)."""
+    With ``lse`` ((B, H, M) contiguous) returns (delta, st): st holds, per PRE_ROWS query
+    rows of each (batch, head), their lse in log2 units (+inf on rows with no key or past
+    M) then their delta (0 past M): one TMA box per ring slot of the dK/dV kernel's tiles
+    of as many rows (HopperBwdConfig.lse2_pre, ``_lse2_pre``)."""
     from . import flash  # flash imports this module at load
 
     batch, seqlen_q, nheads, head_dim = out.shape
     delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=out.device)
     if lse is None:
         kernel, ptrs = flash._attn_bwd_preprocess_kernel, (out, dout, delta)
-    else:  # per 64 query rows: their lse2, then their delta (HopperBwdConfig.lse2_pre)
-        lse2 = torch.empty((batch * nheads * triton.cdiv(seqlen_q, 64), 128),
+    else:  # per PRE_ROWS query rows: their lse2, then their delta (lse2_pre)
+        lse2 = torch.empty((batch * nheads * triton.cdiv(seqlen_q, PRE_ROWS), 2 * PRE_ROWS),
                            dtype=torch.float32, device=out.device)
         kernel, ptrs = flash._attn_bwd_preprocess_lse2_kernel, (out, dout, delta, lse, lse2)
     launch(
-        kernel, (triton.cdiv(seqlen_q, 64), batch * nheads), out.device, *ptrs,
+        kernel, (triton.cdiv(seqlen_q, PRE_ROWS), batch * nheads), out.device, *ptrs,
         out.stride(0), out.stride(1), out.stride(2), dout.stride(0), dout.stride(1),
-        dout.stride(2), seqlen_q, nheads, HEAD_DIM=head_dim, BLOCK_D=head_dim, BLOCK_M=64,
+        dout.stride(2), seqlen_q, nheads, HEAD_DIM=head_dim, BLOCK_D=head_dim,
+        BLOCK_M=PRE_ROWS,
     )
     return delta if lse is None else (delta, lse2)
 
@@ -375,7 +376,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
              tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
              tma_desc(dv_t, cfg.block_n, cols))
     prefetch = cfg.prefetch_stats
-    stats = _stats_tma(cfg, varlen is not None)
+    stats = _stats_tma(cfg, varlen is not None)  # (lse2 given exactly when _lse2_pre)
     if stats and lse2 is not None:  # the preprocess's (lse2, delta) blocks, one box each
         dkdv_flag.update(lse_desc=stats_desc(lse2, 2 * cfg.block_m), STATS=True,
                          LSE2_PRE=True)
@@ -392,7 +393,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages,
             CAUSAL=bool(causal), PREFETCH=prefetch, D_SPLIT=cfg.d_split,
             HALF=half, EARLY_EXPECT=cfg.early_expect,
-            GROUP_BRANCH=cfg.group_branch and varlen is None,
+            GROUP_BRANCH=_group_branch(cfg, varlen is not None),
             num_warps=cfg.num_warps,
             **_maxnreg(cfg.max_regs), **dkdv_flag,
         )
@@ -453,6 +454,21 @@ def _stats_tma(cfg, varlen) -> bool:
     two-kernel dense calls, with or without a window or softcap (bitwise the global-load
     path on the H200: test_stats_tma_masks, s15e)."""
     return cfg.stats_tma and not cfg.fused and not varlen
+
+
+# query rows per block of the delta preprocess, and so per (lse2, delta) box of lse2_pre
+PRE_ROWS = 64
+
+
+def _lse2_pre(cfg, varlen) -> bool:
+    """Whether the preprocess writes the (lse2, delta) boxes the dK/dV kernel loads
+    (HopperBwdConfig.lse2_pre): with stats_tma, on tiles of the preprocess's rows."""
+    return _stats_tma(cfg, varlen) and cfg.lse2_pre and cfg.block_m == PRE_ROWS
+
+
+def _group_branch(cfg, varlen) -> bool:
+    """HopperBwdConfig.group_branch, dense calls only (the varlen builds keep their code)."""
+    return cfg.group_branch and not varlen
 
 
 FUSED_ENV_VAR = "FLASHTILE_HOPPER_BWD_FUSED"
@@ -1538,7 +1554,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         if name == "dkdv":
             constexprs["PREFETCH"] = bool(cfg.prefetch_stats)
             if _stats_tma(cfg, varlen):  # as _launch_split
-                if cfg.lse2_pre and bm == 64:  # one (lse2, delta) box
+                if _lse2_pre(cfg, varlen):  # one (lse2, delta) box
                     types["lse_desc"] = stats_desc_signature(2 * bm)
                     constexprs.update(STATS=True, PREFETCH=False, LSE2_PRE=True,
                                       delta_desc=None)
@@ -1550,7 +1566,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs.update(D_SPLIT=cfg.d_split, HALF=cfg.d_split - 1)  # the last block
             if cfg.gqa_expand:
                 constexprs["EXPAND"] = True
-            constexprs["GROUP_BRANCH"] = bool(cfg.group_branch and not varlen)
+            constexprs["GROUP_BRANCH"] = bool(_group_branch(cfg, varlen))
         if name != "fused":
             constexprs["EARLY_EXPECT"] = bool(cfg.early_expect)
             types["left"] = "i32"
