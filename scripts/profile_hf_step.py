@@ -1,0 +1,126 @@
+"""Where the HF Llama's training step spends its GPU time, per backend (issue 9).
+
+``flashtile bench --suite hf`` gives one wall time per step; this splits the same step
+(the same ~1.1B Llama of ``flashtile.bench.hf``, batch 1, bf16, forward + loss +
+backward) into kernels with the torch profiler, and puts flashtile's and sdpa's side by
+side: device us per step for each kernel class (attention forward, attention backward,
+GQA partial sums, GEMMs, everything else) and the kernels with the largest difference.
+Everything but attention is the same model, so what differs is what attention costs and
+what it makes the rest of the step do (copies, layouts).
+
+    python scripts/profile_hf_step.py --contexts 8192 32768 [--steps 2] [--csv F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+# kernel class by a substring of the kernel's name, first match wins
+CLASSES = (
+    ("attn bwd", ("_bwd_dkdv", "_bwd_dq", "_delta", "_bwd_pre", "flash_bwd", "bwd_kernel",
+                  "dgrad", "cudnn_bwd", "fmha_bwd", "_attn_bwd")),
+    ("attn fwd", ("_fwd", "flash_fwd", "fmha", "cudnn", "_attn_fwd", "attention")),
+    ("gemm", ("gemm", "sm90_xmma", "cutlass", "nvjet", "matmul")),
+    ("reduce", ("reduce_kernel", "sum")),
+    ("copy", ("copy", "cat", "elementwise_kernel_with_index", "direct_copy")),
+)
+
+
+def kernel_class(name: str) -> str:
+    low = name.lower()
+    for cls, keys in CLASSES:
+        if any(k.lower() in low for k in keys):
+            return cls
+    return "other"
+
+
+def step_kernels(model, ids, steps: int) -> dict[str, float]:
+    """us per training step of every CUDA kernel / memset / memcpy, by name."""
+    def step():
+        model.zero_grad(set_to_none=True)
+        model(ids, labels=ids, use_cache=False).loss.backward()
+
+    step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    model.zero_grad(set_to_none=True)
+    return {e.key: e.self_device_time_total / steps for e in prof.key_averages()
+            if e.self_device_time_total > 0}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--contexts", type=int, nargs="+", default=[8192, 32768])
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--top", type=int, default=12, help="kernels listed by |difference|")
+    ap.add_argument("--csv", help="long rows: context, backend, kernel, class, us per step")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("profile_hf_step: needs a GPU")
+        return 2
+    import transformers
+
+    from flashtile.bench.hf import MODELS
+    from flashtile.integrations import hf
+
+    name = hf.register()
+    torch.manual_seed(0)
+    config_cls, model_cls, fields, _ = MODELS["llama"]
+    cfg = getattr(transformers, config_cls)(
+        num_hidden_layers=args.layers, max_position_embeddings=max(args.contexts) + 1024,
+        **fields)
+    with torch.device("cuda"):
+        model = getattr(transformers, model_cls)._from_config(
+            cfg, attn_implementation="sdpa", dtype=torch.bfloat16)
+    model.train()
+    rows = []
+    for ctx in args.contexts:
+        ids = torch.randint(1, cfg.vocab_size, (1, ctx), device="cuda")
+        per = {}
+        for backend in ("flashtile", "sdpa"):
+            model.set_attn_implementation(name if backend == "flashtile" else "sdpa")
+            per[backend] = step_kernels(model, ids, args.steps)
+            rows += [(ctx, backend, k, kernel_class(k), us) for k, us in per[backend].items()]
+        print(f"\n## context {ctx}: device ms per training step, by kernel class\n")
+        print("| class | flashtile | sdpa | flashtile - sdpa |")
+        print("|---|---|---|---|")
+        sums = {b: collections.Counter() for b in per}
+        for b, ks in per.items():
+            for k, us in ks.items():
+                sums[b][kernel_class(k)] += us
+        for cls in [c for c, _ in CLASSES] + ["other"]:
+            a, s = sums["flashtile"][cls], sums["sdpa"][cls]
+            print(f"| {cls} | {a / 1e3:.2f} | {s / 1e3:.2f} | {(a - s) / 1e3:+.2f} |")
+        ta, ts = sum(sums["flashtile"].values()), sum(sums["sdpa"].values())
+        print(f"| total | {ta / 1e3:.2f} | {ts / 1e3:.2f} | {(ta - ts) / 1e3:+.2f} |")
+        print("\nkernels with the largest difference (us per step, flashtile / sdpa):")
+        names = set(per["flashtile"]) | set(per["sdpa"])
+        diff = sorted(names, key=lambda k: -abs(per["flashtile"].get(k, 0)
+                                                 - per["sdpa"].get(k, 0)))
+        for k in diff[:args.top]:
+            a, s = per["flashtile"].get(k, 0.0), per["sdpa"].get(k, 0.0)
+            print(f"  {a:9.0f} {s:9.0f}  [{kernel_class(k)}] {k[:110]}")
+        del ids
+        torch.cuda.empty_cache()
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["context", "backend", "kernel", "class", "us_per_step"])
+            w.writerows(rows)
+    print(f"\n{torch.cuda.get_device_name()}, torch {torch.__version__}, transformers "
+          f"{transformers.__version__}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
