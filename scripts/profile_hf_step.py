@@ -19,12 +19,16 @@ import csv
 import sys
 
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
+
+IDLE = "(GPU idle between kernels)"
 
 # kernel class by a substring of the kernel's name, first match wins
 CLASSES = (
     ("attn bwd", ("_bwd_dkdv", "_bwd_dq", "_delta", "_bwd_pre", "flash_bwd", "bwd_kernel",
-                  "dgrad", "cudnn_bwd", "fmha_bwd", "_attn_bwd")),
+                  "dgrad", "bprop", "dot_do_o", "convert_dq", "reduce_head", "fmha_bwd",
+                  "_attn_bwd")),
     ("attn fwd", ("_fwd", "flash_fwd", "fmha", "cudnn", "_attn_fwd", "attention")),
     ("gemm", ("gemm", "sm90_xmma", "cutlass", "nvjet", "matmul")),
     ("reduce", ("reduce_kernel", "sum")),
@@ -33,6 +37,8 @@ CLASSES = (
 
 
 def kernel_class(name: str) -> str:
+    if name == IDLE:
+        return "idle"
     low = name.lower()
     for cls, keys in CLASSES:
         if any(k.lower() in low for k in keys):
@@ -40,8 +46,26 @@ def kernel_class(name: str) -> str:
     return "other"
 
 
+def idle_us(prof) -> float:
+    """us in which no kernel ran, from the first kernel's start to the last one's end:
+    the span less the union of the kernels' intervals (launch gaps, host waits)."""
+    spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+                   if e.device_type == DeviceType.CUDA)
+    if not spans:
+        return 0.0
+    busy, (lo, hi) = 0.0, spans[0]
+    for a, b in spans[1:]:
+        if a > hi:
+            busy, lo, hi = busy + hi - lo, a, b
+        else:
+            hi = max(hi, b)
+    busy += hi - lo
+    return max(e for _, e in spans) - spans[0][0] - busy
+
+
 def step_kernels(model, ids, steps: int) -> dict[str, float]:
-    """us per training step of every CUDA kernel / memset / memcpy, by name."""
+    """us per training step of every CUDA kernel / memset / memcpy, by name; the GPU's
+    idle us per step under the key IDLE."""
     def step():
         model.zero_grad(set_to_none=True)
         model(ids, labels=ids, use_cache=False).loss.backward()
@@ -53,8 +77,10 @@ def step_kernels(model, ids, steps: int) -> dict[str, float]:
             step()
         torch.cuda.synchronize()
     model.zero_grad(set_to_none=True)
-    return {e.key: e.self_device_time_total / steps for e in prof.key_averages()
-            if e.self_device_time_total > 0}
+    out = {e.key: e.self_device_time_total / steps for e in prof.key_averages()
+           if e.self_device_time_total > 0}
+    out[IDLE] = idle_us(prof) / steps
+    return out
 
 
 def main() -> int:
@@ -98,11 +124,13 @@ def main() -> int:
         for b, ks in per.items():
             for k, us in ks.items():
                 sums[b][kernel_class(k)] += us
-        for cls in [c for c, _ in CLASSES] + ["other"]:
+        for cls in [c for c, _ in CLASSES] + ["other", "idle"]:
             a, s = sums["flashtile"][cls], sums["sdpa"][cls]
             print(f"| {cls} | {a / 1e3:.2f} | {s / 1e3:.2f} | {(a - s) / 1e3:+.2f} |")
         ta, ts = sum(sums["flashtile"].values()), sum(sums["sdpa"].values())
         print(f"| total | {ta / 1e3:.2f} | {ts / 1e3:.2f} | {(ta - ts) / 1e3:+.2f} |")
+        print("\n(idle: no kernel running, between the first kernel's start and the last "
+              "one's end; total = kernels + idle, the step's GPU span)")
         print("\nkernels with the largest difference (us per step, flashtile / sdpa):")
         names = set(per["flashtile"]) | set(per["sdpa"])
         diff = sorted(names, key=lambda k: -abs(per["flashtile"].get(k, 0)

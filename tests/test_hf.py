@@ -355,3 +355,41 @@ def test_gpu_train_step_bf16(arch, name):
     x, lp, r64 = (_grads(m, ids, mask) for m in trio.models())
     _assert_ok(*(check_close(f"grad {n}", x[n], r64[n], lp[n]) for n in x))
 
+
+
+def test_bench_measure_interleaves(monkeypatch):
+    """The hf bench's _measure on a tiny CPU Llama: every backend it can set gets each
+    metric, the one it cannot (flash_attention_2 here) a note; forward and train step are
+    timed in rounds that visit every backend in turn (the attn_implementation switches
+    per call, so with 2 reps the sequence is warm-ups, then f s f s)."""
+    from argparse import Namespace
+
+    from flashtile.bench import hf as bench_hf
+
+    name = hf.register()
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                   num_attention_heads=2, num_key_value_heads=1,
+                                   vocab_size=64)
+    model = transformers.LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa",
+                                                       dtype=torch.float32)
+    seen = []
+    real = bench_hf._set_impl
+
+    def spy(m, impl):
+        seen.append(impl)
+        return real(m, impl)
+
+    monkeypatch.setattr(bench_hf, "_set_impl", spy)
+    args = Namespace(hf_reps=2, hf_new_tokens=2, hf_model="llama")
+    records = []
+    impls = {"flashtile": name, "sdpa": "sdpa", "flash_attention_2": "flash_attention_2"}
+    notes = bench_hf._measure(model, impls, 8, args, records)
+    have = {(r.backend, r.metric) for r in records}
+    for backend in ("flashtile", "sdpa"):
+        for metric in ("first_call_s", "fwd_ms", "train_step_ms", "decode_tokens_per_s"):
+            assert (backend, metric) in have, (backend, metric)
+    assert "flash_attention_2" in notes and not any(r.backend == "flash_attention_2"
+                                                    for r in records)
+    # warm-ups (three backends), two interleaved rounds, then decode per backend
+    assert seen[:7] == [name, "sdpa", "flash_attention_2", name, "sdpa", name, "sdpa"]

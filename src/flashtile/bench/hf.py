@@ -16,7 +16,9 @@ length (2k, 8k, 32k tokens by default) and backend, the same weights each time:
                 tokens/s = (N - 1) / (t(N new tokens) - t(1 new token)), prefill excluded
 
 Each time is the median of ``--hf-reps`` runs after one warm-up; the warm-up (Triton
-compiles included) is reported apart as ``first_call_s``. Only attention differs
+compiles included) is reported apart as ``first_call_s``. Forward and train step run in
+interleaved rounds, every backend once per round (since session 17: one backend after
+the other read the ratio up to ~1% apart between machine starts). Only attention differs
 between backends, so ratios to "sdpa" measured side by side are what the numbers mean.
 
 Without a CUDA device, ``run`` says that timings need a GPU and runs a tiny model under
@@ -132,15 +134,11 @@ def _run_gpu(args) -> int:
           f"transformers {transformers.__version__}", file=sys.stderr)
     records, notes = [], {}
     start = time.perf_counter()
+    impls = {b: name if b == "flashtile" else b for b in args.hf_backends}
     for ctx in args.hf_contexts:
-        for backend in args.hf_backends:
-            impl = name if backend == "flashtile" else backend
-            why = _set_impl(model, impl)
-            if why is None:
-                why = _measure(model, backend, ctx, args, records)
-            if why is not None:
-                notes[(ctx, backend)] = why
-                print(f"hf: {backend} ctx {ctx}: {why}", file=sys.stderr)
+        for backend, why in _measure(model, impls, ctx, args, records).items():
+            notes[(ctx, backend)] = why
+            print(f"hf: {backend} ctx {ctx}: {why}", file=sys.stderr)
     print(f"hf: measured in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     if hf.fallback_reasons():
         print(f"hf: flashtile fell back to PyTorch for {hf.fallback_reasons()}")
@@ -167,8 +165,12 @@ def _set_impl(model, impl: str) -> str | None:
     return None
 
 
-def _measure(model, backend, ctx, args, records) -> str | None:
-    """Time forward, train step and decode for one (backend, ctx); append Records."""
+def _measure(model, impls, ctx, args, records) -> dict[str, str]:
+    """Time forward, train step and decode at ``ctx`` for each backend of ``impls``
+    (backend -> attn_implementation); append Records. Forward and train step run in
+    interleaved rounds (each round times every backend once, in turn), so a drift of the
+    GPU's clocks or of the host between backends lands on all of them alike; decode runs
+    per backend. Returns {backend: why it has no numbers}."""
     import torch
 
     from .flops import Shape
@@ -180,10 +182,12 @@ def _measure(model, backend, ctx, args, records) -> str | None:
     n = args.hf_new_tokens
 
     def forward():
+        model.eval()
         with torch.no_grad():
             model(ids, use_cache=False)
 
     def train_step():
+        model.train()
         model.zero_grad(set_to_none=True)
         model(ids, labels=ids, use_cache=False).loss.backward()
 
@@ -191,32 +195,58 @@ def _measure(model, backend, ctx, args, records) -> str | None:
         return lambda: model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens,
                                       do_sample=False, pad_token_id=0)
 
-    put = lambda metric, value: records.append(Record(kernel, backend, shape, metric, value))
-    try:
+    def put(backend, metric, value):
+        records.append(Record(kernel, backend, shape, metric, value))
+
+    notes, times = {}, {}
+    for backend, impl in impls.items():  # warm-up: first calls (compiles) reported apart
+        why = _set_impl(model, impl)
+        try:
+            if why is None:
+                put(backend, "first_call_s", _time(forward, 0, ids.device)[0])
+                _time(train_step, 0, ids.device)
+                times[backend] = ([], [])
+        except torch.cuda.OutOfMemoryError:
+            why = "out of memory"
+        finally:
+            model.zero_grad(set_to_none=True)
+            torch.cuda.empty_cache()
+        if why is not None:
+            notes[backend] = why
+    for _ in range(args.hf_reps):
+        for backend in list(times):
+            _set_impl(model, impls[backend])
+            try:
+                times[backend][0].append(_time(forward, 0, ids.device)[0])
+                times[backend][1].append(_time(train_step, 0, ids.device)[0])
+            except torch.cuda.OutOfMemoryError:
+                notes[backend] = "out of memory"
+                del times[backend]
+            finally:
+                model.zero_grad(set_to_none=True)
+    torch.cuda.empty_cache()
+    for backend, (fwds, steps) in times.items():
+        fwd, step = statistics.median(fwds), statistics.median(steps)
+        put(backend, "fwd_ms", fwd * 1e3)
+        put(backend, "fwd_tokens_per_s", ctx / fwd)
+        put(backend, "train_step_ms", step * 1e3)
+        put(backend, "train_tokens_per_s", ctx / step)
+        _set_impl(model, impls[backend])
         model.eval()
-        first, fwd = _time(forward, args.hf_reps, ids.device)
-        put("first_call_s", first)
-        put("fwd_ms", fwd * 1e3)
-        put("fwd_tokens_per_s", ctx / fwd)
-        model.train()
-        _, step = _time(train_step, args.hf_reps, ids.device)
-        model.zero_grad(set_to_none=True)
-        put("train_step_ms", step * 1e3)
-        put("train_tokens_per_s", ctx / step)
-        model.eval()
-        _, one = _time(generate(1), args.hf_reps, ids.device)
-        _, many = _time(generate(n), args.hf_reps, ids.device)
-        put("decode_tokens_per_s", (n - 1) / max(many - one, 1e-9))
-    except torch.cuda.OutOfMemoryError:
-        return "out of memory"
-    finally:
-        model.zero_grad(set_to_none=True)
-        torch.cuda.empty_cache()
-    return None
+        try:
+            _, one = _time(generate(1), args.hf_reps, ids.device)
+            _, many = _time(generate(n), args.hf_reps, ids.device)
+            put(backend, "decode_tokens_per_s", (n - 1) / max(many - one, 1e-9))
+        except torch.cuda.OutOfMemoryError:
+            notes[backend] = "out of memory (decode)"
+        finally:
+            torch.cuda.empty_cache()
+    return notes
 
 
 def _time(fn, reps: int, device) -> tuple[float, float]:
-    """(first call s, median of ``reps`` further calls s), synchronised around each."""
+    """(first call s, median of ``reps`` further calls s; 0.0 when ``reps`` is 0),
+    synchronised around each."""
     from .harness import _sync
 
     times = []
@@ -226,7 +256,7 @@ def _time(fn, reps: int, device) -> tuple[float, float]:
         fn()
         _sync(device)
         times.append(time.perf_counter() - t0)
-    return times[0], statistics.median(times[1:])
+    return times[0], statistics.median(times[1:]) if reps else 0.0
 
 
 _COLUMNS = (  # (header, metric, format)
