@@ -8,7 +8,8 @@ GQA partial sums, GEMMs, everything else) and the kernels with the largest diffe
 Everything but attention is the same model, so what differs is what attention costs and
 what it makes the rest of the step do (copies, layouts).
 
-    python scripts/profile_hf_step.py --contexts 8192 32768 [--steps 2] [--csv F]
+    python scripts/profile_hf_step.py --contexts 8192 32768 [--modes train fwd]
+        [--steps 2] [--csv F]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 IDLE = "(GPU idle between kernels)"
+GAPS = []  # per profiled (context, backend): idle us per step by the kernel before the gap
 
 # kernel class by a substring of the kernel's name, first match wins
 CLASSES = (
@@ -46,29 +48,35 @@ def kernel_class(name: str) -> str:
     return "other"
 
 
-def idle_us(prof) -> float:
+def idle_us(prof) -> tuple[float, collections.Counter]:
     """us in which no kernel ran, from the first kernel's start to the last one's end:
-    the span less the union of the kernels' intervals (launch gaps, host waits)."""
-    spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+    the span less the union of the kernels' intervals (launch gaps, host waits); and
+    that idle time by the kernel after which each gap opened."""
+    spans = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
                    if e.device_type == DeviceType.CUDA)
+    after = collections.Counter()
     if not spans:
-        return 0.0
-    busy, (lo, hi) = 0.0, spans[0]
-    for a, b in spans[1:]:
+        return 0.0, after
+    idle, (_, hi, last) = 0.0, spans[0]
+    for a, b, name in spans[1:]:
         if a > hi:
-            busy, lo, hi = busy + hi - lo, a, b
-        else:
-            hi = max(hi, b)
-    busy += hi - lo
-    return max(e for _, e in spans) - spans[0][0] - busy
+            idle += a - hi
+            after[last[:90]] += a - hi
+        if b >= hi:
+            hi, last = b, name
+    return idle, after
 
 
-def step_kernels(model, ids, steps: int) -> dict[str, float]:
+def step_kernels(model, ids, steps: int, train: bool = True) -> dict[str, float]:
     """us per training step of every CUDA kernel / memset / memcpy, by name; the GPU's
     idle us per step under the key IDLE."""
     def step():
-        model.zero_grad(set_to_none=True)
-        model(ids, labels=ids, use_cache=False).loss.backward()
+        if train:
+            model.zero_grad(set_to_none=True)
+            model(ids, labels=ids, use_cache=False).loss.backward()
+        else:
+            with torch.no_grad():
+                model(ids, use_cache=False)
 
     step()
     torch.cuda.synchronize()
@@ -79,7 +87,9 @@ def step_kernels(model, ids, steps: int) -> dict[str, float]:
     model.zero_grad(set_to_none=True)
     out = {e.key: e.self_device_time_total / steps for e in prof.key_averages()
            if e.self_device_time_total > 0}
-    out[IDLE] = idle_us(prof) / steps
+    idle, after = idle_us(prof)
+    out[IDLE] = idle / steps
+    GAPS.append({k: us / steps for k, us in after.most_common(6)})
     return out
 
 
@@ -89,6 +99,8 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=16)
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--top", type=int, default=12, help="kernels listed by |difference|")
+    ap.add_argument("--modes", nargs="+", choices=("train", "fwd"), default=["train"],
+                    help="train: forward + loss + backward; fwd: the no-grad forward")
     ap.add_argument("--csv", help="long rows: context, backend, kernel, class, us per step")
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -110,14 +122,17 @@ def main() -> int:
             cfg, attn_implementation="sdpa", dtype=torch.bfloat16)
     model.train()
     rows = []
-    for ctx in args.contexts:
+    for ctx, mode in [(c, m) for c in args.contexts for m in args.modes]:
         ids = torch.randint(1, cfg.vocab_size, (1, ctx), device="cuda")
         per = {}
         for backend in ("flashtile", "sdpa"):
             model.set_attn_implementation(name if backend == "flashtile" else "sdpa")
-            per[backend] = step_kernels(model, ids, args.steps)
-            rows += [(ctx, backend, k, kernel_class(k), us) for k, us in per[backend].items()]
-        print(f"\n## context {ctx}: device ms per training step, by kernel class\n")
+            model.train(mode == "train")
+            per[backend] = step_kernels(model, ids, args.steps, mode == "train")
+            rows += [(ctx, mode, backend, k, kernel_class(k), us)
+                     for k, us in per[backend].items()]
+        what = "training step" if mode == "train" else "no-grad forward"
+        print(f"\n## context {ctx}: device ms per {what}, by kernel class\n")
         print("| class | flashtile | sdpa | flashtile - sdpa |")
         print("|---|---|---|---|")
         sums = {b: collections.Counter() for b in per}
@@ -131,6 +146,10 @@ def main() -> int:
         print(f"| total | {ta / 1e3:.2f} | {ts / 1e3:.2f} | {(ta - ts) / 1e3:+.2f} |")
         print("\n(idle: no kernel running, between the first kernel's start and the last "
               "one's end; total = kernels + idle, the step's GPU span)")
+        for backend, gaps in zip(per, GAPS[-2:]):
+            print(f"\nidle us per step after (largest, {backend}):")
+            for k, us in gaps.items():
+                print(f"  {us:9.0f}  {k}")
         print("\nkernels with the largest difference (us per step, flashtile / sdpa):")
         names = set(per["flashtile"]) | set(per["sdpa"])
         diff = sorted(names, key=lambda k: -abs(per["flashtile"].get(k, 0)
@@ -143,7 +162,7 @@ def main() -> int:
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["context", "backend", "kernel", "class", "us_per_step"])
+            w.writerow(["context", "mode", "backend", "kernel", "class", "us_per_step"])
             w.writerows(rows)
     print(f"\n{torch.cuda.get_device_name()}, torch {torch.__version__}, transformers "
           f"{transformers.__version__}", file=sys.stderr)

@@ -98,9 +98,11 @@ def test_dropout_rng_state_on_device(causal, device):
                                                        device=device), 0))
 
 
-def _assert_same_dropout(causal, device, rng, bwd_config=None, bwd_rng=None):
+def _assert_same_dropout(causal, device, rng, bwd_config=None, bwd_rng=None, exact=True):
     """Forward and backward through the launchers with RNG state ``rng`` (the backward's
-    ``bwd_rng`` if given) bitwise equal to those with the pair (1234, 567) it stands for.
+    ``bwd_rng`` if given) bitwise equal to those with the pair (1234, 567) it stands for;
+    with ``exact`` False the gradients within 2^-8 of their largest magnitude instead
+    (one wrong keep decision moves an element by ~1e-2 of it here).
     Returns (q, k, v, dout)."""
     q, k, v = make_qkv(2, 70, 45, 4, 2, 32, torch.float16, device)
     dout = torch.randn_like(q)
@@ -113,7 +115,11 @@ def _assert_same_dropout(causal, device, rng, bwd_config=None, bwd_rng=None):
                                          config=bwd_config)
         results.append((out, lse, *grads))
     for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), *results):
-        assert torch.equal(a, b), name
+        if exact or name in ("out", "lse"):
+            assert torch.equal(a, b), name
+        else:
+            err = float((a.float() - b.float()).abs().max())
+            assert err <= 2.0**-8 * float(b.abs().max()), (name, err)
     return q, k, v, dout
 
 
@@ -172,11 +178,15 @@ def test_dropout_bits_drop_the_same(causal, device, monkeypatch):
     buf = flash.dropout_bits_buffer((1234, 567), 2, 4, 70, 45, device)
     words = (buf[flash.DROPOUT_BITS_HEADER:], 0)
     q, k, v, dout = _assert_same_dropout(causal, device, (buf, 0), bwd_rng=words)
-    # the dK/dV kernel's by-key words over query tiles of 16 (within one word) and 64 (two)
+    # the dK/dV kernel's by-key words over query tiles of 16 (within one word) and 64
+    # (two). On the H200 these small tiles compile differently enough with and without
+    # the bits that 2-7 elements of a gradient move by an ulp or two (s17b,
+    # scripts/diag_bits.py; the default tiles stay bitwise): bitwise only under the
+    # interpreter
     for block_m in (16, 64) if causal else ():
         _assert_same_dropout(causal, device, (buf, 0), configs.BwdConfig(
             block_m=block_m, block_n=32, num_warps=1 if block_m < 64 else 4, num_stages=1),
-            bwd_rng=words)
+            bwd_rng=words, exact=device.type != "cuda")
     runs = []
     for on in (False, True):
         monkeypatch.setenv(flash.DROPOUT_BITS_ENV_VAR, str(int(on)))

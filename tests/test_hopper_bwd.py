@@ -109,9 +109,10 @@ def _qkv(head_dim=64, dtype=torch.bfloat16, seqlen=33, hkv=2, device="cpu"):
 @pytest.mark.parametrize("causal", [False, True])
 def test_gqa_expand_config(monkeypatch, causal):
     """Dense GQA runs one dK/dV program per query head (gqa_expand) with MHA's hd 64
-    register cap; the varlen backward, which loops over the group, stays uncapped (the
-    cap measured slower with the loop): in the config table, in the config a call
-    resolves to, and in what the launcher is given."""
+    register cap below configs.GQA_LOOP_MIN_SEQLEN keys, and from there (hd 64) the
+    group loop, capped too, with the same dQ ring of 2; the varlen backward, which loops
+    over the group, stays uncapped (not measured capped): in the config table, in the
+    config a call resolves to, and in what the launcher is given."""
     monkeypatch.delenv(hopper_bwd.OVERRIDES_ENV_VAR, raising=False)
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
     mha = configs.hopper_bwd_config(64, causal, 8192, group=1)
@@ -120,6 +121,12 @@ def test_gqa_expand_config(monkeypatch, causal):
     assert (mha.max_regs, mha.gqa_expand) == (168, False)
     assert (gqa.max_regs, gqa.gqa_expand) == (168, True)
     assert (loop.max_regs, loop.gqa_expand) == (None, False)
+    long = configs.GQA_LOOP_MIN_SEQLEN
+    for n, expanded in ((long - 1, True), (long, False), (4 * long, False)):
+        cfg = configs.hopper_bwd_config(64, causal, n, group=4)
+        assert (cfg.max_regs, cfg.gqa_expand, cfg.dq_num_stages) == (168, expanded, 2), n
+    assert configs.hopper_bwd_config(64, causal, long, group=1).dq_num_stages == 3
+    assert configs.hopper_bwd_config(128, causal, long, group=4).gqa_expand
     assert configs.hopper_bwd_config(128, causal, 8192, group=2).gqa_expand
     assert not configs.hopper_bwd_config(128, causal, 8192, group=1).gqa_expand
     assert hopper_bwd.default_config(64, causal, 8192, 4).gqa_expand
@@ -697,18 +704,21 @@ def _grads_per_config(q, k, v, dout, causal, cfgs):
 @pytest.mark.parametrize("group", [2, 4])
 def test_gqa_expand(head_dim, causal, group, device):
     """HopperBwdConfig.gqa_expand: one dK/dV program per query head, per-head partials
-    summed over each group. Ragged lengths, NaN-filled gradient buffers: dq / dk / dv
-    within the DESIGN.md bound of the reference, and dk / dv within rounding of the
-    group-looping kernel's."""
+    summed over each group, against the group loop (the config from
+    configs.GQA_LOOP_MIN_SEQLEN keys: at hd 64 capped at 168 registers). Ragged lengths,
+    NaN-filled gradient buffers: both within the DESIGN.md bound of the reference, and
+    dk / dv within rounding of each other."""
     _gpu_sm90()
-    base = configs.hopper_bwd_config(head_dim, causal, 4096, group)
+    base = configs.hopper_bwd_config(head_dim, causal, configs.GQA_LOOP_MIN_SEQLEN, group)
+    base = dataclasses.replace(base, gqa_expand=False)
     cfg = dataclasses.replace(base, gqa_expand=True)
     q, k, v = make_qkv(2, 1029, 1100, 8, 8 // group, head_dim, torch.bfloat16, device,
                        seed=head_dim + group)
     dout = torch.randn_like(q)
     runs = _grads_per_config(q, k, v, dout, causal, (cfg, base))
-    checks = _ref_checks(runs[0], q, k, v, dout, causal)
-    assert all(c.ok for c in checks), "; ".join(map(str, checks))
+    for run in runs:
+        checks = _ref_checks(run, q, k, v, dout, causal)
+        assert all(c.ok for c in checks), "; ".join(map(str, checks))
     for name, a, b in zip(("dk", "dv"), runs[0][1:], runs[1][1:]):
         scale = float(b.abs().max())
         assert float((a.float() - b.float()).abs().max()) <= 2.0**-6 * scale, name

@@ -432,6 +432,11 @@ def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig | No
     return HopperBwdConfig(64, 128, 4, 2, 0, 0, 4, 0, fused=True)
 
 
+# From this many keys dense GQA at hd 64 runs the dK/dV kernel's group loop instead of
+# expanded programs (hopper_bwd_config, gqa_expand)
+GQA_LOOP_MIN_SEQLEN = 32768
+
+
 def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
                       group: int = 1, expand: bool = True,
                       softcap: bool = False) -> HopperBwdConfig:
@@ -447,8 +452,10 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
     KV8, causal): hd 64 at 8k / 32k 311.8 / 344.1 looping over the group (uncapped)
     against 362.6 / 373.5 expanded with MHA's 168-register cap (325.6 / 332.0 expanded
     uncapped); hd 128 at 8k 389.7 against 410.8. The HF training step: 0.95x / 0.92x
-    sdpa at 8k / 32k -> 0.98x / 0.95x. Extra memory: 2 x B x N x H x D elements."""
-    gqa_expand = group > 1 and expand
+    sdpa at 8k / 32k -> 0.98x / 0.95x. Extra memory: 2 x B x N x H x D elements. From
+    GQA_LOOP_MIN_SEQLEN keys hd 64 loops over the group again (capped; measured below)."""
+    gqa = group > 1 and expand  # dense GQA (the varlen backward has no expanded build)
+    gqa_expand = gqa
     if head_dim <= 64:
         # one warpgroup per program, so two or three programs share an SM and one's
         # softmax overlaps another's GEMMs (as the forward's capped stage A): dK/dV 64 keys
@@ -489,8 +496,17 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
         # rounds) at the HF Llama's attention (B1 H32 KV8 causal), backward TFLOPS at 8k /
         # 32k 376.1 / 399.5 -> 382.9 / 406.9 (+1.8% / +1.9%); uncapped -5.0% / -3.1%, a
         # dK/dV ring of 3 +1.6% / -0.4%
-        capped = (group == 1 or gqa_expand) and not softcap
-        return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 2 if gqa_expand else 3,
+        # Dense GQA from 32k keys (GQA_LOOP_MIN_SEQLEN): the group loop again, capped
+        # too, no partials to sum (2 x B x N x H x D elements fewer). `s17a` / `s17b`
+        # (65c80c5 / a1de0b9, one process, 5 interleaved rounds) at the HF Llama's
+        # attention (B1 H32 KV8 causal), loop against expanded, backward TFLOPS at 8k /
+        # 16k / 32k / 64k: 346.9 / 392.3 (-11.6%), 399.5 / 407.7 (-2.0%), 402.5 / 392.4
+        # and 420.4 / 410.0 (+2.6%, +2.5%), 417.8 / 416.3 (+0.3%); the loop uncapped
+        # -5.2% at 32k (the cap had measured slower with the loop in `hfcap`, when the
+        # capped build spilled: 0 B since stats_tma)
+        gqa_expand = gqa and seqlen_k < GQA_LOOP_MIN_SEQLEN
+        capped = (group == 1 or gqa) and not softcap
+        return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 2 if gqa else 3,
                                max_regs=168 if capped else None, gqa_expand=gqa_expand,
                                early_expect=True, stats_tma=True, lse2_pre=True,
                                group_branch=True)

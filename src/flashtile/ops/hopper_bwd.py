@@ -42,7 +42,9 @@ warpgroup issuing its own wgmma.
         streams Q and dO tile j of head g through a NUM_STAGES-deep TMA ring. Dense GQA
         at hd 64 / 128 instead runs one program per query head (grid (cdiv(N, BLOCK_N),
         B * H), EXPAND; HopperBwdConfig.gqa_expand): per-head dK / dV partials, summed
-        over each group by the launcher (still deterministic).
+        over each group by the launcher (still deterministic); at hd 64 only below
+        configs.GQA_LOOP_MIN_SEQLEN keys, where the loop's fewer programs cost more than
+        the partials' traffic.
         Transposed scores: S^T = K Q^T and dP^T = V dO^T (smem x smem, both in flight),
         then dV += P^T dO and dK += dS^T Q with P^T, dS^T as register A operands.
     dQ grid (cdiv(M, BLOCK_M), B * H), heaviest (causal: last) query tiles first. Q and dO
