@@ -17,7 +17,12 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
+import statistics
+import subprocess
 import sys
+import threading
+import traceback
+import warnings
 
 import torch
 from torch.autograd import DeviceType
@@ -25,6 +30,7 @@ from torch.profiler import ProfilerActivity, profile
 
 IDLE = "(GPU idle between kernels)"
 GAPS = []  # per profiled (context, backend): idle us per step by the kernel before the gap
+BIGGEST = []  # per profiled (context, backend): the largest single gaps (us, before, after)
 
 # kernel class by a substring of the kernel's name, first match wins
 CLASSES = (
@@ -57,13 +63,15 @@ def idle_us(prof) -> tuple[float, collections.Counter]:
     after = collections.Counter()
     if not spans:
         return 0.0, after
-    idle, (_, hi, last) = 0.0, spans[0]
+    idle, (_, hi, last), big = 0.0, spans[0], []
     for a, b, name in spans[1:]:
         if a > hi:
             idle += a - hi
             after[last[:90]] += a - hi
+            big.append((a - hi, last[:45], name[:45]))
         if b >= hi:
             hi, last = b, name
+    BIGGEST.append(sorted(big, reverse=True)[:6])
     return idle, after
 
 
@@ -93,6 +101,101 @@ def step_kernels(model, ids, steps: int, train: bool = True) -> dict[str, float]
     return out
 
 
+class ClockSampler:
+    """SM clock (MHz) and board power (W) sampled from nvidia-smi in a thread while
+    ``with`` is open: ``samples`` holds (clock, power) pairs."""
+
+    def __init__(self, period_s: float = 0.02):
+        self.period_s, self.samples, self._stop = period_s, [], threading.Event()
+
+    def _run(self):
+        cmd = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
+               "-i", str(torch.cuda.current_device())]
+        while not self._stop.is_set():
+            try:
+                out = subprocess.run(cmd, capture_output=True, text=True, timeout=5).stdout
+                clock, power = (float(x) for x in out.strip().split(","))
+                self.samples.append((clock, power))
+            except (OSError, ValueError, subprocess.SubprocessError):
+                return
+            self._stop.wait(self.period_s)
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self) -> str:
+        if not self.samples:
+            return "no samples (nvidia-smi?)"
+        clocks, powers = zip(*self.samples)
+        return (f"SM clock mean {statistics.mean(clocks):.0f} MHz (min {min(clocks):.0f}), "
+                f"power mean {statistics.mean(powers):.0f} W, {len(clocks)} samples")
+
+
+def sync_sites(model, ids, name, train: bool) -> dict[str, collections.Counter]:
+    """Per backend, the host-device synchronisations of one step
+    (torch.cuda.set_sync_debug_mode), counted by the innermost transformers / flashtile
+    source line on the stack that asked for them."""
+    out = {}
+    for backend in ("flashtile", "sdpa"):
+        model.set_attn_implementation(name if backend == "flashtile" else "sdpa")
+        sites = collections.Counter()
+        real = warnings.showwarning
+
+        def record(message, category, filename, lineno, file=None, line=None, sites=sites):
+            frames = [f for f in traceback.extract_stack()[:-1]
+                      if ("transformers" in f.filename or "flashtile" in f.filename)
+                      and "profile_hf_step" not in f.filename]
+            where = frames[-1] if frames else None
+            sites[f"{where.filename.split('site-packages/')[-1]}:{where.lineno} "
+                  f"{where.line}"[:140] if where else str(message)[:100]] += 1
+
+        torch.cuda.synchronize()
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = record
+            torch.cuda.set_sync_debug_mode(1)
+            try:
+                if train:
+                    model.zero_grad(set_to_none=True)
+                    model(ids, labels=ids, use_cache=False).loss.backward()
+                else:
+                    with torch.no_grad():
+                        model(ids, use_cache=False)
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+                warnings.showwarning = real
+        torch.cuda.synchronize()
+        model.zero_grad(set_to_none=True)
+        out[backend] = sites
+    return out
+
+
+def clocks_per_backend(model, ids, name, steps: int, train: bool) -> dict[str, str]:
+    """Each backend's steps under a ClockSampler, after one untimed step each."""
+    out = {}
+    for backend in ("flashtile", "sdpa"):
+        model.set_attn_implementation(name if backend == "flashtile" else "sdpa")
+        step_kernels(model, ids, 1, train)  # warm: the same state for both
+        with ClockSampler() as sampler:
+            for _ in range(steps):
+                if train:
+                    model.zero_grad(set_to_none=True)
+                    model(ids, labels=ids, use_cache=False).loss.backward()
+                else:
+                    with torch.no_grad():
+                        model(ids, use_cache=False)
+            torch.cuda.synchronize()
+        model.zero_grad(set_to_none=True)
+        out[backend] = sampler.summary()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--contexts", type=int, nargs="+", default=[8192, 32768])
@@ -101,6 +204,11 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=12, help="kernels listed by |difference|")
     ap.add_argument("--modes", nargs="+", choices=("train", "fwd"), default=["train"],
                     help="train: forward + loss + backward; fwd: the no-grad forward")
+    ap.add_argument("--clock-steps", type=int, default=0,
+                    help="also run this many steps per backend with nvidia-smi sampling "
+                    "the SM clock and power (0: off)")
+    ap.add_argument("--sync-debug", action="store_true",
+                    help="also list each backend's host-device synchronisations per step")
     ap.add_argument("--csv", help="long rows: context, backend, kernel, class, us per step")
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -150,6 +258,10 @@ def main() -> int:
             print(f"\nidle us per step after (largest, {backend}):")
             for k, us in gaps.items():
                 print(f"  {us:9.0f}  {k}")
+        for backend, big in zip(per, BIGGEST[-2:]):
+            print(f"largest single gaps ({backend}, us: before -> after):")
+            for us, before, nxt in big:
+                print(f"  {us:9.0f}  {before} -> {nxt}")
         print("\nkernels with the largest difference (us per step, flashtile / sdpa):")
         names = set(per["flashtile"]) | set(per["sdpa"])
         diff = sorted(names, key=lambda k: -abs(per["flashtile"].get(k, 0)
@@ -157,6 +269,15 @@ def main() -> int:
         for k in diff[:args.top]:
             a, s = per["flashtile"].get(k, 0.0), per["sdpa"].get(k, 0.0)
             print(f"  {a:9.0f} {s:9.0f}  [{kernel_class(k)}] {k[:110]}")
+        if args.sync_debug:
+            for backend, sites in sync_sites(model, ids, name, mode == "train").items():
+                print(f"syncs {backend}: {sum(sites.values())} per step")
+                for site, n in sites.most_common(5):
+                    print(f"  {n:4d}  {site}")
+        if args.clock_steps:
+            for backend, text in clocks_per_backend(model, ids, name, args.clock_steps,
+                                                    mode == "train").items():
+                print(f"clocks {backend:9}: {text}")
         del ids
         torch.cuda.empty_cache()
     if args.csv:
