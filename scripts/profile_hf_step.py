@@ -17,16 +17,15 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
-import statistics
-import subprocess
 import sys
-import threading
 import traceback
 import warnings
 
 import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
+
+from flashtile.bench.clocks import ClockSampler
 
 IDLE = "(GPU idle between kernels)"
 GAPS = []  # per profiled (context, backend): idle us per step by the kernel before the gap
@@ -99,42 +98,6 @@ def step_kernels(model, ids, steps: int, train: bool = True) -> dict[str, float]
     out[IDLE] = idle / steps
     GAPS.append({k: us / steps for k, us in after.most_common(6)})
     return out
-
-
-class ClockSampler:
-    """SM clock (MHz) and board power (W) sampled from nvidia-smi in a thread while
-    ``with`` is open: ``samples`` holds (clock, power) pairs."""
-
-    def __init__(self, period_s: float = 0.02):
-        self.period_s, self.samples, self._stop = period_s, [], threading.Event()
-
-    def _run(self):
-        cmd = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
-               "-i", str(torch.cuda.current_device())]
-        while not self._stop.is_set():
-            try:
-                out = subprocess.run(cmd, capture_output=True, text=True, timeout=5).stdout
-                clock, power = (float(x) for x in out.strip().split(","))
-                self.samples.append((clock, power))
-            except (OSError, ValueError, subprocess.SubprocessError):
-                return
-            self._stop.wait(self.period_s)
-
-    def __enter__(self):
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    def summary(self) -> str:
-        if not self.samples:
-            return "no samples (nvidia-smi?)"
-        clocks, powers = zip(*self.samples)
-        return (f"SM clock mean {statistics.mean(clocks):.0f} MHz (min {min(clocks):.0f}), "
-                f"power mean {statistics.mean(powers):.0f} W, {len(clocks)} samples")
 
 
 def sync_sites(model, ids, name, train: bool) -> dict[str, collections.Counter]:
