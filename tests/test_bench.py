@@ -363,3 +363,38 @@ def test_ncu_summary_parses_raw_csv(tmp_path, capsys):
     out = capsys.readouterr().out
     assert ("| ncu_bwd64 | _bwd_dkdv_kernel | 2.48 | - | - | - | 168 | 18.5 | 8192 | 128 "
             "| 49.1 |") in out, out
+
+
+def test_clock_sampler(monkeypatch):
+    """ClockSampler parses nvidia-smi's "clock, power" lines while open and stops when
+    closed; without nvidia-smi it has no samples and says so."""
+    import subprocess
+    import time
+    from types import SimpleNamespace
+
+    from flashtile.bench import clocks
+
+    monkeypatch.setattr(clocks.torch.cuda, "current_device", lambda: 0)
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append(cmd)
+        return SimpleNamespace(stdout=f"{1500 + len(calls)}, 600.5\n")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    with clocks.ClockSampler(period_s=0.001) as sampler:
+        while len(sampler.samples) < 3:
+            time.sleep(0.001)
+    n = len(sampler.samples)
+    time.sleep(0.01)
+    assert len(sampler.samples) == n  # stopped
+    assert sampler.samples[0] == (1501.0, 600.5) and "--query-gpu=clocks.sm,power.draw" in calls[0]
+    assert "SM clock mean" in sampler.summary() and "600 W" in sampler.summary()
+
+    def missing(cmd, **kw):
+        raise FileNotFoundError("nvidia-smi")
+
+    monkeypatch.setattr(subprocess, "run", missing)
+    with clocks.ClockSampler() as sampler:
+        pass
+    assert sampler.samples == [] and "no samples" in sampler.summary()
