@@ -217,7 +217,8 @@ def hopper_bwd_variants():
     dK/dV kernel with one program per query head (HopperBwdConfig.gqa_expand), (names
     ending " window") a sliding window's left bound at hd 64 / 128, and (names ending
     " varlen") the varlen build of the shipped kernels at hd 64 / 128 (" window varlen":
-    both), and (" softcap") a softcap at hd 64 / 128."""
+    both), (" softcap") a softcap and (" dropout") dropout from the forward's bit words
+    at hd 64 / 128."""
     import dataclasses
 
     import torch
@@ -258,6 +259,8 @@ def hopper_bwd_variants():
                 # a softcap (SOFTCAP, on by default), on its own tiles
                 yield (f"{tag} bfloat16 softcap", hd, causal, torch.bfloat16,
                        configs.hopper_bwd_config(hd, causal, 4096, softcap=True))
+                # dropout read from the forward's bit words (DROPOUT)
+                yield f"{tag} bfloat16 dropout", hd, causal, torch.bfloat16, cfg
             fused = configs.hopper_bwd_fused_config(hd, causal)
             if fused not in (None, cfg):  # the fused kernel's tiles (not shipped), ordered
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused
@@ -284,7 +287,8 @@ def hopper_bwd_main(as_json: bool, only: str | None = None) -> None:
                                               deterministic=" racing" not in name,
                                               varlen=name.endswith(" varlen"),
                                               window=" window" in name,
-                                              softcap=name.endswith(" softcap"))
+                                              softcap=name.endswith(" softcap"),
+                                              dropout=name.endswith(" dropout"))
         except Exception as exc:  # report every variant, then fail in the caller
             kernels = {kn: exc for kn in (("fused",) if cfg.fused else ("dkdv", "dq"))}
         for kname, k in kernels.items():

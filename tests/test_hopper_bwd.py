@@ -42,6 +42,9 @@ WINDOW_SPILL_LIMIT = {"d64": 128, "d64-causal": 192, "d128": 160, "d128-causal":
 # hd 64 (uncapped, 211 / 221 registers), 116 / 224 at hd 128 (ptxas, tanh.approx; 180 / 240
 # with session 12's accurate tanh)
 SOFTCAP_SPILL_LIMIT = {"d128": 240, "d128-causal": 320}
+# dropout read from the forward's bit words (DROPOUT, session 17): dK/dV 216 / 248 bytes
+# at hd 64 under the 168-register cap, 80 / 172 at hd 128 (ptxas); the dQ kernel none
+DROPOUT_SPILL_LIMIT = {"d64": 256, "d64-causal": 288, "d128": 112, "d128-causal": 208}
 
 
 # ----------------------------------------------------------------------------------
@@ -74,6 +77,8 @@ def test_compiles_for_sm90(name, compiled):
         limit = WINDOW_SPILL_LIMIT if name.endswith(" dkdv") else {}
     if " softcap " in name:
         limit = SOFTCAP_SPILL_LIMIT if name.endswith(" dkdv") else {}
+    if " dropout " in name:
+        limit = DROPOUT_SPILL_LIMIT if name.endswith(" dkdv") else {}
     assert_sm90_build(name, rec, limit.get(tag, 0))
 
 
@@ -494,15 +499,16 @@ def _grads(q, k, v, causal, dout, poison=False):
     return flash.attention_backward(dout, q, k, v, out, lse, causal=causal, **bufs)
 
 
-def _ref_checks(grads, q, k, v, dout, causal):
-    """dq/dk/dv against the float64 and input-precision references (DESIGN.md rule)."""
+def _ref_checks(grads, q, k, v, dout, causal, **kw):
+    """dq/dk/dv against the float64 and input-precision references (DESIGN.md rule);
+    ``kw`` for reference.flash_attn_func (dropout_p, dropout_mask)."""
     from flashtile import reference
 
     checks = []
     refs = []
     for upcast in (True, False):
         inp = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-        o = reference.flash_attn_func(*inp, causal=causal, upcast=upcast)
+        o = reference.flash_attn_func(*inp, causal=causal, upcast=upcast, **kw)
         refs.append(torch.autograd.grad(o, inp, dout.to(o.dtype)))
     scale = max(float(g.abs().max()) for g in refs[0])
     atol = 2.0**-22 * q.shape[-1] * scale
@@ -739,3 +745,132 @@ def test_hopper_bwd_buffers_not_tma_addressable(device, gluon_bwd):
     assert gluon_bwd and grads[0] is dq and grads[1] is dk
     checks = _ref_checks(grads, q, k, v, dout.contiguous(), True)
     assert all(c.ok for c in checks), "; ".join(map(str, checks))
+
+
+def test_dropout_bits_problem_ok(monkeypatch):
+    """Dropout runs on the Gluon backward only with the forward's bit words (``bits``),
+    at hd 64 / 128, not in the fused kernel; FLASHTILE_HOPPER_BWD_DROPOUT=0 keeps it on
+    the portable backward."""
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
+    for hd, ok in ((64, True), (128, True), (256, False)):
+        q, k, v = _qkv(hd)
+        assert hopper_bwd.hopper_bwd_problem_ok(q, k, v, True, dropout_p=0.2, bits=True) is ok
+        assert not hopper_bwd.hopper_bwd_problem_ok(q, k, v, True, dropout_p=0.2)
+    monkeypatch.setenv(hopper_bwd.FUSED_ENV_VAR, "1")
+    assert not hopper_bwd.hopper_bwd_problem_ok(*_qkv(64), True, dropout_p=0.2, bits=True)
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR)
+    for value, mode in ((None, "auto"), ("0", "off"), ("1", "on")):
+        if value is None:
+            monkeypatch.delenv(hopper_bwd.DROPOUT_ENV_VAR, raising=False)
+        else:
+            monkeypatch.setenv(hopper_bwd.DROPOUT_ENV_VAR, value)
+        assert hopper_bwd.dropout_mode() == mode
+
+
+def test_dropout_bits_reach_the_gluon_kernels(monkeypatch):
+    """attention_backward hands a dropout_bits_buffer's words (an int32 tensor in the
+    seed's place) to the Gluon backward, and its launcher gives both kernels DROPOUT,
+    the words and 1 / (1 - p); a drawing call (ints) does not ask for the Gluon backward
+    with bits. The device checks and the kernels are stubbed; nothing runs on a GPU."""
+    from flashtile.ops import flash
+
+    q, k, v = _qkv(64, seqlen=64)
+    out, lse, dout = torch.randn_like(q), torch.zeros(2, 4, 64), torch.randn_like(q)
+    words = torch.zeros(2 * 4 * (64 * 2 + 69 * 2), dtype=torch.int32)
+    asked, ran = [], []
+    monkeypatch.setattr(flash, "_maybe_sm90", lambda device: True)
+    monkeypatch.setattr(hopper_bwd, "hopper_bwd_supported",
+                        lambda *a, **kw: asked.append(kw) or kw["bits"])
+    monkeypatch.setattr(hopper_bwd, "hopper_attention_backward",
+                        lambda *a, **kw: ran.append(kw) or (a[8], a[9], a[10]))
+    flash.attention_backward(dout, q, k, v, out, lse, causal=True, dropout_p=0.25,
+                             rng_state=(words, 0))
+    assert asked[-1]["bits"] is True and ran[-1]["bits"] is words
+    assert ran[-1]["dropout_p"] == 0.25
+    n_ran = len(ran)
+    flash.attention_backward(dout, q, k, v, out, lse, causal=True, dropout_p=0.25,
+                             rng_state=(1234, 5))  # drawing: portable (the interpreter)
+    assert asked[-1]["bits"] is False and len(ran) == n_ran
+    launched = []
+    monkeypatch.setattr(hopper_bwd, "launch", lambda kernel, grid, dev, *a, **kw:
+                        launched.append((kernel, kw)))
+    cfg = configs.hopper_bwd_config(64, True, 4096)
+    delta = torch.zeros(2, 4, 64)
+    hopper_bwd._launch_split(q, k, v, dout, lse, delta,
+                             (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)),
+                             cfg, 0.125, True, 2, bits=words, dropout_p=0.25)
+    assert [kern for kern, _ in launched] == [hopper_bwd._bwd_dkdv_kernel,
+                                              hopper_bwd._bwd_dq_kernel]
+    for _, kw in launched:
+        assert kw["DROPOUT"] is True and kw["BITS"] is words
+        assert kw["keep_scale"] == pytest.approx(1 / 0.75)
+    with pytest.raises(ValueError, match="dense"):
+        hopper_bwd._launch_split(q, k, v, dout, lse, delta, (q, k, v),
+                                 dataclasses.replace(cfg, d_split=2), 0.125, True, 2,
+                                 bits=words, dropout_p=0.25)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("nheads_kv,expand", [(4, False), (2, True), (2, False)])
+def test_dropout_bits_gluon(head_dim, causal, nheads_kv, expand, device):
+    """The Gluon backward reading the forward's dropout bit words (DROPOUT): into
+    NaN-filled buffers, ragged lengths, MHA and GQA 2:1 (expanded programs and the group
+    loop), dq / dk / dv within the DESIGN.md bound of the reference replaying the
+    kernel's mask (flash.dropout_mask), and within 2^-6 of the largest magnitude of the
+    portable backward reading the same words."""
+    _gpu_sm90()
+    p, sq, sk = 0.2, 1029, 1100
+    q, k, v = make_qkv(2, sq, sk, 4, nheads_kv, head_dim, torch.bfloat16, device,
+                       seed=head_dim + nheads_kv)
+    dout = torch.randn_like(q)
+    buf = flash.dropout_bits_buffer((1234, 567), 2, 4, sq, sk, device)
+    words = buf[flash.DROPOUT_BITS_HEADER:]
+    out, lse = flash.attention_forward(q, k, v, causal=causal, dropout_p=p, rng_state=(buf, 0))
+    cfg = dataclasses.replace(configs.hopper_bwd_config(head_dim, causal, 4096,
+                                                        4 // nheads_kv),
+                              gqa_expand=expand)
+    grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+    hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, causal, *grads,
+                                         config=cfg, dropout_p=p, bits=words)
+    torch.cuda.synchronize()
+    assert not any(g.isnan().any() for g in grads)
+    keep = flash.dropout_mask((1234, 567), 2, 4, sq, sk, p, device)
+    checks = _ref_checks(grads, q, k, v, dout, causal, dropout_p=p, dropout_mask=keep)
+    assert all(c.ok for c in checks), "; ".join(map(str, checks))
+    portable = flash.attention_backward(
+        dout, q, k, v, out, lse, causal=causal, dropout_p=p, rng_state=(words, 0),
+        config=configs.bwd_config(head_dim, causal, q.dtype, device, sk))
+    for name, a, b in zip(("dq", "dk", "dv"), grads, portable):
+        scale = float(b.abs().max())
+        assert float((a.float() - b.float()).abs().max()) <= 2.0**-6 * scale, name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_dropout_bits_gluon_autograd(head_dim, device, monkeypatch):
+    """Through flash_attn_func's autograd with FLASHTILE_DROPOUT_BITS=1 at a shape where
+    the Gluon backward runs (causal, 1024 keys): the same torch seed gives the same
+    output and gradients within rounding with the Gluon backward reading the bits and
+    with the portable one (FLASHTILE_HOPPER_BWD_DROPOUT=0); the Gluon kernels ran."""
+    _gpu_sm90()
+    monkeypatch.setenv(flash.DROPOUT_BITS_ENV_VAR, "1")
+    q, k, v = make_qkv(4, 1024, 1024, 6, 6, head_dim, torch.bfloat16, device, seed=7)
+    dout = torch.randn_like(q)
+    calls = []
+    real = hopper_bwd.hopper_attention_backward
+    monkeypatch.setattr(hopper_bwd, "hopper_attention_backward",
+                        lambda *a, **kw: calls.append(kw.get("bits")) or real(*a, **kw))
+    runs = []
+    for gluon in ("1", "0"):
+        monkeypatch.setenv(hopper_bwd.DROPOUT_ENV_VAR, gluon)
+        qkv = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        torch.manual_seed(11)
+        o = flashtile.flash_attn_func(*qkv, causal=True, dropout_p=0.2)
+        runs.append((o, *torch.autograd.grad(o, qkv, dout)))
+    assert len(calls) == 1 and calls[0] is not None  # the Gluon backward, with the words
+    assert torch.equal(runs[0][0], runs[1][0])
+    for name, a, b in zip(("dq", "dk", "dv"), runs[0][1:], runs[1][1:]):
+        scale = float(b.abs().max())
+        assert float((a.float() - b.float()).abs().max()) <= 2.0**-6 * scale, name

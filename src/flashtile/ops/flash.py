@@ -730,13 +730,17 @@ def attention_backward(
         _check_buffer("dv", dv, v.shape, v.dtype, v.device)
     if q.numel() == 0 or k.numel() == 0:  # nothing attends: every gradient is zero
         return dq.zero_(), dk.zero_(), dv.zero_()
+    # the forward's dropout decisions as bit words (a dropout_bits_buffer's, after its
+    # header), which the Gluon backward can read too
+    bits = rng_state[0] if dropout_p > 0 and _rng_kind(rng_state, dropout_p) == torch.int32 \
+        else None
     if config is None and _maybe_sm90(device) and hopper_bwd.hopper_bwd_supported(
         q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
-        softmax_scale=softmax_scale, windows=True, softcaps=True,
+        softmax_scale=softmax_scale, windows=True, softcaps=True, bits=bits is not None,
     ):  # sm_90 where configs.hopper_bwd_preferred: the Gluon kernels (ops/hopper_bwd.py)
         return hopper_bwd.hopper_attention_backward(
             dout, q, k, v, out, lse, softmax_scale, window_size[1] == 0, dq, dk, dv,
-            left=window_size[0], softcap=softcap,
+            left=window_size[0], softcap=softcap, dropout_p=dropout_p, bits=bits,
         )
     delta_shape = (batch, nheads, seqlen_q)
     key = None

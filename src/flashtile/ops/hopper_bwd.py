@@ -148,7 +148,7 @@ def hopper_bwd_mode() -> str:
 
 def hopper_bwd_supported(
     q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None,
-    seqlen_k=None, windows=False, softcaps=False,
+    seqlen_k=None, windows=False, softcaps=False, bits=False,
 ):
     """True when the Gluon backward runs this call: not switched off (``hopper_bwd_mode``),
     not the interpreter, an sm_90 device, a covered problem (``hopper_bwd_problem_ok``),
@@ -158,7 +158,10 @@ def hopper_bwd_supported(
     ``windows``: the caller passes a left bound on (``hopper_attention_backward``'s
     ``left``), which the two-kernel backward runs at hd 64 / 128 unless
     FLASHTILE_HOPPER_WINDOW=0 (``hopper_fwd.window_mode``); ``softcaps``: a softcap too,
-    at hd 64 / 128 unless FLASHTILE_HOPPER_SOFTCAP=0 (``hopper_fwd.softcap_mode``)."""
+    at hd 64 / 128 unless FLASHTILE_HOPPER_SOFTCAP=0 (``hopper_fwd.softcap_mode``);
+    ``bits``: dropout whose decisions the forward wrote as bit words
+    (flash.dropout_bits_buffer), which the two-kernel backward reads at hd 64 / 128
+    unless FLASHTILE_HOPPER_BWD_DROPOUT=0 (``dropout_mode``)."""
     mode = hopper_bwd_mode()
     if mode == "off" or is_interpreting():
         return False
@@ -167,7 +170,7 @@ def hopper_bwd_supported(
     if device_capability(q.device) != (9, 0):
         return False
     if not hopper_bwd_problem_ok(q, k, v, causal, window, softcap, dropout_p, softmax_scale,
-                                 windows, softcaps):
+                                 windows, softcaps, bits and dropout_mode() != "off"):
         return False
     return mode == "on" or configs.hopper_bwd_preferred(
         q.shape[-1], bool(causal) or window[1] == 0,
@@ -176,19 +179,24 @@ def hopper_bwd_supported(
 
 def hopper_bwd_problem_ok(
     q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None,
-    windows=False, softcaps=False,
+    windows=False, softcaps=False, bits=False,
 ):
     """Device-independent half: what the Gluon forward covers (fp16/bf16, full or causal,
     with ``windows`` a sliding window as ``hopper_fwd.hopper_problem_ok`` takes it but
     only at hd 64 / 128 in the two-kernel backward; no softcap/dropout, TMA-addressable
     q/k/v, non-empty) at head dim 64, 128 or 256 (256: opt-in only,
-    configs.hopper_bwd_preferred).
+    configs.hopper_bwd_preferred). Dropout only with ``bits`` (the forward's decisions
+    as bit words), in the two-kernel backward at hd 64 / 128.
     dout and the gradient buffers need no alignment: the launcher copies if they do."""
     if q.shape[-1] not in HOPPER_BWD_HEAD_DIMS:
         return False
-    if ((window[0] is not None or softcap)
+    if ((window[0] is not None or softcap or dropout_p > 0)
             and (q.shape[-1] > 128 or os.environ.get(FUSED_ENV_VAR) == "1")):
-        return False  # no window / softcap in the column-block (hd 256) or fused kernels
+        return False  # no window / softcap / dropout in the hd 256 or fused kernels
+    if dropout_p > 0:
+        if not bits:
+            return False
+        dropout_p = 0.0  # (the forward's check: the bits stand for the draw)
     return hopper_fwd.hopper_problem_ok(q, k, v, causal, window, softcap, dropout_p,
                                         softmax_scale, windows, softcaps)
 
@@ -199,11 +207,14 @@ def hopper_bwd_problem_ok(
 
 
 def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq, dk, dv,
-                              config=None, deterministic=True, left=None, softcap=0.0):
+                              config=None, deterministic=True, left=None, softcap=0.0,
+                              dropout_p=0.0, bits=None):
     """Write dq, dk, dv ((B, M, H, D) / (B, N, Hkv, D), any strides with a unit last one)
     for ``lse`` ((B, H, M) fp32 contiguous, natural log, as the forwards return it).
     ``left``: a sliding window's left bound, ``softcap`` > 0 a softcap (the two-kernel
     backward, whole head dims).
+    ``dropout_p`` > 0 with ``bits``: the int32 bit words the forward wrote (a
+    dropout_bits_buffer after its header), read by both kernels (two-kernel backward).
     Call only when ``hopper_bwd_supported`` holds. Returns ``(dq, dk, dv)``.
     With a fused config (``config.fused``) dQ goes through fp32 atomics, in key-tile
     order unless ``deterministic=False``; the two-kernel path is deterministic anyway."""
@@ -224,15 +235,18 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
             delta, lse2 = _delta(out, dout, lse)
         else:
             delta = _delta(out, dout)
+        if dropout_p > 0 and bits is None:
+            raise ValueError("dropout in the Gluon backward needs the forward's bit words")
         if cfg.fused:
-            if left is not None or softcap:
-                raise ValueError("a sliding window or softcap runs on the two-kernel "
-                                 f"backward, not {cfg}")
+            if left is not None or softcap or dropout_p > 0:
+                raise ValueError("a sliding window, softcap or dropout runs on the "
+                                 f"two-kernel backward, not {cfg}")
             _launch_fused(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group,
                           deterministic)
         else:
             _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group,
-                          left=left, softcap=softcap, lse2=lse2)
+                          left=left, softcap=softcap, lse2=lse2,
+                          bits=bits if dropout_p > 0 else None, dropout_p=dropout_p)
     for g, tmp in zip((dq, dk, dv), outs):
         if tmp is not g:  # a caller's buffer TMA cannot store to
             g.copy_(tmp)
@@ -333,14 +347,15 @@ def _delta(out, dout, lse=None):
 
 
 def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, varlen=None,
-                  left=None, softcap=0.0, lse2=None):
+                  left=None, softcap=0.0, lse2=None, bits=None, dropout_p=0.0):
     """The dK/dV kernel, then the dQ kernel (7 GEMMs per tile pair, no atomics), over 4D
     (B, S, H, D) tensors; ``varlen`` = (batch, max_seqlen_q, max_seqlen_k, cu_seqlens_q,
     cu_seqlens_k) when they are (1, T, H, D) views of packed sequences
     (hopper_varlen_backward): the kernels then also take the tensors as base pointers.
     ``left``: a sliding window's left bound (HAS_LEFT), ``softcap`` > 0 a softcap
     (SOFTCAP); whole head dims. ``lse2``: lse in log2 units from ``_delta`` (lse2_pre),
-    for the dK/dV kernel's stats rows."""
+    for the dK/dV kernel's stats rows. ``bits``: dropout at ``dropout_p`` read from the
+    forward's bit words (DROPOUT; dense, whole head dims)."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
     rows_q, rows_k = seqlen_q, seqlen_k
@@ -361,6 +376,10 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
             raise ValueError("a softcap: whole head dims only (no column blocks)")
         flag = dict(flag, cap_scale=float(scale) / float(softcap), SOFTCAP=True)
         qk_scale = float(softcap) * _LOG2E
+    if bits is not None:
+        if varlen is not None or cfg.d_split > 1:
+            raise ValueError("dropout bits: dense calls, whole head dims only")
+        flag = dict(flag, BITS=bits, keep_scale=1.0 / (1.0 - float(dropout_p)), DROPOUT=True)
     cols = head_dim // cfg.d_split  # dK / dV columns per launch (all but at hd 256)
     dk_t, dv_t, key_heads, dkdv_flag = outs[1], outs[2], nheads_kv, dict(flag)
     if cfg.gqa_expand and group > 1:
@@ -474,6 +493,14 @@ def _group_branch(cfg, varlen) -> bool:
 
 
 FUSED_ENV_VAR = "FLASHTILE_HOPPER_BWD_FUSED"
+DROPOUT_ENV_VAR = "FLASHTILE_HOPPER_BWD_DROPOUT"
+
+
+def dropout_mode() -> str:
+    """"auto" (FLASHTILE_HOPPER_BWD_DROPOUT unset: dropout with the forward's bit words
+    runs on the two-kernel backward wherever the backward would without dropout), "on"
+    or "off" (=0: the portable backward reads the bits, as before session 17)."""
+    return env_mode(DROPOUT_ENV_VAR)
 OVERRIDES_ENV_VAR = "FLASHTILE_HOPPER_BWD_OVERRIDES"
 
 
@@ -541,6 +568,54 @@ def _probs_t(s_t, lse2, keys, rows, diag, qk_scale, dtype: gl.constexpr,
         if HAS_LEFT:
             p_t = gl.where(keys[:, None] >= rows[None, :] + diag - left, p_t, 0.0)
     return p_t, gl.convert_layout(p_t.to(dtype), a_layout)
+
+
+@gluon.jit
+def _bits_words(bits, lanes, w0, COLS: gl.constexpr):
+    """The dropout bit words a (lanes, COLS) tile reads (COLS 32 or 64: one or two words
+    per lane; the second is the first when COLS is 32): words w0 (+ 1) of each lane's
+    row in ``bits`` = (pointer to lane 0's row, words per lane row, lanes, words per row
+    that exist), as the portable forward wrote them (_common.store_dropout_bits; by
+    query row for the dQ kernel's tiles, by key for the dK/dV kernel's). Lanes past the
+    last one read 0 (they are never stored). Issued before the tile's GEMMs are waited
+    for, so the loads overlap them."""
+    gl.static_assert(COLS == 32 or COLS == 64, "dropout bits: tiles of 32 or 64 columns")
+    ptr, stride, n_lanes, n_words = bits
+    ptrs = ptr + lanes.to(gl.int64) * stride + w0
+    ok = lanes < n_lanes
+    wa = gl.load(ptrs, mask=ok & (w0 < n_words), other=0)
+    if COLS == 64:
+        wb = gl.load(ptrs + 1, mask=ok & (w0 + 1 < n_words), other=0)
+    else:
+        wb = wa
+    return wa, wb
+
+
+@gluon.jit
+def _bh_bits(BITS, bh, seqlen_q, seqlen_k, BY_KEY: gl.constexpr):
+    """_bits_words' ``bits`` for batch * head ``bh``: its words by query row (W =
+    cdiv(seqlen_k, 32) per row, seqlen_q rows) or, BY_KEY, the block after them (WQ =
+    cdiv(seqlen_q, 32) per key, seqlen_k keys); the layout of _common._bits_block."""
+    W = (seqlen_k + 31) // 32
+    WQ = (seqlen_q + 31) // 32
+    base = BITS + bh.to(gl.int64) * (seqlen_q * W + seqlen_k * WQ)
+    if BY_KEY:
+        return base + seqlen_q * W, WQ, seqlen_k, WQ
+    return base, W, seqlen_q, W
+
+
+@gluon.jit
+def _bits_keep(wa, wb, COLS: gl.constexpr, layout: gl.constexpr, SIGN: gl.constexpr = False):
+    """keep[i, c] of a (lanes, COLS) tile in ``layout`` from its lanes' words
+    (_bits_words): bit c % 32 of word c // 32. SIGN: the same bits tested as the sign of
+    the word shifted left (another expression, so that a second use recomputes the mask
+    from the words instead of keeping the first one's tile alive: the dK/dV kernel, where
+    a mask tile live across the dV GEMM spilled)."""
+    cols = gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
+    word = gl.where((cols < 32)[None, :], wa[:, None], wb[:, None])
+    if SIGN:
+        return (word << (31 - cols % 32)[None, :]) < 0
+    return ((word >> (cols % 32)[None, :]) & 1) != 0
 
 
 @gluon.jit
@@ -818,9 +893,13 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                CAUSAL: gl.constexpr = True, left=0, HAS_LEFT: gl.constexpr = False,
                cap_scale=1.0, SOFTCAP: gl.constexpr = False,
                EARLY_EXPECT: gl.constexpr = False, STATS: gl.constexpr = False, stats=None,
-               nheads=0, LSE2_PRE: gl.constexpr = False, GROUP_BRANCH: gl.constexpr = False):
+               nheads=0, LSE2_PRE: gl.constexpr = False, GROUP_BRANCH: gl.constexpr = False,
+               bits=0, keep_scale=1.0, DROPOUT: gl.constexpr = False):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
+    DROPOUT: the forward's keep decisions from its bit words by key (``bits``, see
+    _bits_words), P^T and dP^T of the dropped entries zeroed and the kept ones scaled by
+    ``keep_scale`` = 1 / (1 - p): dV += (P^T o M) dO, dS^T = P^T o (dP^T o M - delta).
     STATS: the row statistics come from the slot's lse / delta rows (``stats``, loaded by
     TMA with Q and dO; rows past seqlen_q read TMA's zero fill there, harmless as those Q
     / dO rows are zero too; with LSE2_PRE the preprocess's +inf / 0) instead of
@@ -843,6 +922,8 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     s_t = warpgroup_mma(k2, q_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
     mbarrier.wait(do_bars.index(s), phase)
     dp_t = warpgroup_mma(v2, do_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
+    if DROPOUT:  # this tile's keep words, one or two per key, loaded under the GEMMs
+        wa, wb = _bits_words(bits, keys, (m_lo + j) * (BLOCK_M // 32), BLOCK_M)
     # -- row statistics of the query tile (global loads under the GEMMs), or of the next
     #    one (PREFETCH: this one's came with the arguments) --
     rows = (m_lo + j) * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
@@ -868,6 +949,9 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         grad_t = 1.0 - s_t * s_t
     p_t, p_op = _probs_t(s_t, lse2, keys, rows, diag, qk_scale, q_buf.dtype, a_layout,
                          MASKED, CAUSAL, left, HAS_LEFT)
+    if DROPOUT:
+        p_op = gl.convert_layout(gl.where(_bits_keep(wa, wb, BLOCK_M, s_layout),
+                                          p_t * keep_scale, 0.0).to(q_buf.dtype), a_layout)
     if D_SPLIT > 1:  # this launch's column block of dO and Q (B operands of dV, dK)
         ACC_DIM: gl.constexpr = HEAD_DIM // D_SPLIT
         do_b = do_buf.slice(HALF * ACC_DIM, ACC_DIM, dim=1)
@@ -884,6 +968,8 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     elif not PREFETCH:
         delta = _row_delta(DELTA, bh, rows, seqlen_q, lse_stride)
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
+    if DROPOUT:  # (the mask again, from the words: see _bits_keep's SIGN)
+        dp_t = gl.where(_bits_keep(wa, wb, BLOCK_M, s_layout, True), dp_t * keep_scale, 0.0)
     ds_t = p_t * (dp_t - delta[None, :])
     if SOFTCAP:
         ds_t = ds_t * grad_t
@@ -919,6 +1005,8 @@ def _bwd_dkdv_kernel(
     STATS: gl.constexpr = False,  # HopperBwdConfig.stats_tma (dense only)
     LSE2_PRE: gl.constexpr = False,  # STATS: lse_desc over _delta's (lse2, delta) blocks
     GROUP_BRANCH: gl.constexpr = False,  # HopperBwdConfig.group_branch
+    BITS=None, keep_scale=1.0,  # DROPOUT: the forward's bit words (after the header)
+    DROPOUT: gl.constexpr = False,  # attention dropout read from BITS (dense only)
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -964,22 +1052,29 @@ def _bwd_dkdv_kernel(
     else:
         lse2 = 0.0
         delta = 0.0
+    gl.static_assert(not (DROPOUT and (VARLEN or D_SPLIT > 1)), "dropout: dense, whole D")
     for g in range(0, q_group):
         bh = bh0 + g
+        if DROPOUT:  # this head's words by key (_common._bits_block's layout)
+            bits = _bh_bits(BITS, bh, seqlen_q, seqlen_k, True)
+        else:
+            bits = 0
         for j in range(0, n_band):
             dk, dv, lse2, delta = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT, cap_scale,
-                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH)
+                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
+                bits, keep_scale, DROPOUT)
         for j in range(n_band, n_mid):
             dk, dv, lse2, delta = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, False, PREFETCH, D_SPLIT, HALF, True, 0, False, cap_scale,
-                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH)
+                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
+                bits, keep_scale, DROPOUT)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
@@ -988,7 +1083,8 @@ def _bwd_dkdv_kernel(
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT, cap_scale,
-                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH)
+                SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
+                bits, keep_scale, DROPOUT)
 
     # -- epilogue: dK (scaled) and dV through the K and V buffers, or (a column block)
     #    through staging tiles of the dK / dV descriptors' box --
@@ -1378,10 +1474,13 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
              MASKED: gl.constexpr, CAUSAL: gl.constexpr, lo=0, left=0,
              HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
-             EARLY_EXPECT: gl.constexpr = False):
+             EARLY_EXPECT: gl.constexpr = False, bits=0, keep_scale=1.0,
+             DROPOUT: gl.constexpr = False):
     """Consume key tile t: S = Q K^T and dP = dO V^T (in flight together), dS, then
     dQ += dS K (dS from registers); refill the slot with tile t + NUM_STAGES. The tiles
-    start at ``lo`` (ring position t - lo; 0 without a sliding window, HAS_LEFT)."""
+    start at ``lo`` (ring position t - lo; 0 without a sliding window, HAS_LEFT).
+    DROPOUT: dP of the dropped entries zeroed, the kept ones scaled by ``keep_scale``,
+    from the forward's bit words by query row (``bits``, see _bits_words)."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_N)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq.type.layout,
                                                  k_width=2)
@@ -1394,6 +1493,8 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
     qk = warpgroup_mma(q2, k_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
     mbarrier.wait(v_bars.index(s), phase)
     dp = warpgroup_mma(do2, v_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
+    if DROPOUT:  # this tile's keep words, one or two per row, loaded under the GEMMs
+        wa, wb = _bits_words(bits, rows, t * (BLOCK_N // 32), BLOCK_N)
     qk = warpgroup_mma_wait(num_outstanding=1, deps=(qk,))
     if SOFTCAP:  # scores tanh(s * cap_scale) (qk_scale: softcap * log2 e); ds/ds_raw = 1 - t^2
         qk = tanh_f32(qk * cap_scale, True)
@@ -1402,6 +1503,8 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
         qk = scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
     p = gl.exp2(qk * qk_scale - lse2[:, None])
     dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
+    if DROPOUT:
+        dp = gl.where(_bits_keep(wa, wb, BLOCK_N, s_layout), dp * keep_scale, 0.0)
     ds = p * (dp - delta[:, None])
     if SOFTCAP:
         ds = ds * grad
@@ -1430,9 +1533,12 @@ def _bwd_dq_kernel(
     left=0, HAS_LEFT: gl.constexpr = False,  # a sliding window: keys from row + diag - left
     cap_scale=1.0, SOFTCAP: gl.constexpr = False,  # softcap: tanh(qk * sm_scale / softcap)
     EARLY_EXPECT: gl.constexpr = False,  # HopperBwdConfig.early_expect
+    BITS=None, keep_scale=1.0,  # DROPOUT: the forward's bit words (after the header)
+    DROPOUT: gl.constexpr = False,  # attention dropout read from BITS (dense only)
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
+    gl.static_assert(not (DROPOUT and VARLEN), "dropout: dense calls only")
     d_layout: gl.constexpr = mma_layout(gl.num_warps(), HEAD_DIM)
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_N)
     pid_m = gl.program_id(0)
@@ -1478,6 +1584,10 @@ def _bwd_dq_kernel(
                       lo + i < n_tiles, BLOCK_N, EARLY_EXPECT)
 
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+    if DROPOUT:  # this head's words by query row (_common._bits_block's layout)
+        bits = _bh_bits(BITS, pid_bh, seqlen_q, seqlen_k, False)
+    else:
+        bits = 0
     lse2 = _row_lse2(LSE, pid_bh, rows, seqlen_q, lse_stride)
     delta = _row_delta(DELTA, pid_bh, rows, seqlen_q, lse_stride)
     dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, d_layout)
@@ -1491,17 +1601,17 @@ def _bwd_dq_kernel(
         dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
                       delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
                       BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left, HAS_LEFT, cap_scale,
-                      SOFTCAP, EARLY_EXPECT)
+                      SOFTCAP, EARLY_EXPECT, bits, keep_scale, DROPOUT)
     for t in range(a, n_full):
         dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
                       delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
                       BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, lo, left, HAS_LEFT, cap_scale,
-                      SOFTCAP, EARLY_EXPECT)
+                      SOFTCAP, EARLY_EXPECT, bits, keep_scale, DROPOUT)
     for t in range(n_full, n_tiles):
         dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
                       delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
                       BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left, HAS_LEFT, cap_scale,
-                      SOFTCAP, EARLY_EXPECT)
+                      SOFTCAP, EARLY_EXPECT, bits, keep_scale, DROPOUT)
 
     gl.thread_barrier()  # every warpgroup is done reading Q
     _store_tile(dq * sm_scale, q_smem, dq_desc, [b, start_m, h, 0], BLOCK_M, HEAD_DIM)
@@ -1515,7 +1625,7 @@ def _bwd_dq_kernel(
 
 def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                  deterministic: bool = True, varlen: bool = False,
-                 window: bool = False, softcap: bool = False) -> dict:
+                 window: bool = False, softcap: bool = False, dropout: bool = False) -> dict:
     """Compile both backward kernels for sm_90 on any machine (no GPU) with the argument
     types a real launch produces (``varlen``: hopper_varlen_backward's; ``window``: a
     sliding window's left bound, HAS_LEFT). Returns
@@ -1575,6 +1685,11 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs["HAS_LEFT"] = window
             types["cap_scale"] = "fp32"
             constexprs["SOFTCAP"] = softcap
+            if dropout:  # the forward's bit words (_launch_split's BITS)
+                types.update(BITS="*i32", keep_scale="fp32")
+                constexprs["DROPOUT"] = True
+            else:
+                constexprs["BITS"] = None
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
         ptrs = [n for n in ("Q", "K", "V", "DO", "DQ", "DK", "DV", "CU_Q", "CU_K")
                 if n in kernel.arg_names]
