@@ -260,7 +260,8 @@ def hopper_bwd_variants():
                 yield (f"{tag} bfloat16 softcap", hd, causal, torch.bfloat16,
                        configs.hopper_bwd_config(hd, causal, 4096, softcap=True))
                 # dropout read from the forward's bit words (DROPOUT)
-                yield f"{tag} bfloat16 dropout", hd, causal, torch.bfloat16, cfg
+                yield (f"{tag} bfloat16 dropout", hd, causal, torch.bfloat16,
+                       configs.hopper_bwd_config(hd, causal, 4096, dropout=True))
             fused = configs.hopper_bwd_fused_config(hd, causal)
             if fused not in (None, cfg):  # the fused kernel's tiles (not shipped), ordered
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused

@@ -555,3 +555,25 @@ def test_fast_tanh_accuracy():
     big = ref.abs() > 2**-20
     assert ((y.double() - ref).abs()[big] / ref.abs()[big]).max() < 2**-10
     assert ((z.double() - ref).abs()[big] / ref.abs()[big]).max() < 1e-6
+
+
+def test_dropout_bits_auto(monkeypatch):
+    """FLASHTILE_DROPOUT_BITS: unset ("auto"), bits exactly where the Gluon backward
+    will read them (asked with bits=True and the call's window / softcap); "1" always,
+    "0" never. The device checks are stubbed."""
+    from flashtile.ops import hopper_bwd
+
+    q = torch.randn(1, 8, 2, 64)
+    monkeypatch.delenv(flash.DROPOUT_BITS_ENV_VAR, raising=False)
+    assert not flash.dropout_bits_on(q, q, q, None, 0, 0.0, 0.2)  # a CPU tensor
+    asked = []
+    monkeypatch.setattr(flash, "_maybe_sm90", lambda device: True)
+    for answer in (True, False):
+        monkeypatch.setattr(hopper_bwd, "hopper_bwd_supported",
+                            lambda *a, answer=answer, **kw: asked.append(kw) or answer)
+        assert flash.dropout_bits_on(q, q, q, 100, 0, 30.0, 0.2) is answer
+    assert asked[-1]["bits"] is True and asked[-1]["window"] == (100, 0)
+    assert asked[-1]["softcap"] == 30.0 and asked[-1]["dropout_p"] == 0.2
+    for value, want in (("1", True), ("0", False)):
+        monkeypatch.setenv(flash.DROPOUT_BITS_ENV_VAR, value)
+        assert flash.dropout_bits_on(q, q, q, None, 0, 0.0, 0.2) is want

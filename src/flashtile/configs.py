@@ -439,7 +439,7 @@ GQA_LOOP_MIN_SEQLEN = 32768
 
 def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
                       group: int = 1, expand: bool = True,
-                      softcap: bool = False) -> HopperBwdConfig:
+                      softcap: bool = False, dropout: bool = False) -> HopperBwdConfig:
     """Gluon backward tiles for fp16/bf16 on sm_90 (head dim 64, 128 or 256). Resources from
     compiling for sm_90 on the CPU (ptxas -v; tests/test_hopper_bwd.py: no spills but
     the ones listed there, fits 227 KB). First guesses were FA3's shapes (128 keys per
@@ -505,7 +505,11 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
         # -5.2% at 32k (the cap had measured slower with the loop in `hfcap`, when the
         # capped build spilled: 0 B since stats_tma)
         gqa_expand = gqa and seqlen_k < GQA_LOOP_MIN_SEQLEN
-        capped = (group == 1 or gqa) and not softcap
+        # Dropout (the forward's bit words, DROPOUT): uncapped, 222 / 251 registers and no
+        # spills, where the cap spills 216 / 248 B (ptxas). `s17f` (08c7316), dK/dV kernel
+        # us per call at MiniGPT's 16 x 1024 (hd 64 causal, dropout 0.2): 133.5 capped,
+        # 108.2 uncapped
+        capped = (group == 1 or gqa) and not softcap and not dropout
         return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 2 if gqa else 3,
                                max_regs=168 if capped else None, gqa_expand=gqa_expand,
                                early_expect=True, stats_tma=True, lse2_pre=True,

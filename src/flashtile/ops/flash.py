@@ -43,6 +43,7 @@ from ._common import (
     device_capability,
     device_ctx,
     dropout_keep,
+    env_mode,
     fwd_scores,
     is_interpreting,
     kv_tile_ranges,
@@ -155,7 +156,8 @@ class FlashAttnFunction(torch.autograd.Function):
             with _profiled("flashtile::flash_attn_fwd"):
                 rng = draw_rng_state(q.device) if dropout_p > 0 else (0, 0)
                 rng_fwd = rng
-                if dropout_p > 0 and dropout_bits_on():
+                if dropout_p > 0 and dropout_bits_on(q, k, v, left, right, softcap,
+                                                      dropout_p):
                     # the forward draws as always and also writes its decisions as bits,
                     # which both backward kernels read instead of drawing again (None if
                     # too large: they draw)
@@ -1159,20 +1161,33 @@ def dropout_mask(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device
 
 
 DROPOUT_BITS_MAX_BYTES = 256 << 20  # larger masks: the kernels draw their own (Philox)
-# FLASHTILE_DROPOUT_BITS=1: training calls (the autograd Function's eager path) have the
-# forward write its dropout decisions as bits, which both backward kernels read instead
-# of drawing them again (three Philox passes -> one). Opt-in. Session 16 (`s16e`): with
-# the bits drawn by a kernel of their own, reading them made every attention kernel
-# cheaper (-31 us per layer at MiniGPT's 64 x 256, -127 at 16 x 1024), but that kernel
-# cost as much (36.6 / 128.5 us); since then the forward writes them (not yet GPU-run).
+# Dropout bits: training calls (the autograd Function's eager path) have the forward
+# write its dropout decisions as bits, which both backward kernels read instead of
+# drawing them again (three Philox passes -> one). Session 16 (`s16e`): with the bits
+# drawn by a kernel of their own, reading them made every attention kernel cheaper (-31
+# us per layer at MiniGPT's 64 x 256, -127 at 16 x 1024), but that kernel cost as much
+# (36.6 / 128.5 us). Session 17: the forward writes them (+42 / +68 us per layer, `s17a`),
+# and the Gluon backward reads them (`s17f`: its kernels 80.2 / 174.2 us against the
+# portable backward's 107.7 / 238.8 with bits, 131.1 / 325.0 drawing). So by default
+# ("auto", FLASHTILE_DROPOUT_BITS unset) on where the Gluon backward will read them
+# (hopper_bwd.hopper_bwd_supported with bits): the graphed MiniGPT step 7.19 -> 7.14 ms
+# at 64 x 256 (capped kernels then) and 8.83 -> 8.48 at 16 x 1024. =1: everywhere
+# (the portable backward reads them too); =0: never.
 DROPOUT_BITS_ENV_VAR = "FLASHTILE_DROPOUT_BITS"
 _BITS_HEADER = tl.constexpr(DROPOUT_BITS_HEADER)  # the forward kernel's view of it
 
 
-def dropout_bits_on() -> bool:
-    """FLASHTILE_DROPOUT_BITS, read at each training call (so one process can time both;
-    `train --bench flashtile@FLASHTILE_DROPOUT_BITS=1`)."""
-    return os.environ.get(DROPOUT_BITS_ENV_VAR, "0") not in ("", "0")
+def dropout_bits_on(q, k, v, left, right, softcap, dropout_p) -> bool:
+    """Whether this training call's forward writes its dropout decisions as bits:
+    FLASHTILE_DROPOUT_BITS read at each call (so one process can time both; `train
+    --bench flashtile@FLASHTILE_DROPOUT_BITS=0`), unset: where the Gluon backward will
+    read them (``left`` / ``right`` the launchers' window, causal as right = 0)."""
+    mode = env_mode(DROPOUT_BITS_ENV_VAR)
+    if mode != "auto":
+        return mode == "on"
+    return _maybe_sm90(q.device) and hopper_bwd.hopper_bwd_supported(
+        q, k, v, window=(left, right), softcap=softcap, dropout_p=dropout_p,
+        windows=True, softcaps=True, bits=True)
 
 
 def dropout_bits_buffer(rng_state, batch, nheads, seqlen_q, seqlen_k, device):

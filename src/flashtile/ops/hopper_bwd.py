@@ -172,7 +172,11 @@ def hopper_bwd_supported(
     if not hopper_bwd_problem_ok(q, k, v, causal, window, softcap, dropout_p, softmax_scale,
                                  windows, softcaps, bits and dropout_mode() != "off"):
         return False
-    return mode == "on" or configs.hopper_bwd_preferred(
+    # with the bits, at every length: `s17f` (08c7316), the backward kernels' us per call
+    # with dropout 0.2 at MiniGPT's 64 x 256 (hd 64 causal, where the portable backward
+    # wins without dropout) 80.2 Gluon against 107.7 portable (s17a), both reading bits;
+    # 174.2 / 238.8 at 16 x 1024 (Gluon uncapped). Shorter sequences: not measured
+    return mode == "on" or (bits and dropout_p > 0) or configs.hopper_bwd_preferred(
         q.shape[-1], bool(causal) or window[1] == 0,
         k.shape[1] if seqlen_k is None else seqlen_k)
 
@@ -221,7 +225,7 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
     cfg = config or default_config(head_dim, causal, seqlen_k, nheads // nheads_kv,
-                                   bool(softcap))
+                                   bool(softcap), dropout_p > 0)
     if not _tma_ok(dout):  # e.g. an expanded (stride 0) gradient from a .sum()
         dout = dout.contiguous()
     lse = lse.contiguous()  # the kernels index it as (B * H, M)
@@ -505,7 +509,8 @@ OVERRIDES_ENV_VAR = "FLASHTILE_HOPPER_BWD_OVERRIDES"
 
 
 def default_config(head_dim: int, causal: bool, seqlen_k: int,
-                   group: int = 1, softcap: bool = False) -> configs.HopperBwdConfig:
+                   group: int = 1, softcap: bool = False,
+                   dropout: bool = False) -> configs.HopperBwdConfig:
     """The shipped tiles (configs.hopper_bwd_config: the two-kernel backward);
     FLASHTILE_HOPPER_BWD_FUSED=1 picks the fused kernel's (configs.hopper_bwd_fused_config).
     ``softcap``: the tiles of a softcapped call (configs.hopper_bwd_config's: uncapped at
@@ -515,15 +520,17 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int,
     hopper_fwd.default_config."""
     return _default_config(head_dim, causal, seqlen_k, group,
                            os.environ.get(FUSED_ENV_VAR) == "1",
-                           os.environ.get(OVERRIDES_ENV_VAR, ""), softcap=softcap)
+                           os.environ.get(OVERRIDES_ENV_VAR, ""), softcap=softcap,
+                           dropout=dropout)
 
 
 @functools.lru_cache(maxsize=1024)
 def _default_config(head_dim, causal, seqlen_k, group, fused, overrides, expand=True,
-                    softcap=False):
+                    softcap=False, dropout=False):
     # no fused tiles (None) at hd 256: the two-kernel backward runs there
     cfg = (fused and configs.hopper_bwd_fused_config(head_dim, causal)
-           or configs.hopper_bwd_config(head_dim, causal, seqlen_k, group, expand, softcap))
+           or configs.hopper_bwd_config(head_dim, causal, seqlen_k, group, expand, softcap,
+                                        dropout))
     return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
 
 
