@@ -291,11 +291,14 @@ def store_dropout_bits(BITS, keep, bh, rows, cols, seqlen_q, seqlen_k, row0, col
     wcols = col0 // 32 + tl.arange(0, C // 32)
     tl.store(base + rows[:, None].to(tl.int64) * W + wcols[None, :], words,
              mask=row_ok[:, None] & (wcols < W)[None, :])
-    # by key: each key's R // 32 words, one reduction over runs of 32 rows
-    words = tl.sum(tl.reshape(k32 << (rows % 32)[:, None], (R // 32, 32, C)), axis=1)
-    wrows = row0 // 32 + tl.arange(0, R // 32)
-    tl.store(base + seqlen_q * W + cols[None, :].to(tl.int64) * WQ + wrows[:, None], words,
-             mask=col_ok[None, :] & (wrows < WQ)[:, None])
+    # by key: each key's R // 16 half-words (the low or high 16 rows of a word), one
+    # reduction over runs of 16 rows, which one warp of the MMA layout holds (32 rows span
+    # two warps: a trip through shared memory), stored as int16 (little-endian)
+    halves = tl.sum(tl.reshape(k32 << (rows % 16)[:, None], (R // 16, 16, C)), axis=1)
+    hrows = row0 // 16 + tl.arange(0, R // 16)
+    hbase = (base + seqlen_q * W).to(tl.pointer_type(tl.int16))
+    tl.store(hbase + cols[None, :].to(tl.int64) * (2 * WQ) + hrows[:, None],
+             halves.to(tl.int16), mask=col_ok[None, :] & (hrows < 2 * WQ)[:, None])
 
 
 @triton.jit
