@@ -584,3 +584,31 @@ def test_dropout_bits_auto(monkeypatch):
     for value, want in (("1", True), ("0", False)):
         monkeypatch.setenv(flash.DROPOUT_BITS_ENV_VAR, value)
         assert flash.dropout_bits_on(q, q, q, None, 0, 0.0, 0.2) is want
+
+
+def test_dropout_bits_backward_under_dispatch_mode(device, monkeypatch):
+    """A forward that ran eagerly with dropout bits (a tensor in its RNG state), then its
+    backward under a TorchDispatchMode (which takes the custom ops' path elsewhere): the
+    launchers run with the bits, the gradients equal those of a plain backward (the custom
+    op could not take the words: torch.tensor((words, 0)) raised before session 17)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class PassThrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    monkeypatch.setenv(flash.DROPOUT_BITS_ENV_VAR, "1")
+    q, k, v = make_qkv(1, 40, 40, 2, 2, 32, torch.float16, device)
+    dout = torch.randn_like(q)
+    grads = []
+    for mode in (None, PassThrough):
+        qkv = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        torch.manual_seed(3)
+        out = flashtile.flash_attn_func(*qkv, causal=True, dropout_p=0.3)
+        if mode is None:
+            grads.append(torch.autograd.grad(out, qkv, dout))
+        else:
+            with mode():
+                grads.append(torch.autograd.grad(out, qkv, dout))
+    for name, a, b in zip(("dq", "dk", "dv"), *grads):
+        assert torch.equal(a, b), name

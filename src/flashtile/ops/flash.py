@@ -196,7 +196,12 @@ class FlashAttnFunction(torch.autograd.Function):
             return (None,) * 9
         q, k, v, out, lse, *rng_saved = ctx.saved_tensors
         scale, left, right, softcap, dropout_p, deterministic = ctx.args
-        if _eager_ok(dout, q, k, v):
+        # an eager forward's RNG state may hold a tensor (a dropout_bits_buffer's words, or
+        # the on-device pair drawn under graph capture), which the custom op cannot take:
+        # the launchers then run even when the backward alone is traced or under a
+        # dispatch mode (a FlopCounterMode around loss.backward(), say)
+        rng_tensor = ctx.rng is not None and isinstance(ctx.rng[0], torch.Tensor)
+        if rng_tensor or _eager_ok(dout, q, k, v):
             with _profiled("flashtile::flash_attn_bwd"):
                 rng = ctx.rng if ctx.rng is not None else tuple(rng_saved[0].tolist())
                 dq, dk, dv = attention_backward(
