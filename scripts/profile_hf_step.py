@@ -74,22 +74,24 @@ def idle_us(prof) -> tuple[float, collections.Counter]:
     return idle, after
 
 
+def run_step(model, ids, train: bool) -> None:
+    """One training step (forward, loss, backward; no optimizer) or no-grad forward."""
+    if train:
+        model.zero_grad(set_to_none=True)
+        model(ids, labels=ids, use_cache=False).loss.backward()
+    else:
+        with torch.no_grad():
+            model(ids, use_cache=False)
+
+
 def step_kernels(model, ids, steps: int, train: bool = True) -> dict[str, float]:
     """us per training step of every CUDA kernel / memset / memcpy, by name; the GPU's
     idle us per step under the key IDLE."""
-    def step():
-        if train:
-            model.zero_grad(set_to_none=True)
-            model(ids, labels=ids, use_cache=False).loss.backward()
-        else:
-            with torch.no_grad():
-                model(ids, use_cache=False)
-
-    step()
+    run_step(model, ids, train)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
-            step()
+            run_step(model, ids, train)
         torch.cuda.synchronize()
     model.zero_grad(set_to_none=True)
     out = {e.key: e.self_device_time_total / steps for e in prof.key_averages()
@@ -124,12 +126,7 @@ def sync_sites(model, ids, name, train: bool) -> dict[str, collections.Counter]:
             warnings.showwarning = record
             torch.cuda.set_sync_debug_mode(1)
             try:
-                if train:
-                    model.zero_grad(set_to_none=True)
-                    model(ids, labels=ids, use_cache=False).loss.backward()
-                else:
-                    with torch.no_grad():
-                        model(ids, use_cache=False)
+                run_step(model, ids, train)
             finally:
                 torch.cuda.set_sync_debug_mode(0)
                 warnings.showwarning = real
@@ -144,15 +141,11 @@ def clocks_per_backend(model, ids, name, steps: int, train: bool) -> dict[str, s
     out = {}
     for backend in ("flashtile", "sdpa"):
         model.set_attn_implementation(name if backend == "flashtile" else "sdpa")
-        step_kernels(model, ids, 1, train)  # warm: the same state for both
+        run_step(model, ids, train)  # warm: the same state for both
+        torch.cuda.synchronize()
         with ClockSampler() as sampler:
             for _ in range(steps):
-                if train:
-                    model.zero_grad(set_to_none=True)
-                    model(ids, labels=ids, use_cache=False).loss.backward()
-                else:
-                    with torch.no_grad():
-                        model(ids, use_cache=False)
+                run_step(model, ids, train)
             torch.cuda.synchronize()
         model.zero_grad(set_to_none=True)
         out[backend] = sampler.summary()
