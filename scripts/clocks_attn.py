@@ -63,8 +63,9 @@ def main() -> int:
         print("clocks_attn: needs a GPU")
         return 2
     rows = []
-    print("| hd | causal | seqlen | mode | backend | ms | TFLOPS | SM MHz | W | TFLOPS/GHz |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| hd | causal | seqlen | mode | backend | ms | TFLOPS | SM MHz | W | TFLOPS/GHz "
+          "| clock reasons |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for hd in args.head_dims:
         for causal in map(bool, args.causal):
             for seqlen in args.seqlens:
@@ -79,18 +80,21 @@ def main() -> int:
                         watts = [w for _, w in sampler.samples] or [float("nan")]
                         mhz, w = statistics.mean(clocks), statistics.mean(watts)
                         tf = tflops(attn_flops(shape, mode), ms)
+                        why = " ".join(f"{n} {100 * x:.0f}%"
+                                       for n, x in sampler.reason_shares().items()) \
+                            if sampler.reasons else "-"
                         rows.append((hd, int(causal), seqlen, mode, backend, ms, tf, mhz, w,
-                                     tf / (mhz / 1e3)))
+                                     tf / (mhz / 1e3), why))
                         print(f"| {hd} | {int(causal)} | {seqlen} | {mode} | {backend} | "
                               f"{ms:.3f} | {tf:.1f} | {mhz:.0f} | {w:.0f} | "
-                              f"{tf / (mhz / 1e3):.1f} |", flush=True)
+                              f"{tf / (mhz / 1e3):.1f} | {why} |", flush=True)
                 del inputs, q, k, v, dout
                 torch.cuda.empty_cache()
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["head_dim", "causal", "seqlen", "mode", "backend", "ms", "tflops",
-                        "sm_mhz", "watts", "tflops_per_ghz"])
+                        "sm_mhz", "watts", "tflops_per_ghz", "clock_reasons"])
             w.writerows(rows)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}", file=sys.stderr)
     return 0

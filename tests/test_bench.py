@@ -366,8 +366,9 @@ def test_ncu_summary_parses_raw_csv(tmp_path, capsys):
 
 
 def test_clock_sampler(monkeypatch):
-    """ClockSampler parses nvidia-smi's "clock, power" lines while open and stops when
-    closed; without nvidia-smi it has no samples and says so."""
+    """ClockSampler parses nvidia-smi's "clock, power, reasons" lines while open and
+    stops when closed; a driver without the reasons field falls back to clock and power;
+    without nvidia-smi it has no samples and says so."""
     import subprocess
     import time
     from types import SimpleNamespace
@@ -379,17 +380,34 @@ def test_clock_sampler(monkeypatch):
 
     def fake_run(cmd, **kw):
         calls.append(cmd)
-        return SimpleNamespace(stdout=f"{1500 + len(calls)}, 600.5\n")
+        mask = "0x0000000000000004" if len(calls) % 2 else "0x0000000000000000"
+        return SimpleNamespace(stdout=f"{1500 + len(calls)}, 600.5, {mask}\n")
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     with clocks.ClockSampler(period_s=0.001) as sampler:
-        while len(sampler.samples) < 3:
+        while len(sampler.samples) < 4:
             time.sleep(0.001)
     n = len(sampler.samples)
     time.sleep(0.01)
     assert len(sampler.samples) == n  # stopped
-    assert sampler.samples[0] == (1501.0, 600.5) and "--query-gpu=clocks.sm,power.draw" in calls[0]
-    assert "SM clock mean" in sampler.summary() and "600 W" in sampler.summary()
+    assert sampler.samples[0] == (1501.0, 600.5) and sampler.reasons[:2] == [4, 0]
+    assert "clocks_event_reasons.active" in calls[0][1]
+    assert 0.3 < sampler.reason_shares()["SW power cap"] < 0.7
+    text = sampler.summary()
+    assert "SM clock mean" in text and "600 W" in text and "SW power cap" in text
+
+    def old_driver(cmd, **kw):  # the reasons field unknown: an error line, no numbers
+        if "clocks_event_reasons" in cmd[1]:
+            return SimpleNamespace(stdout="Field \"clocks_event_reasons.active\" is not a "
+                                          "valid field to query.\n")
+        return SimpleNamespace(stdout="1400, 500\n")
+
+    monkeypatch.setattr(subprocess, "run", old_driver)
+    with clocks.ClockSampler(period_s=0.001) as sampler:
+        while len(sampler.samples) < 2:
+            time.sleep(0.001)
+    assert sampler.samples[0] == (1400.0, 500.0) and sampler.reasons == []
+    assert "reasons" not in sampler.summary()
 
     def missing(cmd, **kw):
         raise FileNotFoundError("nvidia-smi")
