@@ -15,12 +15,5 @@ timeout 150 python3 -m pytest -q tests/test_flash.py -k "dropout or graph_captur
   -p no:cacheprovider >"$out/pytest_bits_cuda.log" 2>&1 || status=1
 tail -n 1 "$out/pytest_bits_cuda.log"
 gpu_pytest pytest_minigpt 150 4 4 tests/test_minigpt.py -k "graph or dropout"
-timeout 100 python3 scripts/bench_dropout.py --kernels --backends flashtile,cudnn \
-  --csv "$out/drop_k.csv" >"$out/drop_k.log" 2>&1 || status=1
-grep -A1 "| 0.2 |" "$out/drop_k.log" | grep -E "\| 0\.2 \||per kernel" | cut -c1-250
-timeout 150 python3 -m flashtile.cli train --bench \
-  --bench-backends "flashtile:graph,flashtile:graph@FLASHTILE_DROPOUT_BITS=0,sdpa-cudnn:graph" \
-  --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
-  --csv "$out/train_bench.csv" >"$out/train_bench.log" 2>&1 || status=1
-tail -n 7 "$out/train_bench.log" | cut -c1-120
+dropout_default_benches
 validate_covering validate 170

@@ -15,14 +15,7 @@ timeout 200 python3 -m pytest -q tests/test_flash.py -k "plans or dropout or gra
   -p no:cacheprovider >"$out/pytest_flash_cuda.log" 2>&1 || status=1
 grep -E "^FAILED|passed|failed" "$out/pytest_flash_cuda.log" | tail -n 4
 gpu_pytest pytest_gluon_bits 150 4 4 tests/test_hopper_bwd.py -k "dropout"
-timeout 100 python3 scripts/bench_dropout.py --kernels --backends flashtile,cudnn \
-  --csv "$out/drop_k.csv" >"$out/drop_k.log" 2>&1 || status=1
-grep -A1 "| 0.2 |" "$out/drop_k.log" | grep -E "\| 0\.2 \||per kernel" | cut -c1-250
-timeout 150 python3 -m flashtile.cli train --bench \
-  --bench-backends "flashtile:graph,flashtile:graph@FLASHTILE_DROPOUT_BITS=0,sdpa-cudnn:graph" \
-  --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
-  --csv "$out/train_bench.csv" >"$out/train_bench.log" 2>&1 || status=1
-tail -n 7 "$out/train_bench.log" | cut -c1-120
+dropout_default_benches
 timeout 100 python3 scripts/clocks_attn.py --head-dims 64 --causal 0 --modes fwd_bwd \
   --seconds 1.5 --csv "$out/clocks_attn.csv" >"$out/clocks_attn.log" 2>&1 || status=1
 grep -E "^\|" "$out/clocks_attn.log"

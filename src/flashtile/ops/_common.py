@@ -302,6 +302,20 @@ def store_dropout_bits(BITS, keep, bh, rows, cols, seqlen_q, seqlen_k, row0, col
 
 
 @triton.jit
+def _lane_words(ptrs, lane_ok, word0, n_words, idx):
+    """(lanes, len(idx)) tile of bit words: lane l's word idx // 32 (``ptrs`` point at
+    each lane's word ``word0``, the tile's first; ``n_words`` per lane exist), one load
+    per lane and word, broadcast over the word's 32 indices."""
+    X: tl.constexpr = idx.shape[0]
+    sub = idx // 32 - word0
+    w = tl.zeros((ptrs.shape[0], X), dtype=tl.int32)
+    for i in tl.static_range(X // 32):
+        wi = tl.load(ptrs + i, mask=lane_ok & (word0 + i < n_words), other=0)
+        w = tl.where((sub == i)[None, :], wi[:, None], w)
+    return w
+
+
+@triton.jit
 def _pair16(idx):
     """(N // 16, 8) Philox counter words for 1-D ``idx`` made of aligned runs of 16
     consecutive indices: 8 * (i // 16) + i % 8, shared by i and i + 8."""
@@ -344,22 +358,12 @@ def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexp
                 if R <= 32:
                     w = tl.load(key_ptrs, mask=cols < seqlen_k, other=0)[:, None]
                 else:
-                    rw = rows // 32 - word0
-                    w = tl.zeros((C, R), dtype=tl.int32)
-                    for i in tl.static_range(R // 32):
-                        wi = tl.load(key_ptrs + i, mask=(cols < seqlen_k) & (word0 + i < WQ),
-                                     other=0)
-                        w = tl.where((rw == i)[None, :], wi[:, None], w)
+                    w = _lane_words(key_ptrs, cols < seqlen_k, word0, WQ, rows)
                 keep = ((w >> (rows % 32)[None, :]) & 1) != 0
             else:  # C // 32 words per row
                 word0 = col0 // 32  # the tile's first word
                 row_ptrs = base + rows.to(tl.int64) * W + word0
-                cw = cols // 32 - word0
-                w = tl.zeros((R, C), dtype=tl.int32)
-                for i in tl.static_range(C // 32):
-                    wi = tl.load(row_ptrs + i, mask=(rows < seqlen_q) & (word0 + i < W),
-                                 other=0)
-                    w = tl.where((cw == i)[None, :], wi[:, None], w)
+                w = _lane_words(row_ptrs, rows < seqlen_q, word0, W, cols)
                 keep = ((w >> (cols % 32)[None, :]) & 1) != 0
             return keep
         rng_offset = tl.load(seed + 1).to(tl.int32)

@@ -97,7 +97,14 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from .. import configs
 from . import hopper_fwd
-from ._common import device_capability, device_ctx, env_mode, is_interpreting, tanh_f32
+from ._common import (
+    _bits_block,
+    device_capability,
+    device_ctx,
+    env_mode,
+    is_interpreting,
+    tanh_f32,
+)
 from ._gluon_common import (
     alloc_ring_pair,
     desc_signature,
@@ -224,6 +231,8 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     order unless ``deterministic=False``; the two-kernel path is deterministic anyway."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
+    if dropout_p > 0 and bits is None:
+        raise ValueError("dropout in the Gluon backward needs the forward's bit words")
     cfg = config or default_config(head_dim, causal, seqlen_k, nheads // nheads_kv,
                                    bool(softcap), dropout_p > 0)
     if not _tma_ok(dout):  # e.g. an expanded (stride 0) gradient from a .sum()
@@ -239,8 +248,6 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
             delta, lse2 = _delta(out, dout, lse)
         else:
             delta = _delta(out, dout)
-        if dropout_p > 0 and bits is None:
-            raise ValueError("dropout in the Gluon backward needs the forward's bit words")
         if cfg.fused:
             if left is not None or softcap or dropout_p > 0:
                 raise ValueError("a sliding window, softcap or dropout runs on the "
@@ -603,9 +610,7 @@ def _bh_bits(BITS, bh, seqlen_q, seqlen_k, BY_KEY: gl.constexpr):
     """_bits_words' ``bits`` for batch * head ``bh``: its words by query row (W =
     cdiv(seqlen_k, 32) per row, seqlen_q rows) or, BY_KEY, the block after them (WQ =
     cdiv(seqlen_q, 32) per key, seqlen_k keys); the layout of _common._bits_block."""
-    W = (seqlen_k + 31) // 32
-    WQ = (seqlen_q + 31) // 32
-    base = BITS + bh.to(gl.int64) * (seqlen_q * W + seqlen_k * WQ)
+    base, W, WQ = _bits_block(BITS, bh, seqlen_q, seqlen_k)
     if BY_KEY:
         return base + seqlen_q * W, WQ, seqlen_k, WQ
     return base, W, seqlen_q, W
