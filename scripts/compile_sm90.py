@@ -158,6 +158,14 @@ def hopper_variants():
             yield (f"hopper-C-softcap d{hd}{'-causal' if causal else ''} bfloat16", hd,
                    causal, torch.bfloat16, configs.hopper_fwd_config_c(hd, causal, 4096),
                    "softcap")
+    # dropout (stage A uncapped, configs.hopper_fwd_dropout_config): the seed as host ints,
+    # the on-device int64 pair (graph capture) or a dropout_bits_buffer (the words written)
+    for hd in configs.HOPPER_DROPOUT_HEAD_DIMS:
+        for causal in (False, True):
+            for rng in ("seed", "pair", "bits"):
+                yield (f"hopper-dropout d{hd}{'-causal' if causal else ''} bfloat16 {rng}", hd,
+                       causal, torch.bfloat16, configs.hopper_fwd_dropout_config(hd, causal, 4096),
+                       f"dropout-{rng}")
     # stage C waiting for K before its turn (HopperFwdConfig.c_k_wait_first, opt-in)
     for hd in (64, 128, 256):
         yield (f"hopper-C-kfirst d{hd}-causal bfloat16", hd, True, torch.bfloat16,
@@ -182,8 +190,10 @@ def hopper_main(as_json: bool, only: str | None = None) -> None:
         rec = dict(name=name, head_dim=hd, causal=causal, dtype=str(dt), config=repr(cfg),
                    varlen=is_varlen, window=is_window)
         try:
+            dropout = varlen[len("dropout-"):] if str(varlen).startswith("dropout-") else None
             k = hopper_fwd.compile_sm90(hd, causal, dt, cfg, varlen=is_varlen,
-                                        window=is_window, softcap=varlen == "softcap")
+                                        window=is_window, softcap=varlen == "softcap",
+                                        dropout=dropout)
             ptx = k.asm.get("ptx", "")
             regs, spills = ptxas_usage(ptx)
             rec.update(ok=True, regs=regs, spill_bytes=spills, smem=k.metadata.shared,

@@ -8,6 +8,7 @@ an H200 run decides them (benchmarks/results.md).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -224,6 +225,20 @@ def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdCo
     # hd 256: 128x64, ring of 2 (192 KB smem); the O accumulator is 128 fp32 registers
     # per thread, so S stays at 64 columns
     return HopperFwdConfig(128, 64, 8, 2, early_expect=True)
+
+
+# Dropout on the Gluon forward (stage A: the draw in the wgmma layout, ops/hopper_fwd.py)
+# at these head dims. hd 64 first: 255 registers uncapped with the bit words, 8 bytes of
+# spills, sm_90 ptxas; hd 128 / 256 spill 300 / 260 bytes there (session 18), so they keep
+# the portable forward with dropout.
+HOPPER_DROPOUT_HEAD_DIMS = (64,)
+
+
+def hopper_fwd_dropout_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig:
+    """Stage A's tiles with dropout: hopper_fwd_config's, uncapped (the Philox draw
+    needs the registers; capped at 128 the hd 64 causal build spills 880 bytes in the
+    step loop), at every query length."""
+    return dataclasses.replace(hopper_fwd_config(head_dim, causal, seqlen_q), max_regs=None)
 
 
 # Which forward runs on sm_90, per (head dim, causal, seqlen_q): a Gluon schedule "A",

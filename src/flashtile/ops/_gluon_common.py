@@ -19,6 +19,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from triton.runtime import _allocation
 
+from ._common import _bits_block
 from ._launch import cached_launch_kw, run_compiled
 
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16, torch.float32: gl.float32}
@@ -384,3 +385,183 @@ def scratch_allocator(device: torch.device):
         yield
     finally:
         _allocation._allocator.reset(token)
+
+
+# ----------------------------------------------------------------------------------
+# attention dropout in the wgmma accumulator layout (the Gluon forward): the draw of
+# _common.dropout_keep, bit for bit, and the bit words of _common.store_dropout_bits
+# ----------------------------------------------------------------------------------
+
+_PHILOX_KEY_A = gl.constexpr(0x9E3779B9)
+_PHILOX_KEY_B = gl.constexpr(0xBB67AE85)
+_PHILOX_ROUND_A = gl.constexpr(0xD2511F53)
+_PHILOX_ROUND_B = gl.constexpr(0xCD9E8D57)
+
+
+@gluon.jit
+def philox4x32(k0, k1, c0, c1, c2, c3):
+    """Ten rounds of Philox-4x32 on uint32 counters (c0..c3, tensors of one shape and
+    layout) under the key (k0, k1) (uint32 scalars): tl.philox's rounds, written for
+    Gluon (which has no tl.random); four uint32 outputs."""
+    for _ in gl.static_range(10):
+        pb = c2.to(gl.uint64) * _PHILOX_ROUND_B
+        pa = c0.to(gl.uint64) * _PHILOX_ROUND_A
+        c0 = (pb >> 32).to(gl.uint32) ^ c1 ^ k0
+        c2 = (pa >> 32).to(gl.uint32) ^ c3 ^ k1
+        c1 = pb.to(gl.uint32)
+        c3 = pa.to(gl.uint32)
+        k0 = k0 + _PHILOX_KEY_A
+        k1 = k1 + _PHILOX_KEY_B
+    return c0, c1, c2, c3
+
+
+@gluon.jit
+def _quadrant(x):
+    """The (R // 16, 8, C // 16, 8) quarter of an (R, C) wgmma-layout tile at rows i % 16
+    < 8 and columns j % 16 < 8 (a thread holds rows r, r + 8 and columns c, c + 8: the
+    reshape / permute / split move no data)."""
+    R: gl.constexpr = x.shape[0]
+    C: gl.constexpr = x.shape[1]
+    lo_rows, _ = x.reshape([R // 16, 2, 8, C // 16, 2, 8]).permute(0, 2, 3, 5, 4, 1).split()
+    q, _ = lo_rows.split()
+    return q
+
+
+@gluon.jit
+def _unquadrant(a, b, c, d, layout: gl.constexpr):
+    """The (R, C) tile in ``layout`` (the wgmma accumulator layout) whose rows i % 16 < 8
+    / >= 8 and columns j % 16 < 8 / >= 8 are a (low, low), b (low, high), c (high, low),
+    d (high, high): _quadrant's inverse (a renaming of registers)."""
+    R: gl.constexpr = a.shape[0] * 16
+    C: gl.constexpr = a.shape[2] * 16
+    x = gl.join(gl.join(a, b), gl.join(c, d)).permute(0, 5, 1, 2, 4, 3).reshape([R, C])
+    return gl.convert_layout(x, layout, assert_trivial=True)
+
+
+@gluon.jit
+def dropout_draw(seed, rng_offset, bh, rows, cols):
+    """The uint32 Philox numbers of _common.dropout_keep for query ``rows`` and key
+    ``cols`` of batch * head ``bh``, as an (R, C) tile in their parent layout (the wgmma
+    accumulator layout; rows / cols 1-D in its slices, aligned runs of 16): one Philox
+    call per (row pair, key pair), counter (8 * (i // 16) + i % 8, the same for j, bh,
+    rng_offset), key (seed low, seed high), its four numbers for (i, j), (i, j + 8),
+    (i + 8, j), (i + 8, j + 8), all four in the thread that holds them."""
+    layout: gl.constexpr = rows.type.layout.parent
+    R: gl.constexpr = rows.shape[0]
+    C: gl.constexpr = cols.shape[0]
+    zero = gl.zeros([R, C], gl.int32, layout)
+    rp = _quadrant(((rows // 16) * 8 + rows % 8)[:, None] + zero)
+    cp = _quadrant(((cols // 16) * 8 + cols % 8)[None, :] + zero)
+    seed64 = seed.to(gl.int64)
+    k0 = (seed64 & 0xFFFFFFFF).to(gl.uint32)
+    k1 = ((seed64 >> 32) & 0xFFFFFFFF).to(gl.uint32)
+    c2 = (rp * 0 + bh).to(gl.uint32, bitcast=True)
+    c3 = (rp * 0 + rng_offset.to(gl.int32)).to(gl.uint32, bitcast=True)
+    a, b, c, d = philox4x32(k0, k1, rp.to(gl.uint32, bitcast=True),
+                            cp.to(gl.uint32, bitcast=True), c2, c3)
+    return _unquadrant(a, b, c, d, layout)
+
+
+def dropout_window(dropout_p: float):
+    """(bias, span) for ``dropout_keeps``, int32 bit patterns, or None where no element
+    can be kept (dropout_p within ~3e-8 of 1: the caller runs the portable kernel).
+    The portable kernels keep an element when tl.uint_to_uniform_float of its Philox
+    number is >= dropout_p: the number as int32 x, ~x where x < 0, as fp32 times the
+    fp32 2^-31 scale. That value is monotone in y = x ^ (x >> 31), so it is kept when y >=
+    T, the least such y (found here by bisection in numpy's fp32, round to nearest as the
+    GPU's cvt.rn / mul.rn); as uint32 u that is T <= u <= 2^32 - 1 - T, one unsigned
+    compare: u - T <= 2^32 - 1 - 2T."""
+    import numpy as np
+
+    p = np.float32(dropout_p)
+    scale = np.float32(4.6566127342e-10)
+    lo, hi = 0, 2**31  # the least passing y lies in [lo, hi]; 2^31: none passes
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if np.float32(np.float32(mid) * scale) >= p:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo == 2**31:
+        return None
+    span = 2**32 - 1 - 2 * lo
+    return lo, span - 2**32 if span >= 2**31 else span
+
+
+@gluon.jit
+def dropout_keeps(r, bias, span):
+    """-1 where the element of Philox number ``r`` (uint32) is kept, else 0 (int32): the
+    portable kernels' test in integers (dropout_window's bias and span). One unsigned
+    compare and a select, in inline PTX so that the mask stays an integer: LLVM would
+    fold a mask ANDed with constants back into two selects per element on a predicate
+    that ptxas then saves and restores (P2R / ISETP, 186 of 1712 SASS instructions of a
+    128 x 128 tile's draw and words)."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .pred p; sub.u32 $0, $1, $2; setp.le.u32 p, $0, $3; selp.b32 $0, -1, 0, p; }",
+        "=r,r,r,r", [r, bias.to(gl.uint32, bitcast=True), span.to(gl.uint32, bitcast=True)],
+        dtype=gl.int32, is_pure=True, pack=1)
+
+
+@gluon.jit
+def store_bits_mma(BITS, keep, bh, row0, col0, seqlen_q, seqlen_k, MASKED: gl.constexpr):
+    """_common.store_dropout_bits for an (R, C) tile of dropout_keeps' masks (-1 kept) in
+    the wgmma
+    accumulator layout at query rows row0 .. row0 + R - 1 and keys col0 .. col0 + C - 1
+    (row0 a multiple of 16, col0 of 32, C of 32; MASKED: the tile may reach past
+    seqlen_q or seqlen_k, whose bits are 0): per row C // 32 words, an OR over one quad of
+    threads; per key R // 16 half-words, an OR over one warp's 16 rows, two keys packed
+    per 32-bit shuffle. Returns the by-row words ((R, C // 32), each row's in the threads
+    that hold the row). The bit positions come from the tile's own aranges: constants per
+    register, so each element's bit is an AND into the OR tree (one LOP3)."""
+    layout: gl.constexpr = keep.type.layout
+    R: gl.constexpr = keep.shape[0]
+    C: gl.constexpr = keep.shape[1]
+    base, W, WQ = _bits_block(BITS, bh, seqlen_q, seqlen_k)
+    r = gl.arange(0, R, layout=gl.SliceLayout(1, layout))
+    c = gl.arange(0, C, layout=gl.SliceLayout(0, layout))
+    if MASKED:
+        ok = ((row0 + r) < seqlen_q)[:, None] & ((col0 + c) < seqlen_k)[None, :]
+        keep = gl.where(ok, keep, 0)
+    # by row: each row's C // 32 words, one OR over runs of 32 keys
+    words = gl.reduce_or((keep & (1 << (c % 32))[None, :]).reshape([R, C // 32, 32]), axis=2)
+    w_layout: gl.constexpr = words.type.layout
+    wrows = row0 + gl.arange(0, R, layout=gl.SliceLayout(1, w_layout))
+    wcols = col0 // 32 + gl.arange(0, C // 32, layout=gl.SliceLayout(0, w_layout))
+    gl.store(base + wrows[:, None].to(gl.int64) * W + wcols[None, :], words,
+             mask=(wrows < seqlen_q)[:, None] & (wcols < W)[None, :])
+    # by key: each key's R // 16 half-words (rows 0-15 of a word the low half), keys 2i
+    # and 2i + 1 (one thread's pair) in the low and high halves of one int32, one OR over
+    # a warp's 16 rows, stored as int16 (little-endian)
+    bit = (1 << (r % 16))[:, None] << (16 * (c % 2))[None, :]
+    pairs = gl.reduce_or((keep & bit).reshape([R // 16, 16, C // 2, 2]), axis=3)
+    pairs = gl.reduce_or(pairs, axis=1)
+    p_layout: gl.constexpr = pairs.type.layout
+    hrows = row0 // 16 + gl.arange(0, R // 16, layout=gl.SliceLayout(1, p_layout))
+    hcols = col0 + 2 * gl.arange(0, C // 2, layout=gl.SliceLayout(0, p_layout))
+    hbase = (base + seqlen_q * W).to(gl.pointer_type(gl.int16))
+    hptrs = hbase + hcols[None, :].to(gl.int64) * (2 * WQ) + hrows[:, None]
+    row_ok = (hrows < 2 * WQ)[:, None]
+    gl.store(hptrs, pairs.to(gl.int16), mask=(hcols < seqlen_k)[None, :] & row_ok)
+    gl.store(hptrs + 2 * WQ, (pairs >> 16).to(gl.int16),
+             mask=(hcols + 1 < seqlen_k)[None, :] & row_ok)
+    return words
+
+
+@gluon.jit
+def bits_keeps(words, layout: gl.constexpr):
+    """The (R, C) keep tile in ``layout`` read back from store_bits_mma's by-row words
+    ((R, C // 32)): bit c % 32 of word c // 32."""
+    R: gl.constexpr = words.shape[0]
+    C: gl.constexpr = words.shape[1] * 32
+    w3_layout: gl.constexpr = words.type.layout.parent
+    w3 = words[:, :, None] + gl.zeros([R, C // 32, 32], gl.int32, w3_layout)
+    w = gl.convert_layout(w3.reshape([R, C]), layout, assert_trivial=True)
+    c = gl.arange(0, C, layout=gl.SliceLayout(0, layout))
+    return (w & (1 << (c % 32))[None, :]) != 0
+
+
+@gluon.jit
+def dropped(p, keep):
+    """fp32 ``p`` with 0 where ``keep`` (dropout_keeps' mask: -1 kept, 0 dropped) is 0:
+    one AND of the bits."""
+    return (p.to(gl.int32, bitcast=True) & keep).to(gl.float32, bitcast=True)

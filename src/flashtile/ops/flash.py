@@ -491,21 +491,25 @@ def attention_forward(
             raise ValueError("lse= buffer must be contiguous")
     if out.numel() == 0:
         return out, lse
-    if config is None and _maybe_sm90(device) and hopper_fwd.hopper_supported(
-        q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
-        softmax_scale=softmax_scale, windows=True, softcaps=True,
-    ):  # sm_90: the Gluon kernel (ops/hopper_fwd.py) where configs.hopper_fwd_schedule
-        # measured it faster (a sliding window or softcap: stage A or C, window_config);
-        # FLASHTILE_DISABLE_HOPPER=1 skips it
-        causal_ = window_size[1] == 0
-        left = window_size[0]
-        hcfg = hopper_fwd.call_config(q.shape[-1], causal_, seqlen_q, left, softcap)
-        if hcfg is not None:
-            return hopper_fwd.hopper_attention_forward(
-                q, k, v, softmax_scale, causal_, out, lse, hcfg, left, softcap
-            )
     if dropout_p > 0 and rng_state is None:
         rng_state = draw_rng_state(device)
+    if config is None and _maybe_sm90(device) and hopper_fwd.hopper_supported(
+        q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
+        softmax_scale=softmax_scale, windows=True, softcaps=True, dropouts=True,
+    ):  # sm_90: the Gluon kernel (ops/hopper_fwd.py) where configs.hopper_fwd_schedule
+        # measured it faster (a sliding window or softcap: stage A or C, window_config;
+        # dropout: stage A, dropout_config); FLASHTILE_DISABLE_HOPPER=1 skips it
+        causal_ = window_size[1] == 0
+        left = window_size[0]
+        if dropout_p > 0:
+            hcfg = hopper_fwd.dropout_config(q.shape[-1], causal_, seqlen_q)
+        else:
+            hcfg = hopper_fwd.call_config(q.shape[-1], causal_, seqlen_q, left, softcap)
+        if hcfg is not None:
+            return hopper_fwd.hopper_attention_forward(
+                q, k, v, softmax_scale, causal_, out, lse, hcfg, left, softcap, dropout_p,
+                rng_state if dropout_p > 0 else (0, 0),
+            )
     key = None
     if (fresh and config is None and USE_PLANS and FAST_LAUNCH
             and device.type in _FAST_LAUNCH_DEVICES):

@@ -68,16 +68,28 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .. import configs
-from ._common import device_capability, device_ctx, env_mode, is_interpreting, tanh_f32
+from ._common import (
+    DROPOUT_BITS_HEADER,
+    device_capability,
+    device_ctx,
+    env_mode,
+    is_interpreting,
+    tanh_f32,
+)
 from ._gluon_common import GL_DTYPES as _GL_DTYPES
 from ._gluon_common import (
     alloc_ring_pair,
+    dropout_draw,
+    dropout_keeps,
+    dropout_window,
+    dropped,
     exp2_mixed,
     issue_kv,
     issue_kv_slot,
     scratch_allocator,
     seq_bounds,
     seq_desc,
+    store_bits_mma,
     window_tile_range,
 )
 from ._gluon_common import kv_tile_range as _tile_range
@@ -92,6 +104,7 @@ __all__ = [
 ]
 
 HOPPER_HEAD_DIMS = (64, 128, 256)
+_BITS_HEADER = gl.constexpr(DROPOUT_BITS_HEADER)  # the kernels' view of it
 _DTYPES = (torch.float16, torch.bfloat16)
 
 
@@ -106,7 +119,7 @@ def _hopper_disabled() -> bool:
 
 def hopper_supported(
     q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None,
-    windows=False, softcaps=False,
+    windows=False, softcaps=False, dropouts=False,
 ):
     """True when the Gluon forward can run this call: an sm_90 device (not the
     interpreter, not disabled by FLASHTILE_DISABLE_HOPPER=1) and a problem it covers
@@ -115,7 +128,8 @@ def hopper_supported(
     ``window`` is the launchers' ``(left, right)``: None for an unbounded side, any int a
     bound. Causal is ``causal=True`` or ``right == 0`` with no left bound. ``windows``:
     the caller can run a left bound (a sliding window) through ``window_config``;
-    ``softcaps``: a softcap (stages A and C, opt-in: ``softcap_mode``).
+    ``softcaps``: a softcap (stages A and C, opt-in: ``softcap_mode``); ``dropouts``:
+    dropout (stage A, ``dropout_config``).
     """
     if _hopper_disabled() or is_interpreting():
         return False
@@ -124,17 +138,19 @@ def hopper_supported(
     if device_capability(q.device) != (9, 0):
         return False
     return hopper_problem_ok(q, k, v, causal, window, softcap, dropout_p, softmax_scale,
-                             windows, softcaps)
+                             windows, softcaps, dropouts)
 
 
 def hopper_problem_ok(
     q, k, v, causal=False, window=(None, None), softcap=0.0, dropout_p=0.0, softmax_scale=None,
-    windows=False, softcaps=False,
+    windows=False, softcaps=False, dropouts=False,
 ):
     """The device-independent half of ``hopper_supported``: fp16/bf16, head dim in
     HOPPER_HEAD_DIMS, full or causal masking (with ``windows`` and ``window_mode`` on,
     also a left bound >= 0: a sliding window, causal or not; no right bound other than
-    causal's; with ``softcaps`` and ``softcap_mode`` on, a softcap > 0; no dropout), a
+    causal's; with ``softcaps`` and ``softcap_mode`` on, a softcap > 0; dropout only with
+    ``dropouts`` and ``dropout_mode`` on, at configs.HOPPER_DROPOUT_HEAD_DIMS, without a
+    window or softcap, and where some element can be kept: ``dropout_window``), a
     positive scale, non-empty q and k, and
     TMA-addressable tensors (16-byte aligned base and strides, last stride 1)."""
     if q.dtype not in _DTYPES or not (q.dtype == k.dtype == v.dtype):
@@ -150,7 +166,11 @@ def hopper_problem_ok(
         return False
     if softcap and not (softcaps and softcap > 0 and softcap_mode() != "off"):
         return False
-    if dropout_p or (softmax_scale is not None and not softmax_scale > 0):
+    if dropout_p and not (dropouts and dropout_mode() != "off" and left is None
+                          and not softcap and q.shape[-1] in configs.HOPPER_DROPOUT_HEAD_DIMS
+                          and _dropout_window(float(dropout_p)) is not None):
+        return False
+    if softmax_scale is not None and not softmax_scale > 0:
         return False
     if k.shape[1] == 0 or q.shape[1] == 0:
         return False
@@ -163,13 +183,16 @@ def hopper_problem_ok(
 
 
 def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=None,
-                             left=None, softcap=0.0):
+                             left=None, softcap=0.0, dropout_p=0.0, rng_state=(0, 0)):
     """Run the Gluon forward into ``out`` ((B, M, H, D), q's dtype, TMA-addressable) and
     ``lse`` ((B, H, M) fp32, contiguous). Call only when ``hopper_supported`` holds.
     ``left``: a sliding window's left bound (row i sees keys from i + N - M - left on;
     stages A and C, ``window_config``); ``softcap`` > 0: scores softcap * tanh(s /
-    softcap) (the same). Returns ``(out, lse)``; lse in natural log, -inf on rows that
-    see no key."""
+    softcap) (the same). ``dropout_p`` > 0: attention dropout with ``rng_state`` as
+    flash.attention_forward takes it ((seed, offset) ints, the on-device int64 pair, or a
+    dropout_bits_buffer whose words this forward writes), the portable kernels' decisions
+    bit for bit (stage A, ``dropout_config``). Returns ``(out, lse)``; lse in natural log,
+    -inf on rows that see no key."""
     batch, seqlen_q, _, head_dim = q.shape
     seqlen_k = k.shape[1]
     cfg = config or default_config(head_dim, causal, seqlen_q)
@@ -178,11 +201,18 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
     if not _tma_addressable(out):  # a caller's out= view TMA cannot store to
         tmp = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         hopper_attention_forward(q, k, v, softmax_scale, causal, tmp, lse, cfg, left,
-                                 softcap)
+                                 softcap, dropout_p, rng_state)
         return out.copy_(tmp), lse
+    drop = {}
+    if dropout_p:
+        if cfg.schedule != "A":
+            raise ValueError(f"dropout runs on stage A: {cfg}")
+        bias, span = _dropout_window(float(dropout_p))
+        drop = dict(seed=rng_state[0], rng_offset=rng_state[1], drop_bias=bias,
+                    drop_span=span, keep_p=1.0 - float(dropout_p), DROPOUT=True)
     with device_ctx(q):
         _launch(cfg, seqlen_q, batch, q, k, v, out, lse, (None,) * 6, seqlen_q, seqlen_k,
-                softmax_scale, causal, left=left, softcap=softcap)
+                softmax_scale, causal, left=left, softcap=softcap, **drop)
     return out, lse
 
 
@@ -224,6 +254,22 @@ def hopper_varlen_supported(q, k, v, out, causal, window, softcap, softmax_scale
     views = [x.unsqueeze(0) for x in (q, k, v)]
     return hopper_supported(*views, causal, window, softcap, 0.0, softmax_scale,
                             windows=True, softcaps=True) and _tma_addressable(out)
+
+
+def dropout_mode() -> str:
+    """FLASHTILE_HOPPER_DROPOUT: unset / "auto" / "1": dropout runs on the Gluon forward
+    where it covers the call (``hopper_problem_ok``); "0": on the portable forward."""
+    return env_mode("FLASHTILE_HOPPER_DROPOUT")
+
+
+def dropout_config(head_dim, causal, seqlen_q):
+    """A dropout call's config: stage A uncapped (configs.hopper_fwd_dropout_config)."""
+    return configs.hopper_fwd_dropout_config(head_dim, causal, seqlen_q)
+
+
+@functools.lru_cache(maxsize=64)
+def _dropout_window(dropout_p: float):
+    return dropout_window(dropout_p)
 
 
 def varlen_mode() -> str:
@@ -414,13 +460,18 @@ def _softmax_step(qk, m_i, l_i, qk_scale, MASKED: gl.constexpr, EXP2_EMU: gl.con
 
 @gluon.jit
 def _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q,
-              BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr):
+              BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr, keep_p=1.0,
+              DROPOUT: gl.constexpr = False):
     """out = acc / l through shared memory (the Q tile's buffer) and a TMA store, which
-    clips rows past seqlen_q; lse = (m + log2 l) * ln 2, -inf on rows with no key."""
+    clips rows past seqlen_q; lse = (m + log2 l) * ln 2, -inf on rows with no key.
+    DROPOUT: out = acc / (l * keep_p), keep_p = 1 - dropout_p (the kept entries scaled by
+    1 / keep_p); lse stays the softmax's."""
     o_layout: gl.constexpr = acc.type.layout
     empty = l_i == 0.0
     l_safe = gl.where(empty, 1.0, l_i)
     lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
+    if DROPOUT:
+        l_safe = l_safe * keep_p
     o = acc / gl.convert_layout(l_safe, gl.SliceLayout(1, o_layout))[:, None]
     gl.thread_barrier()  # every warpgroup is done reading Q before O overwrites it
     q_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(q_smem.dtype))
@@ -487,12 +538,15 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                 MASKED: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
                 EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0,
-                SOFTCAP: gl.constexpr = False, EARLY_EXPECT: gl.constexpr = False):
+                SOFTCAP: gl.constexpr = False, EARLY_EXPECT: gl.constexpr = False,
+                drop=None, DROPOUT: gl.constexpr = False):
     """Step i: consume key tile t = _step_tile(i) from ring slot i % NUM_STAGES: S = Q K^T
     (wgmma, smem x smem), softmax in registers, O += P V (wgmma, P from registers), then
     refill the slot with the tile of step i + NUM_STAGES. The steps visit tiles [lo,
     n_tiles) (lo > 0 only under a sliding window, HAS_LEFT). SOFTCAP: the scores are
-    tanh(qk * cap_scale), and qk_scale carries softcap * log2(e)."""
+    tanh(qk * cap_scale), and qk_scale carries softcap * log2(e). DROPOUT: ``drop`` =
+    _dropout_args'; the tile's decisions are drawn (and written as bits) while the
+    tensor cores compute S, and P's dropped entries are zeroed after the row sums."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = acc.type.layout
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -504,14 +558,18 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     mbarrier.wait(k_bars.index(s), phase)
     qk = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     qk = warpgroup_mma(q2, k_buf.permute((1, 0)), qk, use_acc=False, is_async=True)
+    t = _step_tile(i, lo, n_tiles, MASKED_FIRST)
+    if DROPOUT:  # integer work under the GEMM
+        keep = _dropout_tile(drop, rows, t * BLOCK_N, seqlen_k, BLOCK_N, s_layout, MASKED)
     qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
     if SOFTCAP:
         qk = tanh_f32(qk * cap_scale, True)
     if MASKED:
-        t = _step_tile(i, lo, n_tiles, MASKED_FIRST)
         qk = _scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
     # -- rescale, accumulate --
     p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED, EXP2_EMU)
+    if DROPOUT:  # after the row sums: the normaliser counts every key
+        p = dropped(p, keep)
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     p = gl.convert_layout(p.to(q2.dtype), p_layout)
     mbarrier.wait(v_bars.index(s), phase)
@@ -524,6 +582,36 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
                   _step_tile(nxt, lo, n_tiles, MASKED_FIRST), b, hk, nxt < n_tiles - lo,
                   BLOCK_N, EARLY_EXPECT, True)
     return acc, m_i, l_i
+
+
+@gluon.jit
+def _dropout_tile(drop, rows, col0, seqlen_k, BLOCK_N: gl.constexpr, layout: gl.constexpr,
+                  MASKED: gl.constexpr):
+    """The keep mask (-1 kept, 0 dropped) of query ``rows`` and keys col0 .. col0 +
+    BLOCK_N - 1: _common.dropout_keep's Philox draw, bit for bit, in the wgmma layout;
+    with a dropout_bits_buffer also written as its words (store_bits_mma)."""
+    seed, rng_offset, bh, bias, span, seed_arg, seqlen_q, row0 = drop
+    cols = col0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
+    keep = dropout_keeps(dropout_draw(seed, rng_offset, bh, rows, cols), bias, span)
+    if seed_arg.dtype.is_ptr():
+        if seed_arg.dtype.element_ty == gl.int32:
+            store_bits_mma(seed_arg + _BITS_HEADER, keep, bh, row0, col0, seqlen_q,
+                           seqlen_k, MASKED)
+    return keep
+
+
+@gluon.jit
+def _dropout_args(seed, rng_offset, bh, bias, span, seqlen_q, row0):
+    """``drop`` of the DROPOUT steps: (seed, rng_offset, bh, bias, span, the seed
+    argument, seqlen_q, row0: the program's first query row). The ``seed`` argument is an
+    int, or a pointer: an int64 (seed, offset) pair drawn on the device
+    (flash.draw_rng_state under graph capture), or a dropout_bits_buffer (int32: the pair
+    in its header, then the words this forward writes)."""
+    seed_arg = seed
+    if seed.dtype.is_ptr():
+        rng_offset = gl.load(seed + 1).to(gl.int32)
+        seed = gl.load(seed).to(gl.int32)
+    return seed, rng_offset, bh, bias, span, seed_arg, seqlen_q, row0
 
 
 @gluon.jit
@@ -547,6 +635,9 @@ def _fwd_kernel(
     VARLEN: gl.constexpr = False, EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False,
     cap_scale=1.0, SOFTCAP: gl.constexpr = False,  # softcap: tanh(qk * sm_scale / softcap)
     EARLY_EXPECT: gl.constexpr = False,  # HopperFwdConfig.early_expect
+    # DROPOUT: seed / rng_offset as _dropout_args takes them, bias / span of
+    # _gluon_common.dropout_window, keep_p = 1 - dropout_p
+    seed=0, rng_offset=0, drop_bias=0, drop_span=0, keep_p=1.0, DROPOUT: gl.constexpr = False,
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -591,6 +682,10 @@ def _fwd_kernel(
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
     l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
+    drop = None
+    if DROPOUT:
+        drop = _dropout_args(seed, rng_offset, gl.program_id(1), drop_bias, drop_span,
+                             seqlen_q, start_m)
     mbarrier.wait(q_bar, 0)
     q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
 
@@ -613,24 +708,24 @@ def _fwd_kernel(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT,
+            SOFTCAP, EARLY_EXPECT, drop, DROPOUT,
         )
     for i in range(ends_0, ends_1):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, False, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT,
+            SOFTCAP, EARLY_EXPECT, drop, DROPOUT,
         )
     for i in range(ends_1, n_tiles - lo):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT,
+            SOFTCAP, EARLY_EXPECT, drop, DROPOUT,
         )
     _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
-              HEAD_DIM)
+              HEAD_DIM, keep_p, DROPOUT)
 
 
 # ==================================================================================
@@ -1084,10 +1179,13 @@ def _fwd_c_kernel(
 
 
 def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
-                 varlen: bool = False, window: bool = False, softcap: bool = False):
+                 varlen: bool = False, window: bool = False, softcap: bool = False,
+                 dropout: str | None = None):
     """Compile the Gluon forward for sm_90 on any machine (no GPU needed) with the
     argument types a real launch produces (``varlen``: hopper_varlen_forward's;
-    ``window``: a sliding window's left bound, ``softcap``: SOFTCAP, stages A / C). Returns
+    ``window``: a sliding window's left bound, ``softcap``: SOFTCAP, stages A / C;
+    ``dropout``: "seed" (host ints), "pair" (the on-device int64 pair) or "bits" (a
+    dropout_bits_buffer, whose words the kernel writes), stage A). Returns
     Triton's compiled kernel (``.asm`` holds ttgir/ptx/cubin, ``.metadata.shared`` the
     shared memory in bytes)."""
     from triton.backends.compiler import GPUTarget
@@ -1121,6 +1219,11 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         constexprs["HAS_LEFT"] = window
         sig["cap_scale"] = "fp32"
         constexprs["SOFTCAP"] = softcap
+    if dropout:
+        seed = {"seed": "i32", "pair": "*i64", "bits": "*i32"}[dropout]
+        sig.update(seed=seed, rng_offset="i32", drop_bias="i32", drop_span="i32",
+                   keep_p="fp32")
+        constexprs["DROPOUT"] = True
     sig.update({name: "constexpr" for name in constexprs})
     src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),

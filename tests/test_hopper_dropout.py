@@ -1,0 +1,232 @@
+"""Dropout on the Gluon forward (ops/hopper_fwd.py stage A; the draw and the bit words in
+the wgmma layout, ops/_gluon_common.py).
+
+CPU (every CI run): the integer keep test against the portable kernels' float one, the
+dispatch predicate and the launcher's routing (kernels stubbed); the builds themselves
+compile in test_hopper.py (``hopper-dropout`` variants). GPU (``gpu`` marker, an H200
+through scripts/gpu_check.sh): the Gluon forward's decisions bit for bit the portable
+kernels' (flash.dropout_mask), its words those that both backwards read, its output within
+the DESIGN.md bound of the float64 reference replaying that mask, and through autograd
+with the Gluon backward reading its words.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import flashtile
+from flashtile import configs
+from flashtile.ops import flash, hopper_fwd
+from flashtile.ops._gluon_common import dropout_window
+from flashtile.validate import check_close, make_qkv
+from sm90 import IS_SM90
+
+# ----------------------------------------------------------------------------------
+# CPU
+# ----------------------------------------------------------------------------------
+
+
+def _float_keep(x: np.ndarray, p: float) -> np.ndarray:
+    """tl.uint_to_uniform_float(x) >= p in fp32, as the portable kernels test it."""
+    x = x.astype(np.int64)
+    y = np.where(x < 0, -x - 1, x).astype(np.float32)
+    return (y * np.float32(4.6566127342e-10)).astype(np.float32) >= np.float32(p)
+
+
+def _int_keep(x: np.ndarray, bias: int, span: int) -> np.ndarray:
+    """dropout_keeps' test: (u - bias) mod 2^32 <= span, all as uint32."""
+    u = x.astype(np.int64) & 0xFFFFFFFF
+    return ((u - (bias & 0xFFFFFFFF)) & 0xFFFFFFFF) <= (span & 0xFFFFFFFF)
+
+
+@pytest.mark.parametrize("p", [0.0, 1e-9, 0.1, 0.2, 0.25, 1 / 3, 0.5, 0.9, 0.999999])
+def test_dropout_window_is_the_float_test(p):
+    """The integer window keeps exactly what the fp32 test keeps: random int32 numbers,
+    both signs, and every number within 64 of the window's two edges and of 0, 2^31 - 1,
+    -2^31."""
+    bias, span = dropout_window(p)
+    rng = np.random.default_rng(int(p * 1e6))
+    xs = [rng.integers(-(2**31), 2**31, size=200_000)]
+    edges = (bias, -bias - 1, 0, -1, 2**31 - 1, -(2**31))
+    xs += [np.arange(e - 64, e + 65) for e in edges]
+    x = np.concatenate(xs)
+    x = x[(x >= -(2**31)) & (x < 2**31)]
+    np.testing.assert_array_equal(_int_keep(x, bias, span), _float_keep(x, p))
+
+
+def test_dropout_window_edges():
+    """p = 0 keeps everything; a p that rounds to 1 in fp32 keeps nothing: None (the
+    portable kernel runs it)."""
+    assert dropout_window(0.0) == (0, -1)  # span 2^32 - 1: every number
+    assert dropout_window(1 - 1e-9) is None
+    assert dropout_window(0.5) is not None
+
+
+def _qkv(head_dim=64, seqlen=64):
+    q = torch.randn(2, seqlen, 4, head_dim, dtype=torch.bfloat16)
+    k = torch.randn(2, seqlen + 5, 2, head_dim, dtype=torch.bfloat16)
+    return q, k, torch.randn_like(k)
+
+
+def test_dropout_problem_ok(monkeypatch):
+    """Dropout reaches the Gluon forward only when the caller asks (``dropouts``), at
+    configs.HOPPER_DROPOUT_HEAD_DIMS, without a window or softcap, and not under
+    FLASHTILE_HOPPER_DROPOUT=0."""
+    monkeypatch.delenv("FLASHTILE_HOPPER_DROPOUT", raising=False)
+    for hd in hopper_fwd.HOPPER_HEAD_DIMS:
+        ok = hd in configs.HOPPER_DROPOUT_HEAD_DIMS
+        for causal in (False, True):
+            assert hopper_fwd.hopper_problem_ok(*_qkv(hd), causal, dropout_p=0.2,
+                                                dropouts=True) is ok
+            assert not hopper_fwd.hopper_problem_ok(*_qkv(hd), causal, dropout_p=0.2)
+    monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT", "0")
+    assert hopper_fwd.dropout_mode() == "off"
+    assert not hopper_fwd.hopper_problem_ok(*_qkv(), True, dropout_p=0.2, dropouts=True)
+
+
+def test_dropout_config():
+    """Dropout runs stage A's tiles uncapped (the draw needs the registers) at every
+    query length, short ones included."""
+    for causal in (False, True):
+        for seqlen in (128, 256, 1024, 16384):
+            cfg = hopper_fwd.dropout_config(64, causal, seqlen)
+            assert cfg.schedule == "A" and cfg.max_regs is None
+            assert (cfg.block_m, cfg.block_n) == (128, 128)
+
+
+@pytest.mark.parametrize("rng", ["ints", "bits"])
+def test_dropout_reaches_the_gluon_forward(monkeypatch, rng):
+    """attention_forward hands a dropout call (its RNG state as given: host ints or a
+    dropout_bits_buffer) to the Gluon launcher with the dropout config, and the launcher
+    gives stage A's kernel DROPOUT, the seed argument, the integer window and 1 - p. The
+    device checks and the kernel are stubbed; nothing runs on a GPU."""
+    q, k, v = _qkv()
+    monkeypatch.setattr(flash, "_maybe_sm90", lambda device: True)
+    monkeypatch.setattr(hopper_fwd, "hopper_supported",
+                        lambda *a, **kw: kw["dropouts"] and kw["dropout_p"] == 0.25)
+    launched = []
+    monkeypatch.setattr(hopper_fwd, "_gluon_launch",
+                        lambda kernel, grid, dev, *a, **kw: launched.append((kernel, kw)))
+    monkeypatch.setattr(hopper_fwd, "_desc", lambda x, rows: None)
+    buf = flash.dropout_bits_buffer((1234, 5), 2, 4, 64, 69, q.device)
+    state = (1234, 5) if rng == "ints" else (buf, 0)
+    out, lse = flash.attention_forward(q, k, v, causal=True, dropout_p=0.25, rng_state=state)
+    (kernel, kw), = launched
+    assert kernel is hopper_fwd._fwd_kernel
+    assert kw["DROPOUT"] is True and kw["seed"] is state[0] and kw["rng_offset"] == state[1]
+    assert (kw["drop_bias"], kw["drop_span"]) == dropout_window(0.25)
+    assert kw["keep_p"] == pytest.approx(0.75)
+    assert kw["MASKED_FIRST"] is False  # uncapped: tiles in order
+    launched.clear()
+    flash.attention_forward(q, k, v, causal=True, dropout_p=0.5, rng_state=state)
+    assert not launched  # hopper_supported said no: the portable kernel ran
+
+
+# ----------------------------------------------------------------------------------
+# GPU
+# ----------------------------------------------------------------------------------
+
+
+def _gpu_sm90():
+    if not IS_SM90:
+        pytest.skip("needs an sm_90 GPU (H100/H200)")
+
+
+def _decode_words(words, batch, nheads, seqlen_q, seqlen_k):
+    """(by-row, by-key) keep masks (B, H, Sq, Sk) of a dropout_bits_buffer's words (the
+    layout of _common._bits_block / store_dropout_bits)."""
+    W, WQ = -(-seqlen_k // 32), -(-seqlen_q // 32)
+    per = seqlen_q * W + seqlen_k * WQ
+    blocks = words[: batch * nheads * per].view(batch, nheads, per).long() & 0xFFFFFFFF
+    rows = blocks[..., : seqlen_q * W].view(batch, nheads, seqlen_q, W)
+    cols = torch.arange(seqlen_k, device=words.device)
+    by_row = (rows[..., cols // 32] >> (cols % 32)) & 1
+    keys = blocks[..., seqlen_q * W:].view(batch, nheads, seqlen_k, WQ)
+    r = torch.arange(seqlen_q, device=words.device)
+    by_key = ((keys[..., r // 32] >> (r % 32)) & 1).transpose(-1, -2)
+    return by_row.bool(), by_key.bool()
+
+
+def _visible(seqlen_q, seqlen_k, causal, device):
+    if not causal:
+        return torch.ones(seqlen_q, seqlen_k, dtype=torch.bool, device=device)
+    i = torch.arange(seqlen_q, device=device)[:, None]
+    j = torch.arange(seqlen_k, device=device)[None, :]
+    return j <= i + seqlen_k - seqlen_q
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(1029, 1100), (256, 256), (300, 40), (1, 77)])
+@pytest.mark.parametrize("rng", ["ints", "pair", "bits"])
+def test_gluon_dropout_forward(causal, seqlen_q, seqlen_k, rng, device, monkeypatch):
+    """The Gluon forward with dropout (it ran: the launcher is spied on) applies the
+    portable kernels' mask bit for bit: out within the DESIGN.md bound of the float64
+    reference replaying flash.dropout_mask, lse the softmax's; with a bits buffer its
+    words hold that mask in both layouts at every element a causal mask leaves visible.
+    GQA 4:2, ragged lengths, rows with no key (300 x 40 causal)."""
+    from flashtile import reference
+
+    _gpu_sm90()
+    monkeypatch.delenv("FLASHTILE_HOPPER_DROPOUT", raising=False)
+    p, seed, offset = 0.2, 1234, 567
+    q, k, v = make_qkv(2, seqlen_q, seqlen_k, 4, 2, 64, torch.bfloat16, device,
+                       seed=seqlen_q + seqlen_k)
+    ran = []
+    real = hopper_fwd._launch
+    monkeypatch.setattr(hopper_fwd, "_launch",
+                        lambda *a, **kw: ran.append(kw.get("DROPOUT")) or real(*a, **kw))
+    buf = None
+    if rng == "ints":
+        state = (seed, offset)
+    elif rng == "pair":
+        state = (torch.tensor([seed, offset], dtype=torch.int64, device=device), 0)
+    else:
+        buf = flash.dropout_bits_buffer((seed, offset), 2, 4, seqlen_q, seqlen_k, device)
+        state = (buf, 0)
+    out, lse = flash.attention_forward(q, k, v, causal=causal, dropout_p=p, rng_state=state)
+    torch.cuda.synchronize()
+    assert ran == [True]
+    keep = flash.dropout_mask((seed, offset), 2, 4, seqlen_q, seqlen_k, p, device)
+    refs = [reference.attention_forward(q, k, v, causal=causal, dropout_p=p,
+                                        dropout_mask=keep, upcast=up) for up in (True, False)]
+    c = check_close("out", out, refs[0][0], refs[1][0])
+    assert c.ok, str(c)
+    ref_lse = refs[0][1].to(lse.device).float()
+    fin = torch.isfinite(ref_lse)
+    assert torch.equal(fin, torch.isfinite(lse))
+    assert torch.allclose(lse[fin], ref_lse[fin], atol=1e-3, rtol=1e-4)
+    if buf is not None:
+        by_row, by_key = _decode_words(buf[flash.DROPOUT_BITS_HEADER:], 2, 4, seqlen_q,
+                                       seqlen_k)
+        vis = _visible(seqlen_q, seqlen_k, causal, device).expand_as(keep)
+        assert torch.equal(by_row[vis], keep[vis])
+        assert torch.equal(by_key[vis], keep[vis])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_gluon_dropout_training(causal, device, monkeypatch):
+    """flash_attn_func's training call with dropout at MiniGPT's shape (6 heads of 64)
+    runs the Gluon forward (writing the words) and the Gluon backward (reading them): the
+    same torch seed gives the portable forward's output within rounding
+    (FLASHTILE_HOPPER_DROPOUT=0: the same mask) and gradients within 2^-6 of its largest
+    magnitude."""
+    _gpu_sm90()
+    q, k, v = make_qkv(4, 1024, 1024, 6, 6, 64, torch.bfloat16, device, seed=3)
+    dout = torch.randn_like(q)
+    ran = []
+    real = hopper_fwd._launch
+    monkeypatch.setattr(hopper_fwd, "_launch",
+                        lambda *a, **kw: ran.append(kw.get("DROPOUT")) or real(*a, **kw))
+    runs = []
+    for gluon in ("1", "0"):
+        monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT", gluon)
+        qkv = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        torch.manual_seed(11)
+        o = flashtile.flash_attn_func(*qkv, causal=causal, dropout_p=0.2)
+        runs.append((o, *torch.autograd.grad(o, qkv, dout)))
+    assert ran == [True]
+    for name, a, b in zip(("out", "dq", "dk", "dv"), runs[0], runs[1]):
+        scale = float(b.abs().max())
+        assert float((a.float() - b.float()).abs().max()) <= 2.0**-6 * scale, name
