@@ -401,10 +401,11 @@ def test_backward_gets_no_lse_zeros(device, monkeypatch):
 # kwargs, the plans made: the hd 256 forward runs Gluon stage A, which has none)
 PLAN_CASES = {
     "gqa-causal": (2, 256, 256, 4, 2, 64, dict(causal=True), {"fwd", "bwd"}),
-    # drawing (bits off: on the H200 bits would take the backward to the Gluon kernels,
-    # which have no plans), and the portable kernels writing / reading bits
-    "dropout": (2, 256, 256, 4, 2, 64, dict(causal=True, dropout_p=0.2, bits="0"),
-                {"fwd", "bwd"}),
+    # drawing on the portable forward (bits off: on the H200 bits would take the backward
+    # to the Gluon kernels, and FLASHTILE_HOPPER_DROPOUT=0 keeps the forward off Gluon
+    # stage A; neither has plans), and the portable kernels writing / reading bits
+    "dropout": (2, 256, 256, 4, 2, 64, dict(causal=True, dropout_p=0.2, bits="0",
+                                            hopper_dropout="0"), {"fwd", "bwd"}),
     "dropout-bits": (2, 256, 256, 4, 2, 64, dict(causal=True, dropout_p=0.2, bits="1",
                                                  hopper=False), {"fwd", "bwd"}),
     "window-softcap": (1, 333, 517, 4, 4, 128, dict(window_size=(96, 17), softcap=30.0),
@@ -430,6 +431,8 @@ def test_launch_plans_bitwise_gpu(case, device, monkeypatch):
         monkeypatch.setenv("FLASHTILE_DISABLE_HOPPER", "1")
     if "bits" in kwargs:
         monkeypatch.setenv(flash.DROPOUT_BITS_ENV_VAR, kwargs.pop("bits"))
+    if "hopper_dropout" in kwargs:
+        monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT", kwargs.pop("hopper_dropout"))
     q, k, v = (t.requires_grad_() for t in make_qkv(batch, sq, sk, h, hkv, d, torch.bfloat16,
                                                       device))
     dout = torch.randn_like(q)

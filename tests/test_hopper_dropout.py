@@ -70,15 +70,24 @@ def _qkv(head_dim=64, seqlen=64):
 
 def test_dropout_problem_ok(monkeypatch):
     """Dropout reaches the Gluon forward only when the caller asks (``dropouts``), at
-    configs.HOPPER_DROPOUT_HEAD_DIMS, without a window or softcap, and not under
-    FLASHTILE_HOPPER_DROPOUT=0."""
+    configs.HOPPER_DROPOUT_HEAD_DIMS, without a window or softcap, and only under
+    FLASHTILE_HOPPER_DROPOUT=1 (opt-in: the portable forward measured faster)."""
     monkeypatch.delenv("FLASHTILE_HOPPER_DROPOUT", raising=False)
+    assert hopper_fwd.dropout_mode() == "off"
+    assert not hopper_fwd.hopper_problem_ok(*_qkv(), True, dropout_p=0.2, dropouts=True)
+    monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT", "1")
     for hd in hopper_fwd.HOPPER_HEAD_DIMS:
         ok = hd in configs.HOPPER_DROPOUT_HEAD_DIMS
         for causal in (False, True):
             assert hopper_fwd.hopper_problem_ok(*_qkv(hd), causal, dropout_p=0.2,
                                                 dropouts=True) is ok
             assert not hopper_fwd.hopper_problem_ok(*_qkv(hd), causal, dropout_p=0.2)
+    q, k, v = _qkv()
+    assert not hopper_fwd.hopper_problem_ok(q, k, v, True, dropout_p=0.2, dropouts=True,
+                                            softcap=30.0, softcaps=True)
+    assert not hopper_fwd.hopper_problem_ok(q, k, v, True, window=(16, 0), windows=True,
+                                            dropout_p=0.2, dropouts=True)
+    assert not hopper_fwd.hopper_problem_ok(q, k, v, dropout_p=1 - 1e-9, dropouts=True)
     monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT", "0")
     assert hopper_fwd.dropout_mode() == "off"
     assert not hopper_fwd.hopper_problem_ok(*_qkv(), True, dropout_p=0.2, dropouts=True)
@@ -101,6 +110,7 @@ def test_dropout_reaches_the_gluon_forward(monkeypatch, rng):
     gives stage A's kernel DROPOUT, the seed argument, the integer window and 1 - p. The
     device checks and the kernel are stubbed; nothing runs on a GPU."""
     q, k, v = _qkv()
+    monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT", "1")
     monkeypatch.setattr(flash, "_maybe_sm90", lambda device: True)
     monkeypatch.setattr(hopper_fwd, "hopper_supported",
                         lambda *a, **kw: kw["dropouts"] and kw["dropout_p"] == 0.25)
@@ -168,7 +178,7 @@ def test_gluon_dropout_forward(causal, seqlen_q, seqlen_k, rng, device, monkeypa
     from flashtile import reference
 
     _gpu_sm90()
-    monkeypatch.delenv("FLASHTILE_HOPPER_DROPOUT", raising=False)
+    monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT", "1")
     p, seed, offset = 0.2, 1234, 567
     q, k, v = make_qkv(2, seqlen_q, seqlen_k, 4, 2, 64, torch.bfloat16, device,
                        seed=seqlen_q + seqlen_k)
