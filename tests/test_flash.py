@@ -123,27 +123,13 @@ def _assert_same_dropout(causal, device, rng, bwd_config=None, bwd_rng=None, exa
     return q, k, v, dout
 
 
-def _bit_layouts(buf, bh, seqlen_q, seqlen_k):
-    """A dropout_bits_buffer's decisions as two (bh, Sq, Sk) bool tensors: from the words
-    by row (bit c % 32 of word c // 32) and from the words by key (bit r % 32 of word
-    r // 32), both after the header."""
-    wk, wq = (seqlen_k + 31) // 32, (seqlen_q + 31) // 32
-    blocks = buf[flash.DROPOUT_BITS_HEADER:].view(bh, seqlen_q * wk + seqlen_k * wq).cpu()
-    by_row = blocks[:, : seqlen_q * wk].view(-1, seqlen_q, wk)
-    by_key = blocks[:, seqlen_q * wk:].view(-1, seqlen_k, wq)
-    cols, rows = torch.arange(seqlen_k), torch.arange(seqlen_q)
-    a = ((by_row[:, :, cols // 32] >> (cols % 32)) & 1).bool()
-    b = ((by_key[:, :, rows // 32] >> (rows % 32)) & 1).bool().transpose(1, 2)
-    return a, b
-
-
 @pytest.mark.parametrize("causal", [False, True])
 def test_dropout_bits_are_the_kernels_decisions(causal, device):
     """The forward given a dropout_bits_buffer draws with the (seed, offset) in its header
     (the output bitwise the pair's) and writes exactly the decisions it draws
-    (dropout_mask) in both layouts, over ragged lengths: every element without a causal
-    mask, every one the mask keeps with it (the triangle above is never visited). The
-    header takes host ints and an on-device pair alike."""
+    (dropout_mask) as bit blocks (_common.BITS_PAD), over ragged lengths: every element
+    without a causal mask, every one the mask keeps with it (the triangle above is never
+    visited). The header takes host ints and an on-device pair alike."""
     batch, nheads, p = 1, 2, 0.3
     for seqlen_q, seqlen_k in ((70, 45), (100, 130)):
         q, k, v = make_qkv(batch, seqlen_q, seqlen_k, nheads, 1, 32, torch.float16, device)
@@ -155,7 +141,7 @@ def test_dropout_bits_are_the_kernels_decisions(causal, device):
         if seqlen_q == 70:  # the header from host ints and from an on-device pair
             cases = [((1234, 567), None),
                      ((torch.tensor([1234, 567], dtype=torch.int64, device=device), 0), None)]
-        else:  # 64 x 64 tiles: two words per row and per key in each tile (the H200's)
+        else:  # 64 x 64 tiles (the H200's)
             cases = [((1234, 567), configs.FwdConfig(64, 64, 4, 1))]
         for pair, cfg in cases:
             buf = flash.dropout_bits_buffer(pair, batch, nheads, seqlen_q, seqlen_k, device)
@@ -165,9 +151,9 @@ def test_dropout_bits_are_the_kernels_decisions(causal, device):
             want, _ = flash.attention_forward(q, k, v, causal=causal, dropout_p=p,
                                               rng_state=(1234, 567), config=cfg)
             assert torch.equal(got, want)
-            a, b = _bit_layouts(buf, batch * nheads, seqlen_q, seqlen_k)
-            assert torch.equal(a & inside, keep & inside)
-            assert torch.equal(b & inside, keep & inside)
+            got = flash.dropout_bits_mask(buf[flash.DROPOUT_BITS_HEADER:], batch, nheads,
+                                          seqlen_q, seqlen_k).cpu()
+            assert torch.equal(got.view_as(keep) & inside, keep & inside)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -178,8 +164,8 @@ def test_dropout_bits_drop_the_same(causal, device, monkeypatch):
     buf = flash.dropout_bits_buffer((1234, 567), 2, 4, 70, 45, device)
     words = (buf[flash.DROPOUT_BITS_HEADER:], 0)
     q, k, v, dout = _assert_same_dropout(causal, device, (buf, 0), bwd_rng=words)
-    # the dK/dV kernel's by-key words over query tiles of 16 (within one word) and 64
-    # (two). On the H200 these small tiles compile differently enough with and without
+    # the dK/dV kernel's transposed reads over query tiles of 16 and 64. On the H200
+    # these small tiles compile differently enough with and without
     # the bits that 2-7 elements of a gradient move by an ulp or two (s17b,
     # scripts/diag_bits.py; the default tiles stay bitwise): bitwise only under the
     # interpreter

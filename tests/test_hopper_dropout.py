@@ -124,6 +124,10 @@ def test_dropout_reaches_the_gluon_forward(monkeypatch, rng):
     (kernel, kw), = launched
     assert kernel is hopper_fwd._fwd_kernel
     assert kw["DROPOUT"] is True and kw["seed"] is state[0] and kw["rng_offset"] == state[1]
+    if rng == "bits":  # the words as their own (aligned) argument
+        assert kw["BITS"].data_ptr() == buf.data_ptr() + 4 * flash.DROPOUT_BITS_HEADER
+    else:
+        assert kw["BITS"] is None
     assert (kw["drop_bias"], kw["drop_span"]) == dropout_window(0.25)
     assert kw["keep_p"] == pytest.approx(0.75)
     assert kw["MASKED_FIRST"] is False  # uncapped: tiles in order
@@ -142,21 +146,6 @@ def _gpu_sm90():
         pytest.skip("needs an sm_90 GPU (H100/H200)")
 
 
-def _decode_words(words, batch, nheads, seqlen_q, seqlen_k):
-    """(by-row, by-key) keep masks (B, H, Sq, Sk) of a dropout_bits_buffer's words (the
-    layout of _common._bits_block / store_dropout_bits)."""
-    W, WQ = -(-seqlen_k // 32), -(-seqlen_q // 32)
-    per = seqlen_q * W + seqlen_k * WQ
-    blocks = words[: batch * nheads * per].view(batch, nheads, per).long() & 0xFFFFFFFF
-    rows = blocks[..., : seqlen_q * W].view(batch, nheads, seqlen_q, W)
-    cols = torch.arange(seqlen_k, device=words.device)
-    by_row = (rows[..., cols // 32] >> (cols % 32)) & 1
-    keys = blocks[..., seqlen_q * W:].view(batch, nheads, seqlen_k, WQ)
-    r = torch.arange(seqlen_q, device=words.device)
-    by_key = ((keys[..., r // 32] >> (r % 32)) & 1).transpose(-1, -2)
-    return by_row.bool(), by_key.bool()
-
-
 def _visible(seqlen_q, seqlen_k, causal, device):
     if not causal:
         return torch.ones(seqlen_q, seqlen_k, dtype=torch.bool, device=device)
@@ -173,7 +162,7 @@ def test_gluon_dropout_forward(causal, seqlen_q, seqlen_k, rng, device, monkeypa
     """The Gluon forward with dropout (it ran: the launcher is spied on) applies the
     portable kernels' mask bit for bit: out within the DESIGN.md bound of the float64
     reference replaying flash.dropout_mask, lse the softmax's; with a bits buffer its
-    words hold that mask in both layouts at every element a causal mask leaves visible.
+    bit blocks hold that mask at every element a causal mask leaves visible.
     GQA 4:2, ragged lengths, rows with no key (300 x 40 causal)."""
     from flashtile import reference
 
@@ -207,11 +196,10 @@ def test_gluon_dropout_forward(causal, seqlen_q, seqlen_k, rng, device, monkeypa
     assert torch.equal(fin, torch.isfinite(lse))
     assert torch.allclose(lse[fin], ref_lse[fin], atol=1e-3, rtol=1e-4)
     if buf is not None:
-        by_row, by_key = _decode_words(buf[flash.DROPOUT_BITS_HEADER:], 2, 4, seqlen_q,
-                                       seqlen_k)
+        got = flash.dropout_bits_mask(buf[flash.DROPOUT_BITS_HEADER:], 2, 4, seqlen_q,
+                                      seqlen_k)
         vis = _visible(seqlen_q, seqlen_k, causal, device).expand_as(keep)
-        assert torch.equal(by_row[vis], keep[vis])
-        assert torch.equal(by_key[vis], keep[vis])
+        assert torch.equal(got[vis], keep[vis])
 
 
 @pytest.mark.gpu

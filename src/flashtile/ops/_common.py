@@ -264,55 +264,57 @@ def stage_bounds(STAGE: tl.constexpr, lo, a, b, hi):
 # ----------------------------------------------------------------------------------
 
 
+# The bit format (flash.dropout_bits_buffer; "warp ballots"): per batch * head, the (Sq,
+# Sk) decisions padded to multiples of BITS_PAD rows and keys, in blocks of 16 rows x 8
+# keys, 4 int32 words each: block (r // 16, c // 8) at words ((r // 16) * NC8 + c // 8) * 4
+# (NC8 = padded Sk / 8), word (r % 16) // 8 * 2 + c % 2, bit 4 * (r % 8) + (c % 8) // 2.
+# In the wgmma accumulator layout a warp holds 16 rows and a thread, lane 4 * (r % 8) +
+# (c % 8) // 2, holds rows r and r + 8 and columns c and c + 1 of every 8: so each word is
+# one warp ballot of one register (the Gluon forward writes it so, ops/_gluon_common), and
+# a kernel in that layout reads its bit at its own lane (the dQ kernel) or at a lane bit
+# pattern (the dK/dV kernel's transposed tiles). Padding: a 128 x 128 tile never needs a
+# mask to write its blocks.
+BITS_PAD = 128
+
+
 @triton.jit
 def _bits_block(BITS, bh, seqlen_q, seqlen_k):
-    """(base, W, WQ): batch * head ``bh``'s block of the bit words (by row, W = cdiv(Sk,
-    32) per row, then by key, WQ = cdiv(Sq, 32) per key; see dropout_keep)."""
-    W = (seqlen_k + 31) // 32
-    WQ = (seqlen_q + 31) // 32
-    return BITS + bh.to(tl.int64) * (seqlen_q * W + seqlen_k * WQ), W, WQ
+    """(base, NC8): batch * head ``bh``'s bit blocks and the blocks per 16-row band (see
+    BITS_PAD)."""
+    NR16 = (seqlen_q + 127) // 128 * 8
+    NC8 = (seqlen_k + 127) // 128 * 16
+    return BITS + bh.to(tl.int64) * (NR16 * NC8 * 4), NC8
+
+
+@triton.jit
+def bits_word_bit(r, c, NC8):
+    """(word offset from the head's base, bit) of query row ``r`` and key ``c`` (tensors
+    that broadcast) in the bit blocks (see BITS_PAD)."""
+    word = ((r // 16) * NC8 + c // 8) * 4 + (r % 16) // 8 * 2 + c % 2
+    return word, 4 * (r % 8) + (c % 8) // 2
 
 
 @triton.jit
 def store_dropout_bits(BITS, keep, bh, rows, cols, seqlen_q, seqlen_k, row0, col0):
-    """Write a (rows, cols) keep tile into dropout_keep's bit words (both layouts; see
-    dropout_keep), ``rows`` from ``row0`` and ``cols`` from ``col0``, both multiples of 32
-    in runs that are multiples of 32, so the tile owns whole words: per row C // 32 words
-    (a sum over the row's keys of distinct powers of two: their OR), per key R // 32."""
+    """Write a (rows, cols) keep tile into its bit blocks (see BITS_PAD): ``rows`` from
+    ``row0`` (a multiple of 16, R of 16 too) and ``cols`` from ``col0`` (of 8), so the tile
+    owns whole blocks; bits past seqlen_q / seqlen_k are 0. Each word is the sum of its 32
+    elements' distinct powers of two (their OR): two reductions of the tile viewed as
+    (R // 16, 2, 8, C // 8, 4, 2) = (block row, row half, row % 8, block column,
+    (col % 8) // 2, col % 2)."""
     R: tl.constexpr = rows.shape[0]
     C: tl.constexpr = cols.shape[0]
-    tl.static_assert(R % 32 == 0 and C % 32 == 0, "bit words need tiles of 32s")
-    base, W, WQ = _bits_block(BITS, bh, seqlen_q, seqlen_k)
-    row_ok = rows < seqlen_q
-    col_ok = cols < seqlen_k
-    k32 = tl.where(row_ok[:, None] & col_ok[None, :] & keep, 1, 0)
-    # by row: each row's C // 32 words, one reduction over runs of 32 keys
-    words = tl.sum(tl.reshape(k32 << (cols % 32)[None, :], (R, C // 32, 32)), axis=2)
-    wcols = col0 // 32 + tl.arange(0, C // 32)
-    tl.store(base + rows[:, None].to(tl.int64) * W + wcols[None, :], words,
-             mask=row_ok[:, None] & (wcols < W)[None, :])
-    # by key: each key's R // 16 half-words (the low or high 16 rows of a word), one
-    # reduction over runs of 16 rows, which one warp of the MMA layout holds (32 rows span
-    # two warps: a trip through shared memory), stored as int16 (little-endian)
-    halves = tl.sum(tl.reshape(k32 << (rows % 16)[:, None], (R // 16, 16, C)), axis=1)
-    hrows = row0 // 16 + tl.arange(0, R // 16)
-    hbase = (base + seqlen_q * W).to(tl.pointer_type(tl.int16))
-    tl.store(hbase + cols[None, :].to(tl.int64) * (2 * WQ) + hrows[:, None],
-             halves.to(tl.int16), mask=col_ok[None, :] & (hrows < 2 * WQ)[:, None])
-
-
-@triton.jit
-def _lane_words(ptrs, lane_ok, word0, n_words, idx):
-    """(lanes, len(idx)) tile of bit words: lane l's word idx // 32 (``ptrs`` point at
-    each lane's word ``word0``, the tile's first; ``n_words`` per lane exist), one load
-    per lane and word, broadcast over the word's 32 indices."""
-    X: tl.constexpr = idx.shape[0]
-    sub = idx // 32 - word0
-    w = tl.zeros((ptrs.shape[0], X), dtype=tl.int32)
-    for i in tl.static_range(X // 32):
-        wi = tl.load(ptrs + i, mask=lane_ok & (word0 + i < n_words), other=0)
-        w = tl.where((sub == i)[None, :], wi[:, None], w)
-    return w
+    tl.static_assert(R % 16 == 0 and C % 8 == 0, "bit blocks need tiles of 16 x 8")
+    base, NC8 = _bits_block(BITS, bh, seqlen_q, seqlen_k)
+    ok = (rows < seqlen_q)[:, None] & (cols < seqlen_k)[None, :] & keep
+    bit = 4 * (rows % 8)[:, None] + ((cols % 8) // 2)[None, :]
+    x = tl.reshape(tl.where(ok, 1, 0) << bit, (R // 16, 2, 8, C // 8, 4, 2))
+    words = tl.sum(tl.sum(x, axis=4), axis=2)  # (R // 16, 2, C // 8, 2): (.., rh, .., e)
+    r16 = (row0 // 16 + tl.arange(0, R // 16))[:, None, None, None]
+    rh = tl.arange(0, 2)[None, :, None, None]
+    c8 = (col0 // 8 + tl.arange(0, C // 8))[None, None, :, None]
+    e = tl.arange(0, 2)[None, None, None, :]
+    tl.store(base + (r16 * NC8 + c8) * 4 + rh * 2 + e, words)
 
 
 @triton.jit
@@ -326,7 +328,7 @@ def _pair16(idx):
 
 @triton.jit
 def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexpr,
-                 seqlen_q=0, seqlen_k=0, col0=0, row0=0):
+                 seqlen_q=0, seqlen_k=0):
     """Keep-mask of attention dropout for (batch*head ``bh``, query ``rows``, key
     ``cols``), both 1-D in aligned runs of 16 (tiles of 16k rows and keys); shape
     (rows, cols), or (cols, rows) if TRANS (the dK/dV kernel's orientation).
@@ -339,33 +341,25 @@ def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexp
     the Philox work is a quarter of one call per element. Every (b, h, i, j) draws its
     own number whatever the tiling. ``seed`` may be a pointer to (seed, offset) int64 on
     the device (flash.draw_rng_state inside CUDA graph capture); ``rng_offset`` is then
-    unused. Or a pointer to int32 words: the decisions already drawn, one bit each, in two
-    layouts per batch * head (written by the forward: flash.dropout_bits_buffer,
-    store_dropout_bits): by query row, word row * cdiv(seqlen_k,
-    32) + col // 32, bit col % 32, read here by (rows, cols) tiles (``cols`` in whole words
-    from ``col0``, their first: C // 32 word loads per row); then by key, word col *
-    cdiv(seqlen_q, 32) + row // 32, bit row % 32, read by the transposed tiles (``rows``
-    from ``row0``, a multiple of 32 or within one word: one word per key when R <= 32).
-    Each element picks its word and bit (no Philox)."""
+    unused. Or a pointer to int32 words: the decisions already drawn, one bit each, in
+    bit blocks per batch * head (written by a forward: flash.dropout_bits_buffer,
+    store_dropout_bits; the format at BITS_PAD): each element loads its word and picks
+    its bit (no Philox; the portable kernels read them so only when bits are forced on,
+    FLASHTILE_DROPOUT_BITS=1, and in tests: the Gluon backward is their reader)."""
     R: tl.constexpr = rows.shape[0]
     C: tl.constexpr = cols.shape[0]
     if seed.dtype.is_ptr():
-        if seed.dtype.element_ty == tl.int32:  # the bits
-            base, W, WQ = _bits_block(seed, bh, seqlen_q, seqlen_k)
-            if TRANS:  # a (cols, rows) tile: the by-key words, broadcast along the rows
-                word0 = row0 // 32
-                key_ptrs = base + seqlen_q * W + cols.to(tl.int64) * WQ + word0
-                if R <= 32:
-                    w = tl.load(key_ptrs, mask=cols < seqlen_k, other=0)[:, None]
-                else:
-                    w = _lane_words(key_ptrs, cols < seqlen_k, word0, WQ, rows)
-                keep = ((w >> (rows % 32)[None, :]) & 1) != 0
-            else:  # C // 32 words per row
-                word0 = col0 // 32  # the tile's first word
-                row_ptrs = base + rows.to(tl.int64) * W + word0
-                w = _lane_words(row_ptrs, rows < seqlen_q, word0, W, cols)
-                keep = ((w >> (cols % 32)[None, :]) & 1) != 0
-            return keep
+        if seed.dtype.element_ty == tl.int32:  # the bits (see BITS_PAD)
+            base, NC8 = _bits_block(seed, bh, seqlen_q, seqlen_k)
+            if TRANS:  # a (cols, rows) tile
+                r = rows[None, :]
+                c = cols[:, None]
+            else:
+                r = rows[:, None]
+                c = cols[None, :]
+            word, bit = bits_word_bit(r, c, NC8)
+            w = tl.load(base + word, mask=(r < seqlen_q) & (c < seqlen_k), other=0)
+            return ((w >> bit) & 1) != 0
         rng_offset = tl.load(seed + 1).to(tl.int32)
         seed = tl.load(seed)
     rp = _pair16(rows)[:, :, None, None]  # (R // 16, 8, 1, 1)

@@ -502,62 +502,145 @@ def dropout_keeps(r, bias, span):
         dtype=gl.int32, is_pure=True, pack=1)
 
 
+@gluon.constexpr_function
+def _along(layout, dim, rank):
+    """The 1-D slice of a rank-``rank`` layout along ``dim`` (every other dim sliced out,
+    the last first, so that x[None, .., :, .., None] expands it back)."""
+    for d in reversed(range(rank)):
+        if d != dim:
+            layout = gl.SliceLayout(d, layout)
+    return layout
+
+
 @gluon.jit
-def store_bits_mma(BITS, keep, bh, row0, col0, seqlen_q, seqlen_k, MASKED: gl.constexpr):
-    """_common.store_dropout_bits for an (R, C) tile of dropout_keeps' masks (-1 kept) in
-    the wgmma
-    accumulator layout at query rows row0 .. row0 + R - 1 and keys col0 .. col0 + C - 1
-    (row0 a multiple of 16, col0 of 32, C of 32; MASKED: the tile may reach past
-    seqlen_q or seqlen_k, whose bits are 0): per row C // 32 words, an OR over one quad of
-    threads; per key R // 16 half-words, an OR over one warp's 16 rows, two keys packed
-    per 32-bit shuffle. Returns the by-row words ((R, C // 32), each row's in the threads
-    that hold the row). The bit positions come from the tile's own aranges: constants per
-    register, so each element's bit is an AND into the OR tree (one LOP3)."""
-    layout: gl.constexpr = keep.type.layout
+def _idx(n: gl.constexpr, dim: gl.constexpr, layout: gl.constexpr):
+    """arange(n) along ``dim`` of a rank-5 ``layout``, expanded to rank 5."""
+    x = gl.arange(0, n, layout=_along(layout, dim, 5))
+    if dim == 0:
+        y = x[:, None, None, None, None]
+    elif dim == 1:
+        y = x[None, :, None, None, None]
+    elif dim == 2:
+        y = x[None, None, :, None, None]
+    elif dim == 3:
+        y = x[None, None, None, :, None]
+    else:
+        y = x[None, None, None, None, :]
+    return y
+
+
+@gluon.jit
+def _block_view(x, TRANS: gl.constexpr):
+    """An (R, C) wgmma-layout tile renamed (no data moves) to the rank-5 view of its bit
+    blocks (_common.BITS_PAD): (block row, block column, word (r % 16) // 8 * 2 + c % 2,
+    the lane bits that pick the bit: r % 8, (c % 8) // 2). R, C: query rows and keys, or
+    with TRANS keys and query rows (the dK/dV kernel's tiles: there c % 2 and (c % 8) //
+    2 are lane bits and r % 8 is a lane pair and a register, so the view is (block row,
+    block column, word, r % 8, (c % 8) // 2) all the same)."""
+    R: gl.constexpr = x.shape[0]
+    C: gl.constexpr = x.shape[1]
+    if TRANS:  # rows are keys c = 16a + 8kh + 2lk + cb, columns rows r = 16b + 8rh + 2lq + e
+        y = x.reshape([R // 16, 2, 4, 2, C // 16, 2, 4, 2])  # a, kh, lk, cb, b, rh, lq, e
+        y = y.permute(4, 0, 1, 5, 3, 6, 7, 2)  # b, a, kh, rh, cb, lq, e, lk
+        y = y.reshape([C // 16, R // 8, 4, 8, 4])  # b, c8, (rh, cb), r % 8, (c % 8) // 2
+    else:  # rows r = 16b + 8rh + rr, columns c = 8a + 2cq + e
+        y = x.reshape([R // 16, 2, 8, C // 8, 4, 2])  # b, rh, rr, a, cq, e
+        y = y.permute(0, 3, 1, 5, 2, 4)  # b, a, rh, e, rr, cq
+        y = y.reshape([R // 16, C // 8, 4, 8, 4])
+    return y
+
+
+@gluon.jit
+def _block_unview(y, R: gl.constexpr, C: gl.constexpr, layout: gl.constexpr,
+                  TRANS: gl.constexpr):
+    """_block_view's inverse, back in ``layout`` (a renaming of registers)."""
+    if TRANS:
+        x = y.reshape([C // 16, R // 16, 2, 2, 2, 4, 2, 4])  # b, a, kh, rh, cb, lq, e, lk
+        x = x.permute(1, 2, 7, 4, 0, 3, 5, 6).reshape([R, C])
+    else:
+        x = y.reshape([R // 16, C // 8, 2, 2, 8, 4])  # b, a, rh, e, rr, cq
+        x = x.permute(0, 2, 4, 1, 5, 3).reshape([R, C])
+    return gl.convert_layout(x, layout, assert_trivial=True)
+
+
+@gluon.jit
+def _block_offsets(view_layout: gl.constexpr, B: gl.constexpr, A: gl.constexpr, b0, a0,
+                   NC8):
+    """Word offsets (from the head's base) of a rank-5 block view: ((b0 + b) * NC8 + a0 +
+    a) * 4 + w, broadcast over the lane dims (3, 4): every lane of a warp addresses the
+    same words, and the 4 words of a block are contiguous (16-byte accesses)."""
+    b = _idx(B, 0, view_layout)
+    a = _idx(A, 1, view_layout)
+    w = _idx(4, 2, view_layout)
+    full = gl.zeros([B, A, 4, 8, 4], gl.int32, view_layout)
+    return ((b0 + b) * NC8 + a0 + a) * 4 + w + full
+
+
+@gluon.jit
+def _ballot(keep):
+    """Each element's warp ballot of keep != 0 (vote.sync over the 32 lanes holding the
+    same register)."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.s32 p, $1, 0; vote.sync.ballot.b32 $0, p, 0xffffffff; }",
+        "=r,r", [keep], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def store_bits_mma(BITS, keep, bh, row0, col0, seqlen_q, seqlen_k):
+    """Write an (R, C) tile of dropout_keeps' masks (-1 kept; the wgmma accumulator
+    layout, query rows x keys, at row0 / col0 multiples of R / C, both dividing
+    _common.BITS_PAD) into its bit blocks: each word is one warp ballot of one register,
+    and a thread stores its warp's words 4 at a time (the same from every lane). Bits
+    past seqlen_q / seqlen_k fall in the padding or are read masked."""
     R: gl.constexpr = keep.shape[0]
     C: gl.constexpr = keep.shape[1]
-    base, W, WQ = _bits_block(BITS, bh, seqlen_q, seqlen_k)
-    r = gl.arange(0, R, layout=gl.SliceLayout(1, layout))
-    c = gl.arange(0, C, layout=gl.SliceLayout(0, layout))
-    if MASKED:
-        ok = ((row0 + r) < seqlen_q)[:, None] & ((col0 + c) < seqlen_k)[None, :]
-        keep = gl.where(ok, keep, 0)
-    # by row: each row's C // 32 words, one OR over runs of 32 keys
-    words = gl.reduce_or((keep & (1 << (c % 32))[None, :]).reshape([R, C // 32, 32]), axis=2)
-    w_layout: gl.constexpr = words.type.layout
-    wrows = row0 + gl.arange(0, R, layout=gl.SliceLayout(1, w_layout))
-    wcols = col0 // 32 + gl.arange(0, C // 32, layout=gl.SliceLayout(0, w_layout))
-    gl.store(base + wrows[:, None].to(gl.int64) * W + wcols[None, :], words,
-             mask=(wrows < seqlen_q)[:, None] & (wcols < W)[None, :])
-    # by key: each key's R // 16 half-words (rows 0-15 of a word the low half), keys 2i
-    # and 2i + 1 (one thread's pair) in the low and high halves of one int32, one OR over
-    # a warp's 16 rows, stored as int16 (little-endian)
-    bit = (1 << (r % 16))[:, None] << (16 * (c % 2))[None, :]
-    pairs = gl.reduce_or((keep & bit).reshape([R // 16, 16, C // 2, 2]), axis=3)
-    pairs = gl.reduce_or(pairs, axis=1)
-    p_layout: gl.constexpr = pairs.type.layout
-    hrows = row0 // 16 + gl.arange(0, R // 16, layout=gl.SliceLayout(1, p_layout))
-    hcols = col0 + 2 * gl.arange(0, C // 2, layout=gl.SliceLayout(0, p_layout))
-    hbase = (base + seqlen_q * W).to(gl.pointer_type(gl.int16))
-    hptrs = hbase + hcols[None, :].to(gl.int64) * (2 * WQ) + hrows[:, None]
-    row_ok = (hrows < 2 * WQ)[:, None]
-    gl.store(hptrs, pairs.to(gl.int16), mask=(hcols < seqlen_k)[None, :] & row_ok)
-    gl.store(hptrs + 2 * WQ, (pairs >> 16).to(gl.int16),
-             mask=(hcols + 1 < seqlen_k)[None, :] & row_ok)
-    return words
+    gl.static_assert(128 % R == 0 and 128 % C == 0, "bit blocks: tiles dividing 128")
+    base, NC8 = _bits_block(BITS, bh, seqlen_q, seqlen_k)
+    view = _block_view(_ballot(keep), False)
+    view_layout: gl.constexpr = view.type.layout
+    offs = _block_offsets(view_layout, R // 16, C // 8, row0 // 16, col0 // 8, NC8)
+    gl.store(base + offs, view)
 
 
 @gluon.jit
-def bits_keeps(words, layout: gl.constexpr):
-    """The (R, C) keep tile in ``layout`` read back from store_bits_mma's by-row words
-    ((R, C // 32)): bit c % 32 of word c // 32."""
+def bits_words_mma(bits, row0, col0, layout: gl.constexpr, R: gl.constexpr, C: gl.constexpr,
+                   TRANS: gl.constexpr):
+    """The bit-block words of an (R, C) tile in the wgmma layout ``layout``: query rows x
+    keys at (row0, col0) (the dQ kernel), or with TRANS keys x query rows at (col0, row0)
+    (the dK/dV kernel); ``bits`` = (base, NC8) of the head (_common._bits_block). Each
+    element gets its word; a thread loads each of its words once (4 at a time per block
+    without TRANS), the same words by every lane that needs them. Tiles past seqlen_q /
+    seqlen_k read padding or stale words: their scores are masked anyway. Issued before
+    the tile's GEMMs are waited for, so the loads overlap them; ``bits_keep`` reads the
+    mask from them."""
+    base, NC8 = bits
+    like = _block_view(gl.zeros([R, C], gl.int32, layout), TRANS)
+    view_layout: gl.constexpr = like.type.layout
+    if TRANS:
+        offs = _block_offsets(view_layout, C // 16, R // 8, row0 // 16, col0 // 8, NC8)
+    else:
+        offs = _block_offsets(view_layout, R // 16, C // 8, row0 // 16, col0 // 8, NC8)
+    return _block_unview(gl.load(base + offs), R, C, layout, TRANS)
+
+
+@gluon.jit
+def bits_keep(words, layout: gl.constexpr, TRANS: gl.constexpr, SIGN: gl.constexpr = False):
+    """keep of each element of a bits_words_mma tile: its bit, 4 * (r % 8) + (c % 8) // 2
+    (a pattern of lane bits: the element's lane itself without TRANS). SIGN: the same bit
+    tested as the sign of the word shifted left (another expression, so that a second
+    use recomputes the mask from the words instead of keeping the first one's tile alive:
+    the dK/dV kernel, where a mask tile live across the dV GEMM spilled)."""
     R: gl.constexpr = words.shape[0]
-    C: gl.constexpr = words.shape[1] * 32
-    w3_layout: gl.constexpr = words.type.layout.parent
-    w3 = words[:, :, None] + gl.zeros([R, C // 32, 32], gl.int32, w3_layout)
-    w = gl.convert_layout(w3.reshape([R, C]), layout, assert_trivial=True)
-    c = gl.arange(0, C, layout=gl.SliceLayout(0, layout))
-    return (w & (1 << (c % 32))[None, :]) != 0
+    C: gl.constexpr = words.shape[1]
+    i = gl.arange(0, R, layout=gl.SliceLayout(1, layout))[:, None]
+    j = gl.arange(0, C, layout=gl.SliceLayout(0, layout))[None, :]
+    if TRANS:  # i: keys, j: query rows
+        bit = 4 * (j % 8) + (i % 8) // 2
+    else:
+        bit = 4 * (i % 8) + (j % 8) // 2
+    if SIGN:
+        return (words << (31 - bit)) < 0
+    return ((words >> bit) & 1) != 0
 
 
 @gluon.jit

@@ -36,6 +36,7 @@ from .. import configs
 from . import hopper_bwd, hopper_fwd
 from ._checks import check_qkv, check_scalars, check_window
 from ._common import (
+    BITS_PAD,
     DROPOUT_BITS_HEADER,
     NULL_CTX,
     attn_keep,
@@ -60,7 +61,7 @@ from ._launch import cached_launch, current_stream, make_room, plain_launch, run
 
 __all__ = [
     "flash_attn_func", "attention_forward", "attention_backward", "FlashAttnFunction",
-    "draw_rng_state", "dropout_mask",
+    "draw_rng_state", "dropout_mask", "dropout_bits_mask",
 ]
 
 
@@ -686,7 +687,7 @@ def _fwd_tiles(
         m_new, alpha, p, l_i = online_softmax(m_i, l_i, s, True)
         if DROPOUT:
             keep = dropout_keep(seed, rng_offset, pid_bh, offs_m, cols, dropout_p, False,
-                                seqlen_q, seqlen_k, start_n)
+                                seqlen_q, seqlen_k)
             if bits.dtype.is_ptr() and bits.dtype.element_ty == tl.int32:
                 # the decisions taken from the dropped P tile (-1 where dropped; P >= 0),
                 # so the compiler converts that tile for the words' reductions instead
@@ -1016,7 +1017,7 @@ def _bwd_dkdv_tiles(
         dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)
         if DROPOUT:
             keep_d = dropout_keep(seed, rng_offset, bh, rows, offs_n, dropout_p, True,
-                                  seqlen_q, seqlen_k, start_n, start_m)
+                                  seqlen_q, seqlen_k)
             scale_d = 1.0 / (1.0 - dropout_p)
             dv += tl.dot(
                 tl.where(keep_d, pT * scale_d, 0.0).to(do.dtype), do, input_precision=DOT_PREC
@@ -1140,7 +1141,7 @@ def _bwd_dq_tiles(
         dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)
         if DROPOUT:
             keep_d = dropout_keep(seed, rng_offset, bh, offs_m, cols, dropout_p, False,
-                                  seqlen_q, seqlen_k, start_n)
+                                  seqlen_q, seqlen_k)
             dp = tl.where(keep_d, dp * (1.0 / (1.0 - dropout_p)), 0.0)
         ds = p * (dp - delta[:, None])
         if SOFTCAP:
@@ -1166,6 +1167,20 @@ def dropout_mask(rng_state, batch, nheads, seqlen_q, seqlen_k, dropout_p, device
         _dropout_mask_kernel[grid](
             keep, seqlen_q, seqlen_k, float(dropout_p), seed, rng_offset, BLOCK=16
         )
+    return keep.view(batch, nheads, seqlen_q, seqlen_k).bool()
+
+
+def dropout_bits_mask(words, batch, nheads, seqlen_q, seqlen_k):
+    """Bool (B, H, Sq, Sk) decisions held in a dropout_bits_buffer's words (the tensor
+    after its header; the format at _common.BITS_PAD); for tests. Elements whose blocks
+    no forward tile visited read whatever the buffer held."""
+    nr16, nc8 = _cdiv(seqlen_q, BITS_PAD) * 8, _cdiv(seqlen_k, BITS_PAD) * 16
+    n = batch * nheads * nr16 * nc8 * 4
+    blocks = words[:n].view(batch * nheads, nr16, nc8, 2, 2).long() & 0xFFFFFFFF
+    r = torch.arange(seqlen_q, device=words.device)[:, None]
+    c = torch.arange(seqlen_k, device=words.device)[None, :]
+    w = blocks[:, r // 16, c // 8, (r % 16) // 8, c % 2]
+    keep = (w >> (4 * (r % 8) + (c % 8) // 2)) & 1
     return keep.view(batch, nheads, seqlen_q, seqlen_k).bool()
 
 
@@ -1202,18 +1217,16 @@ def dropout_bits_on(q, k, v, left, right, softcap, dropout_p) -> bool:
 def dropout_bits_buffer(rng_state, batch, nheads, seqlen_q, seqlen_k, device):
     """An int32 buffer for the forward to draw ``rng_state``'s decisions into as bits:
     DROPOUT_BITS_HEADER words ((seed, offset), which the forward loads and draws with),
-    then per batch * head ``bh`` a block of Sq * Wk + Sk * Wq words (Wk = cdiv(Sk, 32),
-    Wq = cdiv(Sq, 32)): by query row, bit c % 32 of word r * Wk + c // 32 (what the
-    forward's and dQ kernel's (rows, keys) tiles read), then by key, bit r % 32 of word
-    Sq * Wk + c * Wq + r // 32 (the dK/dV kernel's (keys, rows) tiles: one word per key
-    and 32 rows). Passed as the forward's seed (``(buffer, 0)``), the forward writes the
-    words (_common.store_dropout_bits); the words (``buffer[DROPOUT_BITS_HEADER:]``)
-    passed as the backward's seed, its kernels read them (_common.dropout_keep) instead
+    then per batch * head ``bh`` the bit blocks of _common.BITS_PAD (Sq and Sk padded to
+    multiples of 128, one bit per element; blocks of 16 rows x 8 keys whose words are
+    warp ballots of the wgmma layout). Passed as the forward's seed (``(buffer, 0)``),
+    the forward writes the words (_common.store_dropout_bits); the words
+    (``buffer[DROPOUT_BITS_HEADER:]``) passed as the backward's seed, its kernels read them (_common.dropout_keep) instead
     of drawing. Words of tiles no kernel visits (a causal mask's upper triangle) stay
     unwritten: every element read there is masked. ``rng_state``: host ints (written
     with one fill, no copy from the host) or draw_rng_state's on-device pair (copied on
     the device: capture-safe). None when the words would exceed DROPOUT_BITS_MAX_BYTES."""
-    per_bh = seqlen_q * _cdiv(seqlen_k, 32) + seqlen_k * _cdiv(seqlen_q, 32)
+    per_bh = _cdiv(seqlen_q, BITS_PAD) * _cdiv(seqlen_k, BITS_PAD) * BITS_PAD**2 // 32
     if batch * nheads * per_bh * 4 > DROPOUT_BITS_MAX_BYTES:
         return None
     buf = torch.empty(DROPOUT_BITS_HEADER + batch * nheads * per_bh, dtype=torch.int32,

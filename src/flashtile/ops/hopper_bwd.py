@@ -107,6 +107,8 @@ from ._common import (
 )
 from ._gluon_common import (
     alloc_ring_pair,
+    bits_keep,
+    bits_words_mma,
     desc_signature,
     issue_kv_slot,
     kv_tile_range,
@@ -585,52 +587,6 @@ def _probs_t(s_t, lse2, keys, rows, diag, qk_scale, dtype: gl.constexpr,
 
 
 @gluon.jit
-def _bits_words(bits, lanes, w0, COLS: gl.constexpr):
-    """The dropout bit words a (lanes, COLS) tile reads (COLS 32 or 64: one or two words
-    per lane; the second is the first when COLS is 32): words w0 (+ 1) of each lane's
-    row in ``bits`` = (pointer to lane 0's row, words per lane row, lanes, words per row
-    that exist), as the portable forward wrote them (_common.store_dropout_bits; by
-    query row for the dQ kernel's tiles, by key for the dK/dV kernel's). Lanes past the
-    last one read 0 (they are never stored). Issued before the tile's GEMMs are waited
-    for, so the loads overlap them."""
-    gl.static_assert(COLS == 32 or COLS == 64, "dropout bits: tiles of 32 or 64 columns")
-    ptr, stride, n_lanes, n_words = bits
-    ptrs = ptr + lanes.to(gl.int64) * stride + w0
-    ok = lanes < n_lanes
-    wa = gl.load(ptrs, mask=ok & (w0 < n_words), other=0)
-    if COLS == 64:
-        wb = gl.load(ptrs + 1, mask=ok & (w0 + 1 < n_words), other=0)
-    else:
-        wb = wa
-    return wa, wb
-
-
-@gluon.jit
-def _bh_bits(BITS, bh, seqlen_q, seqlen_k, BY_KEY: gl.constexpr):
-    """_bits_words' ``bits`` for batch * head ``bh``: its words by query row (W =
-    cdiv(seqlen_k, 32) per row, seqlen_q rows) or, BY_KEY, the block after them (WQ =
-    cdiv(seqlen_q, 32) per key, seqlen_k keys); the layout of _common._bits_block."""
-    base, W, WQ = _bits_block(BITS, bh, seqlen_q, seqlen_k)
-    if BY_KEY:
-        return base + seqlen_q * W, WQ, seqlen_k, WQ
-    return base, W, seqlen_q, W
-
-
-@gluon.jit
-def _bits_keep(wa, wb, COLS: gl.constexpr, layout: gl.constexpr, SIGN: gl.constexpr = False):
-    """keep[i, c] of a (lanes, COLS) tile in ``layout`` from its lanes' words
-    (_bits_words): bit c % 32 of word c // 32. SIGN: the same bits tested as the sign of
-    the word shifted left (another expression, so that a second use recomputes the mask
-    from the words instead of keeping the first one's tile alive: the dK/dV kernel, where
-    a mask tile live across the dV GEMM spilled)."""
-    cols = gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
-    word = gl.where((cols < 32)[None, :], wa[:, None], wb[:, None])
-    if SIGN:
-        return (word << (31 - cols % 32)[None, :]) < 0
-    return ((word >> (cols % 32)[None, :]) & 1) != 0
-
-
-@gluon.jit
 def _varlen_inputs(Q, K, V, DO, LSE, DELTA, q0, seqlen_q, k0, seqlen_k, q_desc, do_desc,
                    k_desc, v_desc):
     """VARLEN: (lse row stride, LSE and DELTA at the sequence's first row, and device-side
@@ -909,8 +865,9 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                bits=0, keep_scale=1.0, DROPOUT: gl.constexpr = False):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
-    DROPOUT: the forward's keep decisions from its bit words by key (``bits``, see
-    _bits_words), P^T and dP^T of the dropped entries zeroed and the kept ones scaled by
+    DROPOUT: the forward's keep decisions from its bit blocks (``bits``: base, blocks
+    per band, the key tile's first key; _gluon_common.bits_words_mma), P^T and dP^T of
+    the dropped entries zeroed and the kept ones scaled by
     ``keep_scale`` = 1 / (1 - p): dV += (P^T o M) dO, dS^T = P^T o (dP^T o M - delta).
     STATS: the row statistics come from the slot's lse / delta rows (``stats``, loaded by
     TMA with Q and dO; rows past seqlen_q read TMA's zero fill there, harmless as those Q
@@ -934,8 +891,10 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     s_t = warpgroup_mma(k2, q_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
     mbarrier.wait(do_bars.index(s), phase)
     dp_t = warpgroup_mma(v2, do_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
-    if DROPOUT:  # this tile's keep words, one or two per key, loaded under the GEMMs
-        wa, wb = _bits_words(bits, keys, (m_lo + j) * (BLOCK_M // 32), BLOCK_M)
+    if DROPOUT:  # this tile's bit-block words, loaded under the GEMMs
+        base, NC8, start_n = bits
+        words = bits_words_mma((base, NC8), (m_lo + j) * BLOCK_M, start_n, s_layout, BLOCK_N,
+                               BLOCK_M, True)
     # -- row statistics of the query tile (global loads under the GEMMs), or of the next
     #    one (PREFETCH: this one's came with the arguments) --
     rows = (m_lo + j) * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
@@ -962,7 +921,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     p_t, p_op = _probs_t(s_t, lse2, keys, rows, diag, qk_scale, q_buf.dtype, a_layout,
                          MASKED, CAUSAL, left, HAS_LEFT)
     if DROPOUT:
-        p_op = gl.convert_layout(gl.where(_bits_keep(wa, wb, BLOCK_M, s_layout),
+        p_op = gl.convert_layout(gl.where(bits_keep(words, s_layout, True),
                                           p_t * keep_scale, 0.0).to(q_buf.dtype), a_layout)
     if D_SPLIT > 1:  # this launch's column block of dO and Q (B operands of dV, dK)
         ACC_DIM: gl.constexpr = HEAD_DIM // D_SPLIT
@@ -980,8 +939,8 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     elif not PREFETCH:
         delta = _row_delta(DELTA, bh, rows, seqlen_q, lse_stride)
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
-    if DROPOUT:  # (the mask again, from the words: see _bits_keep's SIGN)
-        dp_t = gl.where(_bits_keep(wa, wb, BLOCK_M, s_layout, True), dp_t * keep_scale, 0.0)
+    if DROPOUT:  # (the mask again, from the words: see bits_keep's SIGN)
+        dp_t = gl.where(bits_keep(words, s_layout, True, True), dp_t * keep_scale, 0.0)
     ds_t = p_t * (dp_t - delta[None, :])
     if SOFTCAP:
         ds_t = ds_t * grad_t
@@ -1067,8 +1026,9 @@ def _bwd_dkdv_kernel(
     gl.static_assert(not (DROPOUT and (VARLEN or D_SPLIT > 1)), "dropout: dense, whole D")
     for g in range(0, q_group):
         bh = bh0 + g
-        if DROPOUT:  # this head's words by key (_common._bits_block's layout)
-            bits = _bh_bits(BITS, bh, seqlen_q, seqlen_k, True)
+        if DROPOUT:  # this head's bit blocks (_common.BITS_PAD), and the key tile
+            base, NC8 = _bits_block(BITS, bh, seqlen_q, seqlen_k)
+            bits = (base, NC8, start_n)
         else:
             bits = 0
         for j in range(0, n_band):
@@ -1492,7 +1452,8 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
     dQ += dS K (dS from registers); refill the slot with tile t + NUM_STAGES. The tiles
     start at ``lo`` (ring position t - lo; 0 without a sliding window, HAS_LEFT).
     DROPOUT: dP of the dropped entries zeroed, the kept ones scaled by ``keep_scale``,
-    from the forward's bit words by query row (``bits``, see _bits_words)."""
+    from the forward's bit blocks (``bits``: base, blocks per band, the query tile's
+    first row; _gluon_common.bits_words_mma)."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_N)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq.type.layout,
                                                  k_width=2)
@@ -1505,8 +1466,10 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
     qk = warpgroup_mma(q2, k_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
     mbarrier.wait(v_bars.index(s), phase)
     dp = warpgroup_mma(do2, v_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
-    if DROPOUT:  # this tile's keep words, one or two per row, loaded under the GEMMs
-        wa, wb = _bits_words(bits, rows, t * (BLOCK_N // 32), BLOCK_N)
+    if DROPOUT:  # this tile's bit-block words, loaded under the GEMMs
+        base, NC8, start_m = bits
+        words = bits_words_mma((base, NC8), start_m, t * BLOCK_N, s_layout, BLOCK_M, BLOCK_N,
+                               False)
     qk = warpgroup_mma_wait(num_outstanding=1, deps=(qk,))
     if SOFTCAP:  # scores tanh(s * cap_scale) (qk_scale: softcap * log2 e); ds/ds_raw = 1 - t^2
         qk = tanh_f32(qk * cap_scale, True)
@@ -1516,7 +1479,7 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
     p = gl.exp2(qk * qk_scale - lse2[:, None])
     dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
     if DROPOUT:
-        dp = gl.where(_bits_keep(wa, wb, BLOCK_N, s_layout), dp * keep_scale, 0.0)
+        dp = gl.where(bits_keep(words, s_layout, False), dp * keep_scale, 0.0)
     ds = p * (dp - delta[:, None])
     if SOFTCAP:
         ds = ds * grad
@@ -1596,8 +1559,9 @@ def _bwd_dq_kernel(
                       lo + i < n_tiles, BLOCK_N, EARLY_EXPECT)
 
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
-    if DROPOUT:  # this head's words by query row (_common._bits_block's layout)
-        bits = _bh_bits(BITS, pid_bh, seqlen_q, seqlen_k, False)
+    if DROPOUT:  # this head's bit blocks (_common.BITS_PAD), and the query tile
+        base, NC8 = _bits_block(BITS, pid_bh, seqlen_q, seqlen_k)
+        bits = (base, NC8, start_m)
     else:
         bits = 0
     lse2 = _row_lse2(LSE, pid_bh, rows, seqlen_q, lse_stride)

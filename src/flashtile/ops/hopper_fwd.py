@@ -104,7 +104,6 @@ __all__ = [
 ]
 
 HOPPER_HEAD_DIMS = (64, 128, 256)
-_BITS_HEADER = gl.constexpr(DROPOUT_BITS_HEADER)  # the kernels' view of it
 _DTYPES = (torch.float16, torch.bfloat16)
 
 
@@ -208,8 +207,12 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
         if cfg.schedule != "A":
             raise ValueError(f"dropout runs on stage A: {cfg}")
         bias, span = _dropout_window(float(dropout_p))
-        drop = dict(seed=rng_state[0], rng_offset=rng_state[1], drop_bias=bias,
-                    drop_span=span, keep_p=1.0 - float(dropout_p), DROPOUT=True)
+        seed = rng_state[0]
+        bits = None
+        if isinstance(seed, torch.Tensor) and seed.dtype == torch.int32:
+            bits = seed[DROPOUT_BITS_HEADER:]  # a dropout_bits_buffer: its words
+        drop = dict(seed=seed, rng_offset=rng_state[1], drop_bias=bias, drop_span=span,
+                    keep_p=1.0 - float(dropout_p), BITS=bits, DROPOUT=True)
     with device_ctx(q):
         _launch(cfg, seqlen_q, batch, q, k, v, out, lse, (None,) * 6, seqlen_q, seqlen_k,
                 softmax_scale, causal, left=left, softcap=softcap, **drop)
@@ -594,28 +597,31 @@ def _dropout_tile(drop, rows, col0, seqlen_k, BLOCK_N: gl.constexpr, layout: gl.
     """The keep mask (-1 kept, 0 dropped) of query ``rows`` and keys col0 .. col0 +
     BLOCK_N - 1: _common.dropout_keep's Philox draw, bit for bit, in the wgmma layout;
     with a dropout_bits_buffer also written as its words (store_bits_mma)."""
-    seed, rng_offset, bh, bias, span, seed_arg, seqlen_q, row0 = drop
+    seed, rng_offset, bh, bias, span, words, seqlen_q, row0 = drop
     cols = col0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
     keep = dropout_keeps(dropout_draw(seed, rng_offset, bh, rows, cols), bias, span)
-    if seed_arg.dtype.is_ptr():
-        if seed_arg.dtype.element_ty == gl.int32:
-            store_bits_mma(seed_arg + _BITS_HEADER, keep, bh, row0, col0, seqlen_q,
-                           seqlen_k, MASKED)
+    if words.dtype.is_ptr():
+        if words.dtype.element_ty == gl.int32:
+            store_bits_mma(words, keep, bh, row0, col0, seqlen_q, seqlen_k)
     return keep
 
 
 @gluon.jit
-def _dropout_args(seed, rng_offset, bh, bias, span, seqlen_q, row0):
-    """``drop`` of the DROPOUT steps: (seed, rng_offset, bh, bias, span, the seed
-    argument, seqlen_q, row0: the program's first query row). The ``seed`` argument is an
-    int, or a pointer: an int64 (seed, offset) pair drawn on the device
-    (flash.draw_rng_state under graph capture), or a dropout_bits_buffer (int32: the pair
-    in its header, then the words this forward writes)."""
-    seed_arg = seed
+def _dropout_args(seed, rng_offset, BITS, bh, bias, span, seqlen_q, row0):
+    """``drop`` of the DROPOUT steps: (seed, rng_offset, bh, bias, span, the words to
+    write (BITS) or else the seed argument, seqlen_q, row0: the program's first query
+    row). The ``seed`` argument is an int, or a pointer: an int64 (seed, offset) pair
+    drawn on the device (flash.draw_rng_state under graph capture), or a
+    dropout_bits_buffer's int32 header holding the pair; ``BITS`` (None or the words
+    after that header, a separate argument so that its 16-byte alignment is known and
+    the words go out 16 bytes at a time)."""
+    words = seed
+    if BITS is not None:
+        words = BITS
     if seed.dtype.is_ptr():
         rng_offset = gl.load(seed + 1).to(gl.int32)
         seed = gl.load(seed).to(gl.int32)
-    return seed, rng_offset, bh, bias, span, seed_arg, seqlen_q, row0
+    return seed, rng_offset, bh, bias, span, words, seqlen_q, row0
 
 
 @gluon.jit
@@ -642,7 +648,8 @@ def _fwd_kernel(
     EARLY_EXPECT: gl.constexpr = False,  # HopperFwdConfig.early_expect
     # DROPOUT: seed / rng_offset as _dropout_args takes them, bias / span of
     # _gluon_common.dropout_window, keep_p = 1 - dropout_p
-    seed=0, rng_offset=0, drop_bias=0, drop_span=0, keep_p=1.0, DROPOUT: gl.constexpr = False,
+    seed=0, rng_offset=0, drop_bias=0, drop_span=0, keep_p=1.0, BITS=None,
+    DROPOUT: gl.constexpr = False,
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -689,7 +696,7 @@ def _fwd_kernel(
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
     drop = None
     if DROPOUT:
-        drop = _dropout_args(seed, rng_offset, gl.program_id(1), drop_bias, drop_span,
+        drop = _dropout_args(seed, rng_offset, BITS, gl.program_id(1), drop_bias, drop_span,
                              seqlen_q, start_m)
     mbarrier.wait(q_bar, 0)
     q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
@@ -1228,6 +1235,11 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         seed = {"seed": "i32", "pair": "*i64", "bits": "*i32"}[dropout]
         sig.update(seed=seed, rng_offset="i32", drop_bias="i32", drop_span="i32",
                    keep_p="fp32")
+        if dropout == "bits":  # the words, 16-byte aligned (a torch allocation + 16 bytes)
+            sig["BITS"] = "*i32"
+            attrs[(kernel.arg_names.index("BITS"),)] = [["tt.divisibility", 16]]
+        else:
+            constexprs["BITS"] = None
         constexprs["DROPOUT"] = True
     sig.update({name: "constexpr" for name in constexprs})
     src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs)
