@@ -181,7 +181,7 @@ def test_disable_env(monkeypatch):
         (dict(window=(-1, -1)), False),  # launchers: ints are bounds, None is unbounded
         (dict(softcap=30.0), False),
         (dict(dropout_p=0.1), False),
-        (dict(dropout_p=0.1, dropouts=True), False),  # opt-in (test_hopper_dropout.py)
+        (dict(dropout_p=0.1, dropouts=True), True),  # stage A draws it (hd 64)
         (dict(softmax_scale=-0.1), False),
         (dict(softmax_scale=0.05), True),
     ],

@@ -70,11 +70,11 @@ def _qkv(head_dim=64, seqlen=64):
 
 def test_dropout_problem_ok(monkeypatch):
     """Dropout reaches the Gluon forward only when the caller asks (``dropouts``), at
-    configs.HOPPER_DROPOUT_HEAD_DIMS, without a window or softcap, and only under
-    FLASHTILE_HOPPER_DROPOUT=1 (opt-in: the portable forward measured faster)."""
+    configs.HOPPER_DROPOUT_HEAD_DIMS, without a window or softcap, by default and under
+    FLASHTILE_HOPPER_DROPOUT=1, not under =0."""
     monkeypatch.delenv("FLASHTILE_HOPPER_DROPOUT", raising=False)
-    assert hopper_fwd.dropout_mode() == "off"
-    assert not hopper_fwd.hopper_problem_ok(*_qkv(), True, dropout_p=0.2, dropouts=True)
+    assert hopper_fwd.dropout_mode() == "auto"
+    assert hopper_fwd.hopper_problem_ok(*_qkv(), True, dropout_p=0.2, dropouts=True)
     monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT", "1")
     for hd in hopper_fwd.HOPPER_HEAD_DIMS:
         ok = hd in configs.HOPPER_DROPOUT_HEAD_DIMS
@@ -110,7 +110,7 @@ def test_dropout_reaches_the_gluon_forward(monkeypatch, rng):
     gives stage A's kernel DROPOUT, the seed argument, the integer window and 1 - p. The
     device checks and the kernel are stubbed; nothing runs on a GPU."""
     q, k, v = _qkv()
-    monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT", "1")
+    monkeypatch.delenv("FLASHTILE_HOPPER_DROPOUT", raising=False)  # the default
     monkeypatch.setattr(flash, "_maybe_sm90", lambda device: True)
     monkeypatch.setattr(hopper_fwd, "hopper_supported",
                         lambda *a, **kw: kw["dropouts"] and kw["dropout_p"] == 0.25)

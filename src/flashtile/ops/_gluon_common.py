@@ -602,39 +602,87 @@ def store_bits_mma(BITS, keep, bh, row0, col0, seqlen_q, seqlen_k):
     gl.store(base + offs, view)
 
 
+_TRANSPOSE32 = gl.constexpr(
+    "{ .reg .b32 y, a, mm; .reg .pred p; mov.b32 $0, $1;"
+    + "".join(
+        f" shfl.sync.bfly.b32 y, $0, {j}, 0x1f, -1; and.b32 a, $2, {j};"
+        f" setp.ne.u32 p, a, 0; @p shr.b32 y, y, {j}; @!p shl.b32 y, y, {j};"
+        f" selp.b32 mm, {m}, {~m & 0xFFFFFFFF}, p; lop3.b32 $0, $0, y, mm, 0xD8;"
+        for j, m in ((16, 0x0000FFFF), (8, 0x00FF00FF), (4, 0x0F0F0F0F), (2, 0x33333333),
+                     (1, 0x55555555)))
+    + " }"
+)
+
+
+@gluon.jit
+def _transpose32(x, lane):
+    """A warp's 32 x 32 bit transpose: lane L gets bit L of every lane's word, lane k's
+    as bit k. Five butterfly stages (a shuffle, a shift, one LOP3 each): stage j swaps
+    the j-blocks off the diagonal between lanes L and L ^ j."""
+    return gl.inline_asm_elementwise(_TRANSPOSE32, "=r,r,r", [x, lane], dtype=gl.int32,
+                                     is_pure=False, pack=1)
+
+
+@gluon.constexpr_function
+def _lane_words(R, C, TRANS):
+    """Whether a tile reads its bit blocks a warp's 32 words at a time, one per lane,
+    and transposes them: query rows x keys tiles 64 keys wide (8 blocks of 4 words per
+    16-row band)."""
+    return (not TRANS) and C == 64
+
+
 @gluon.jit
 def bits_words_mma(bits, row0, col0, layout: gl.constexpr, R: gl.constexpr, C: gl.constexpr,
                    TRANS: gl.constexpr):
     """The bit-block words of an (R, C) tile in the wgmma layout ``layout``: query rows x
     keys at (row0, col0) (the dQ kernel), or with TRANS keys x query rows at (col0, row0)
-    (the dK/dV kernel); ``bits`` = (base, NC8) of the head (_common._bits_block). Each
-    element gets its word; a thread loads each of its words once (4 at a time per block
-    without TRANS), the same words by every lane that needs them. Tiles past seqlen_q /
-    seqlen_k read padding or stale words: their scores are masked anyway. Issued before
-    the tile's GEMMs are waited for, so the loads overlap them; ``bits_keep`` reads the
-    mask from them."""
+    (the dK/dV kernel); ``bits`` = (base, NC8) of the head (_common._bits_block). Every
+    element gets a word holding its bit at ``bits_keep``'s position. 64-key dQ tiles
+    (_lane_words): each lane loads one of its band's 32 words (128 coalesced bytes per
+    warp) and a warp transpose hands it its own bit of all 32, as bit (block, word) of
+    one word: one load and five shuffles per 32 elements. Otherwise each thread loads
+    the words it needs (4 at a time per block without TRANS), the same by every lane
+    that needs them. Tiles past seqlen_q / seqlen_k read padding or stale words: their
+    scores are masked anyway. Issued before the tile's GEMMs are waited for, so the
+    loads overlap them."""
     base, NC8 = bits
     like = _block_view(gl.zeros([R, C], gl.int32, layout), TRANS)
     view_layout: gl.constexpr = like.type.layout
-    if TRANS:
-        offs = _block_offsets(view_layout, C // 16, R // 8, row0 // 16, col0 // 8, NC8)
+    if _lane_words(R, C, TRANS):
+        band_layout: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, view_layout))
+        b = gl.arange(0, R // 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, band_layout)))
+        rr = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, band_layout)))
+        cq = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, band_layout)))
+        lane = 4 * rr[None, :, None] + cq[None, None, :]  # (1, 8, 4): the lane index
+        offs = ((row0 // 16 + b[:, None, None]) * NC8 + col0 // 8) * 4 + lane
+        t = _transpose32(gl.load(base + offs), lane + 0 * b[:, None, None])
+        full = gl.zeros([R // 16, C // 8, 4, 8, 4], gl.int32, view_layout)
+        words = _block_unview(t[:, None, None, :, :] + full, R, C, layout, TRANS)
     else:
-        offs = _block_offsets(view_layout, R // 16, C // 8, row0 // 16, col0 // 8, NC8)
-    return _block_unview(gl.load(base + offs), R, C, layout, TRANS)
+        if TRANS:
+            offs = _block_offsets(view_layout, C // 16, R // 8, row0 // 16, col0 // 8, NC8)
+        else:
+            offs = _block_offsets(view_layout, R // 16, C // 8, row0 // 16, col0 // 8, NC8)
+        words = _block_unview(gl.load(base + offs), R, C, layout, TRANS)
+    return words
 
 
 @gluon.jit
 def bits_keep(words, layout: gl.constexpr, TRANS: gl.constexpr, SIGN: gl.constexpr = False):
-    """keep of each element of a bits_words_mma tile: its bit, 4 * (r % 8) + (c % 8) // 2
-    (a pattern of lane bits: the element's lane itself without TRANS). SIGN: the same bit
-    tested as the sign of the word shifted left (another expression, so that a second
-    use recomputes the mask from the words instead of keeping the first one's tile alive:
-    the dK/dV kernel, where a mask tile live across the dV GEMM spilled)."""
+    """keep of each element of a bits_words_mma tile: its bit there, 4 * (r % 8) + (c % 8)
+    // 2 (a pattern of lane bits: the element's lane itself without TRANS), or for 64-key
+    dQ tiles (transposed words) its block and word, 4 * (c // 8) + 2 * ((r % 16) // 8) + c
+    % 2 (a register constant). SIGN: the same bit tested as the sign of the word shifted
+    left (another expression, so that a second use recomputes the mask from the words
+    instead of keeping the first one's tile alive: the dK/dV kernel, where a mask tile
+    live across the dV GEMM spilled)."""
     R: gl.constexpr = words.shape[0]
     C: gl.constexpr = words.shape[1]
     i = gl.arange(0, R, layout=gl.SliceLayout(1, layout))[:, None]
     j = gl.arange(0, C, layout=gl.SliceLayout(0, layout))[None, :]
-    if TRANS:  # i: keys, j: query rows
+    if _lane_words(R, C, TRANS):
+        bit = 4 * (j // 8) + 2 * ((i % 16) // 8) + j % 2
+    elif TRANS:  # i: keys, j: query rows
         bit = 4 * (j % 8) + (i % 8) // 2
     else:
         bit = 4 * (i % 8) + (j % 8) // 2

@@ -1677,7 +1677,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         types.update({n: "constexpr" for n in constexprs})
         sig = {n: types[n] for n in kernel.arg_names if n in types}  # parameter order
         # LSE, DELTA (DQ_ACC, SEM; the varlen pointers): torch allocations, 16-byte aligned
-        aligned = [i for i, n in enumerate(sig) if sig[n].startswith("*")]
+        aligned = [kernel.arg_names.index(n) for n in sig if sig[n].startswith("*")]
         src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs,
                              attrs={(i,): [["tt.divisibility", 16]] for i in aligned})
         out[name] = triton.compile(src, target=GPUTarget("cuda", 90, 32),

@@ -1,6 +1,7 @@
 """The Hopper (sm_90) forward: Gluon kernels with TMA, an mbarrier-guarded shared-memory
 ring and asynchronous wgmma. The portable tile-level kernel (ops/flash.py) stays the path
-for other GPUs, the interpreter and dropout, for a softcap at hd 64 or under
+for other GPUs, the interpreter and dropout beyond hd 64 or with a window or softcap
+(stage A draws dropout at hd 64: ``dropout_config``), for a softcap at hd 64 or under
 FLASHTILE_HOPPER_SOFTCAP=0 (at hd 128 / 256 it runs stage A or C: SOFTCAP, ``softcap_mode``),
 and for sliding windows under FLASHTILE_HOPPER_WINDOW=0 (by default they run stage A or C,
 ``window_config``); the backward
@@ -260,13 +261,12 @@ def hopper_varlen_supported(q, k, v, out, causal, window, softcap, softmax_scale
 
 
 def dropout_mode() -> str:
-    """FLASHTILE_HOPPER_DROPOUT: "1": dropout runs on the Gluon forward where it covers
-    the call (``hopper_problem_ok``); unset ("auto") or "0": on the portable forward,
-    which measured faster (s18b: stage A drawing in its step loop 93.6 / 202.2 us against
-    84.3 / 173.7 at MiniGPT's 64 x 256 / 16 x 1024; ptxas sinks the QK^T wgmma below the
-    draw, so nothing overlaps it)."""
-    mode = env_mode("FLASHTILE_HOPPER_DROPOUT")
-    return "off" if mode == "auto" else mode
+    """FLASHTILE_HOPPER_DROPOUT: unset ("auto") or "1": dropout runs on the Gluon forward
+    where it covers the call (``hopper_problem_ok``); "0": on the portable forward. With
+    the bit blocks (s18c, 64 x 256 / 16 x 1024 at MiniGPT's 6 heads of 64): 56.7 / 121.8
+    us per call against the portable forward's 96.5 / 223.4 (cuDNN 40.8 / 103.7); the
+    graphed MiniGPT step 6.99 / 8.09 ms against 7.21 / 8.70 (cuDNN 6.94 / 7.83)."""
+    return env_mode("FLASHTILE_HOPPER_DROPOUT")
 
 
 def dropout_config(head_dim, causal, seqlen_q):

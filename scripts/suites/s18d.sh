@@ -1,0 +1,26 @@
+# gpu_check.sh suite "s18d" (sourced; $out, $commit, ft() and status are set)
+# The Gluon forward with dropout on by default (hd 64), and the dQ kernel reading its bit
+# blocks a band's 32 words at a time, one per lane, with a warp bit transpose (s18c: the
+# 16-byte uniform loads cost dQ +15% / +27%).
+# 1. Correctness: the Gluon forward's dropout tests, the Gluon backward's bits tests (the
+#    transposing reader), test_flash's bits / dropout / capture / plan tests on CUDA,
+#    MiniGPT's GPU tests.
+# 2. Per kernel and the graphed MiniGPT step against cuDNN. Predictions (SASS sm_90, dQ
+#    unmasked step loop 430 -> 387 instructions, 8 LDG.128 -> 1 LDG + 5 SHFL): dQ 84.4 ->
+#    62-68 us at 16 x 1024 and 35.0 -> 29-32 at 64 x 256; the forward as s18c's Gluon
+#    column (56.7 / 121.8); the step 6.99 -> ~6.96 and 8.09 -> ~7.98 ms.
+source scripts/suites/lib/steps.sh
+gpu_pytest pytest_hopper_dropout 200 4 6 tests/test_hopper_dropout.py
+gpu_pytest pytest_gluon_bits 150 4 4 tests/test_hopper_bwd.py -k "dropout"
+timeout 220 python3 -m pytest -q tests/test_flash.py -k "dropout or graph_capture or plans or bits" \
+  -p no:cacheprovider -rf --tb=short >"$out/pytest_flash_cuda.log" 2>&1 || status=1
+grep -E "^FAILED|passed|failed" "$out/pytest_flash_cuda.log" | tail -n 4
+gpu_pytest pytest_minigpt 150 2 4 tests/test_minigpt.py
+timeout 100 python3 scripts/bench_dropout.py --kernels --backends flashtile,cudnn \
+  --csv "$out/drop_k.csv" >"$out/drop_k.log" 2>&1 || status=1
+grep -A1 "| 0.2 |" "$out/drop_k.log" | grep -E "\| 0\.2 \||per kernel" | cut -c1-250
+timeout 150 python3 -m flashtile.cli train --bench \
+  --bench-backends "flashtile:graph,sdpa-cudnn:graph" \
+  --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
+  --csv "$out/train_bench.csv" >"$out/train_bench.log" 2>&1 || status=1
+tail -n 5 "$out/train_bench.log" | cut -c1-120
