@@ -1222,7 +1222,8 @@ def dropout_bits_buffer(rng_state, batch, nheads, seqlen_q, seqlen_k, device):
     warp ballots of the wgmma layout). Passed as the forward's seed (``(buffer, 0)``),
     the forward writes the words (_common.store_dropout_bits); the words
     (``buffer[DROPOUT_BITS_HEADER:]``) passed as the backward's seed, its kernels read
-    them (_common.dropout_keep; the Gluon backward's bits_words_mma) instead of drawing. Words of tiles no kernel visits (a causal mask's upper triangle) stay
+    them (_common.dropout_keep; the Gluon backward's bits_words_mma) instead of
+    drawing. Words of tiles no kernel visits (a causal mask's upper triangle) stay
     unwritten: every element read there is masked. ``rng_state``: host ints (written
     with one fill, no copy from the host) or draw_rng_state's on-device pair (copied on
     the device: capture-safe). None when the words would exceed DROPOUT_BITS_MAX_BYTES."""
