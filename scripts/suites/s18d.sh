@@ -16,11 +16,4 @@ timeout 220 python3 -m pytest -q tests/test_flash.py -k "dropout or graph_captur
   -p no:cacheprovider -rf --tb=short >"$out/pytest_flash_cuda.log" 2>&1 || status=1
 grep -E "^FAILED|passed|failed" "$out/pytest_flash_cuda.log" | tail -n 4
 gpu_pytest pytest_minigpt 150 2 4 tests/test_minigpt.py
-timeout 100 python3 scripts/bench_dropout.py --kernels --backends flashtile,cudnn \
-  --csv "$out/drop_k.csv" >"$out/drop_k.log" 2>&1 || status=1
-grep -A1 "| 0.2 |" "$out/drop_k.log" | grep -E "\| 0\.2 \||per kernel" | cut -c1-250
-timeout 150 python3 -m flashtile.cli train --bench \
-  --bench-backends "flashtile:graph,sdpa-cudnn:graph" \
-  --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
-  --csv "$out/train_bench.csv" >"$out/train_bench.log" 2>&1 || status=1
-tail -n 5 "$out/train_bench.log" | cut -c1-120
+dropout_kernels_step

@@ -10,11 +10,4 @@
 source scripts/suites/lib/steps.sh
 gpu_pytest pytest_gluon_bits 150 4 4 tests/test_hopper_bwd.py -k "dropout"
 gpu_pytest pytest_hopper_dropout 150 4 4 tests/test_hopper_dropout.py
-timeout 100 python3 scripts/bench_dropout.py --kernels --backends flashtile,cudnn \
-  --csv "$out/drop_k.csv" >"$out/drop_k.log" 2>&1 || status=1
-grep -A1 "| 0.2 |" "$out/drop_k.log" | grep -E "\| 0\.2 \||per kernel" | cut -c1-250
-timeout 150 python3 -m flashtile.cli train --bench \
-  --bench-backends "flashtile:graph,sdpa-cudnn:graph" \
-  --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
-  --csv "$out/train_bench.csv" >"$out/train_bench.log" 2>&1 || status=1
-tail -n 5 "$out/train_bench.log" | cut -c1-120
+dropout_kernels_step

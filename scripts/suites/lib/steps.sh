@@ -39,17 +39,24 @@ graph_step_bits() {
     --csv "$out/train_bench_bits.csv" >"$out/train_bench_bits.log" 2>&1 || status=1
   tail -n 7 "$out/train_bench_bits.log" | cut -c1-120
 }
-# dropout_default_benches: with the shipped dropout default, flashtile's and cuDNN's
+# dropout_benches BACKENDS: with the shipped dropout default, flashtile's and cuDNN's
 # training call per kernel (bench_dropout --kernels; $out/drop_k.*), then the graphed
-# MiniGPT step: default, drawing (FLASHTILE_DROPOUT_BITS=0) and cuDNN at 64 x 256 and
-# 16 x 1024 ($out/train_bench.*)
-dropout_default_benches() {
+# MiniGPT step of BACKENDS (train --bench names) at 64 x 256 and 16 x 1024
+# ($out/train_bench.*)
+dropout_benches() {
   timeout 100 python3 scripts/bench_dropout.py --kernels --backends flashtile,cudnn \
     --csv "$out/drop_k.csv" >"$out/drop_k.log" 2>&1 || status=1
   grep -A1 "| 0.2 |" "$out/drop_k.log" | grep -E "\| 0\.2 \||per kernel" | cut -c1-250
-  timeout 150 python3 -m flashtile.cli train --bench \
-    --bench-backends "flashtile:graph,flashtile:graph@FLASHTILE_DROPOUT_BITS=0,sdpa-cudnn:graph" \
+  timeout 150 python3 -m flashtile.cli train --bench --bench-backends "$1" \
     --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
     --csv "$out/train_bench.csv" >"$out/train_bench.log" 2>&1 || status=1
-  tail -n 7 "$out/train_bench.log" | cut -c1-120
+  tail -n $(( $(tr -cd , <<<"$1" | wc -c) * 2 + 3 )) "$out/train_bench.log" | cut -c1-120
+}
+# dropout_default_benches: dropout_benches with flashtile drawing (FLASHTILE_DROPOUT_BITS=0)
+dropout_default_benches() {
+  dropout_benches "flashtile:graph,flashtile:graph@FLASHTILE_DROPOUT_BITS=0,sdpa-cudnn:graph"
+}
+# dropout_kernels_step: dropout_benches, flashtile against cuDNN
+dropout_kernels_step() {
+  dropout_benches "flashtile:graph,sdpa-cudnn:graph"
 }
