@@ -513,21 +513,6 @@ def _along(layout, dim, rank):
 
 
 @gluon.jit
-def _idx4(n: gl.constexpr, dim: gl.constexpr, layout: gl.constexpr):
-    """arange(n) along ``dim`` of a rank-4 ``layout``, expanded to rank 4."""
-    x = gl.arange(0, n, layout=_along(layout, dim, 4))
-    if dim == 0:
-        y = x[:, None, None, None]
-    elif dim == 1:
-        y = x[None, :, None, None]
-    elif dim == 2:
-        y = x[None, None, :, None]
-    else:
-        y = x[None, None, None, :]
-    return y
-
-
-@gluon.jit
 def _idx(n: gl.constexpr, dim: gl.constexpr, layout: gl.constexpr):
     """arange(n) along ``dim`` of a rank-5 ``layout``, expanded to rank 5."""
     x = gl.arange(0, n, layout=_along(layout, dim, 5))
@@ -642,42 +627,8 @@ def _transpose32(x, lane):
 def _lane_words(R, C, TRANS):
     """Whether a tile reads its bit blocks a warp's 32 words at a time, one per lane,
     and transposes them: query rows x keys tiles 64 keys wide (8 blocks of 4 words per
-    16-row band), and TRANS tiles of 64 query rows (a warp's 16 keys: 2 blocks in each of
-    4 bands)."""
-    return C == 64
-
-
-@gluon.jit
-def _shfl_idx(x, src):
-    """Lane ``src``'s ``x`` (shfl.sync.idx over the warp)."""
-    return gl.inline_asm_elementwise("shfl.sync.idx.b32 $0, $1, $2, 0x1f, -1;", "=r,r,r",
-                                     [x, src], dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
-def _trans_lane_words(base, NC8, row0, col0, layout: gl.constexpr, R: gl.constexpr,
-                      C: gl.constexpr):
-    """bits_words_mma for a (R keys, 64 query rows) dK/dV tile, a warp per 16 keys: lane
-    k of a warp loads word k of its 32 (band k // 8, its key block (k // 4) % 2, word k
-    % 4; 4 runs of 32 bytes), the warp transpose gives lane m bit m of all 32, and each
-    lane takes from lanes 8 lq + 4 e + lk // 2 (e = 0, 1) the two words that hold its bits
-    (lane 4 lk + lq holds keys with c % 8 = lk, rows with r % 8 = 2 lq + e): one load,
-    five butterfly stages and two shuffles per 32 elements."""
-    v8 = gl.zeros([R, C], gl.int32, layout).reshape([R // 16, 2, 4, 2, C // 16, 2, 4, 2])
-    l8: gl.constexpr = v8.type.layout  # a, kh, lk // 2, lk % 2, b, rh, lq, e
-    u_layout: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(4, gl.SliceLayout(5, l8)))
-    w_layout: gl.constexpr = gl.SliceLayout(4, u_layout)  # a, lk // 2, lk % 2, lq
-    a = _idx4(R // 16, 0, w_layout)
-    lkh = _idx4(4, 1, w_layout)
-    cb = _idx4(2, 2, w_layout)
-    lq = _idx4(4, 3, w_layout)
-    lane = 8 * lkh + 4 * cb + lq + 0 * a
-    offs = ((row0 // 16 + lane // 8) * NC8 + col0 // 8 + 2 * a + (lane // 4) % 2) * 4 + lane % 4
-    t = _transpose32(gl.load(base + offs), lane)
-    u = gl.join(_shfl_idx(t, 8 * lq + lkh + 0 * a), _shfl_idx(t, 8 * lq + 4 + lkh + 0 * a))
-    u = gl.convert_layout(u, u_layout, assert_trivial=True)
-    w8 = gl.expand_dims(gl.expand_dims(gl.expand_dims(u, 1), 4), 5) + v8
-    return gl.convert_layout(w8.reshape([R, C]), layout, assert_trivial=True)
+    16-row band)."""
+    return (not TRANS) and C == 64
 
 
 @gluon.jit
@@ -697,9 +648,7 @@ def bits_words_mma(bits, row0, col0, layout: gl.constexpr, R: gl.constexpr, C: g
     base, NC8 = bits
     like = _block_view(gl.zeros([R, C], gl.int32, layout), TRANS)
     view_layout: gl.constexpr = like.type.layout
-    if TRANS and _lane_words(R, C, TRANS):
-        words = _trans_lane_words(base, NC8, row0, col0, layout, R, C)
-    elif _lane_words(R, C, TRANS):
+    if _lane_words(R, C, TRANS):
         band_layout: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, view_layout))
         b = gl.arange(0, R // 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, band_layout)))
         rr = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, band_layout)))
@@ -731,9 +680,7 @@ def bits_keep(words, layout: gl.constexpr, TRANS: gl.constexpr, SIGN: gl.constex
     C: gl.constexpr = words.shape[1]
     i = gl.arange(0, R, layout=gl.SliceLayout(1, layout))[:, None]
     j = gl.arange(0, C, layout=gl.SliceLayout(0, layout))[None, :]
-    if TRANS and _lane_words(R, C, TRANS):  # i: keys, j: query rows; see _trans_lane_words
-        bit = 8 * (j // 16) + 4 * ((i % 16) // 8) + 2 * ((j % 16) // 8) + i % 2
-    elif _lane_words(R, C, TRANS):
+    if _lane_words(R, C, TRANS):
         bit = 4 * (j // 8) + 2 * ((i % 16) // 8) + j % 2
     elif TRANS:  # i: keys, j: query rows
         bit = 4 * (j % 8) + (i % 8) // 2
