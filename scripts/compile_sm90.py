@@ -162,7 +162,7 @@ def hopper_variants():
     # the on-device int64 pair (graph capture) or a dropout_bits_buffer (the words written)
     for hd in configs.HOPPER_DROPOUT_HEAD_DIMS:
         for causal in (False, True):
-            for rng in ("seed", "pair", "bits"):
+            for rng in ("seed", "pair", "bits", "bits-ws"):
                 yield (f"hopper-dropout d{hd}{'-causal' if causal else ''} bfloat16 {rng}", hd,
                        causal, torch.bfloat16, configs.hopper_fwd_dropout_config(hd, causal, 4096),
                        f"dropout-{rng}")

@@ -128,6 +128,16 @@ def test_dropout_reaches_the_gluon_forward(monkeypatch, rng):
         assert kw["BITS"].data_ptr() == buf.data_ptr() + 4 * flash.DROPOUT_BITS_HEADER
     else:
         assert kw["BITS"] is None
+    assert "DROP_WS" not in kw  # the dropout partition: opt-in, and only with bits
+    launched.clear()
+    monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT_WS", "1")
+    flash.attention_forward(q, k, v, causal=True, dropout_p=0.25, rng_state=state)
+    (_, kw), = launched
+    if rng == "bits":
+        assert kw["DROP_WS"] is True and kw["DROP_REGS"] == hopper_fwd.DROP_WS_REGS
+    else:
+        assert "DROP_WS" not in kw
+    monkeypatch.delenv("FLASHTILE_HOPPER_DROPOUT_WS")
     assert (kw["drop_bias"], kw["drop_span"]) == dropout_window(0.25)
     assert kw["keep_p"] == pytest.approx(0.75)
     assert kw["MASKED_FIRST"] is False  # uncapped: tiles in order
@@ -157,24 +167,27 @@ def _visible(seqlen_q, seqlen_k, causal, device):
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seqlen_q,seqlen_k", [(1029, 1100), (256, 256), (300, 40), (1, 77)])
-@pytest.mark.parametrize("rng", ["ints", "pair", "bits"])
+@pytest.mark.parametrize("rng", ["ints", "pair", "bits", "bits-ws"])
 def test_gluon_dropout_forward(causal, seqlen_q, seqlen_k, rng, device, monkeypatch):
     """The Gluon forward with dropout (it ran: the launcher is spied on) applies the
     portable kernels' mask bit for bit: out within the DESIGN.md bound of the float64
     reference replaying flash.dropout_mask, lse the softmax's; with a bits buffer its
     bit blocks hold that mask at every element a causal mask leaves visible.
-    GQA 4:2, ragged lengths, rows with no key (300 x 40 causal)."""
+    GQA 4:2, ragged lengths, rows with no key (300 x 40 causal). "bits-ws": drawn by the
+    dropout partition (FLASHTILE_HOPPER_DROPOUT_WS=1), the consumers reading its blocks."""
     from flashtile import reference
 
     _gpu_sm90()
     monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT", "1")
+    monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT_WS", "1" if rng == "bits-ws" else "0")
     p, seed, offset = 0.2, 1234, 567
     q, k, v = make_qkv(2, seqlen_q, seqlen_k, 4, 2, 64, torch.bfloat16, device,
                        seed=seqlen_q + seqlen_k)
     ran = []
     real = hopper_fwd._launch
     monkeypatch.setattr(hopper_fwd, "_launch",
-                        lambda *a, **kw: ran.append(kw.get("DROPOUT")) or real(*a, **kw))
+                        lambda *a, **kw: ran.append((kw.get("DROPOUT"), kw.get("DROP_WS")))
+                        or real(*a, **kw))
     buf = None
     if rng == "ints":
         state = (seed, offset)
@@ -185,7 +198,7 @@ def test_gluon_dropout_forward(causal, seqlen_q, seqlen_k, rng, device, monkeypa
         state = (buf, 0)
     out, lse = flash.attention_forward(q, k, v, causal=causal, dropout_p=p, rng_state=state)
     torch.cuda.synchronize()
-    assert ran == [True]
+    assert ran == [(True, True if rng == "bits-ws" else None)]
     keep = flash.dropout_mask((seed, offset), 2, 4, seqlen_q, seqlen_k, p, device)
     refs = [reference.attention_forward(q, k, v, causal=causal, dropout_p=p,
                                         dropout_mask=keep, upcast=up) for up in (True, False)]
@@ -204,13 +217,15 @@ def test_gluon_dropout_forward(causal, seqlen_q, seqlen_k, rng, device, monkeypa
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
-def test_gluon_dropout_training(causal, device, monkeypatch):
+@pytest.mark.parametrize("ws", ["0", "1"])
+def test_gluon_dropout_training(causal, ws, device, monkeypatch):
     """flash_attn_func's training call with dropout at MiniGPT's shape (6 heads of 64)
     runs the Gluon forward (writing the words) and the Gluon backward (reading them): the
     same torch seed gives the portable forward's output within rounding
     (FLASHTILE_HOPPER_DROPOUT=0: the same mask) and gradients within 2^-6 of its largest
-    magnitude."""
+    magnitude. ws: the dropout partition drawing (FLASHTILE_HOPPER_DROPOUT_WS=1)."""
     _gpu_sm90()
+    monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT_WS", ws)
     q, k, v = make_qkv(4, 1024, 1024, 6, 6, 64, torch.bfloat16, device, seed=3)
     dout = torch.randn_like(q)
     ran = []

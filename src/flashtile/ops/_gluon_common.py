@@ -513,6 +513,21 @@ def _along(layout, dim, rank):
 
 
 @gluon.jit
+def _idx4(n: gl.constexpr, dim: gl.constexpr, layout: gl.constexpr):
+    """arange(n) along ``dim`` of a rank-4 ``layout``, expanded to rank 4."""
+    x = gl.arange(0, n, layout=_along(layout, dim, 4))
+    if dim == 0:
+        y = x[:, None, None, None]
+    elif dim == 1:
+        y = x[None, :, None, None]
+    elif dim == 2:
+        y = x[None, None, :, None]
+    else:
+        y = x[None, None, None, :]
+    return y
+
+
+@gluon.jit
 def _idx(n: gl.constexpr, dim: gl.constexpr, layout: gl.constexpr):
     """arange(n) along ``dim`` of a rank-5 ``layout``, expanded to rank 5."""
     x = gl.arange(0, n, layout=_along(layout, dim, 5))
@@ -626,21 +641,23 @@ def _transpose32(x, lane):
 @gluon.constexpr_function
 def _lane_words(R, C, TRANS):
     """Whether a tile reads its bit blocks a warp's 32 words at a time, one per lane,
-    and transposes them: query rows x keys tiles 64 keys wide (8 blocks of 4 words per
-    16-row band)."""
-    return (not TRANS) and C == 64
+    and transposes them: query rows x keys tiles of 64 keys or a multiple (8 blocks of 4
+    words per 16-row band and 64 keys)."""
+    return (not TRANS) and C % 64 == 0
 
 
 @gluon.jit
 def bits_words_mma(bits, row0, col0, layout: gl.constexpr, R: gl.constexpr, C: gl.constexpr,
-                   TRANS: gl.constexpr):
+                   TRANS: gl.constexpr, CG: gl.constexpr = False):
     """The bit-block words of an (R, C) tile in the wgmma layout ``layout``: query rows x
     keys at (row0, col0) (the dQ kernel), or with TRANS keys x query rows at (col0, row0)
     (the dK/dV kernel); ``bits`` = (base, NC8) of the head (_common._bits_block). Every
-    element gets a word holding its bit at ``bits_keep``'s position. 64-key dQ tiles
-    (_lane_words): each lane loads one of its band's 32 words (128 coalesced bytes per
-    warp) and a warp transpose hands it its own bit of all 32, as bit (block, word) of
-    one word: one load and five shuffles per 32 elements. Otherwise each thread loads
+    element gets a word holding its bit at ``bits_keep``'s position. Query rows x keys
+    tiles of 64 keys or a multiple (_lane_words): each lane loads one of its band's 32
+    words per 64 keys (128 coalesced bytes per warp) and a warp transpose hands it its
+    own bit of all 32, as bit (block, word) of one word: one load and five shuffles per
+    32 elements. CG: the loads cached in L2 only (words that another warp of this CTA
+    wrote while it runs, which a stale L1 line must not hide). Otherwise each thread loads
     the words it needs (4 at a time per block without TRANS), the same by every lane
     that needs them. Tiles past seqlen_q / seqlen_k read padding or stale words: their
     scores are masked anyway. Issued before the tile's GEMMs are waited for, so the
@@ -648,16 +665,23 @@ def bits_words_mma(bits, row0, col0, layout: gl.constexpr, R: gl.constexpr, C: g
     base, NC8 = bits
     like = _block_view(gl.zeros([R, C], gl.int32, layout), TRANS)
     view_layout: gl.constexpr = like.type.layout
-    if _lane_words(R, C, TRANS):
-        band_layout: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, view_layout))
-        b = gl.arange(0, R // 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, band_layout)))
-        rr = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, band_layout)))
-        cq = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, band_layout)))
-        lane = 4 * rr[None, :, None] + cq[None, None, :]  # (1, 8, 4): the lane index
-        offs = ((row0 // 16 + b[:, None, None]) * NC8 + col0 // 8) * 4 + lane
-        t = _transpose32(gl.load(base + offs), lane + 0 * b[:, None, None])
-        full = gl.zeros([R // 16, C // 8, 4, 8, 4], gl.int32, view_layout)
-        words = _block_unview(t[:, None, None, :, :] + full, R, C, layout, TRANS)
+    if _lane_words(R, C, TRANS):  # the view as (band, 64-key group, block, word, lanes)
+        G: gl.constexpr = C // 64
+        like6 = like.reshape([R // 16, G, 8, 4, 8, 4])
+        l6: gl.constexpr = like6.type.layout
+        band_layout: gl.constexpr = gl.SliceLayout(2, gl.SliceLayout(3, l6))
+        b = _idx4(R // 16, 0, band_layout)
+        g = _idx4(G, 1, band_layout)
+        lane = 4 * _idx4(8, 2, band_layout) + _idx4(4, 3, band_layout)
+        offs = ((row0 // 16 + b) * NC8 + col0 // 8 + 8 * g) * 4 + lane
+        if CG:
+            w = gl.load(base + offs, cache_modifier=".cg")
+        else:
+            w = gl.load(base + offs)
+        t = _transpose32(w, lane + 0 * (b + g))
+        words6 = t[:, :, None, None, :, :] + gl.zeros([R // 16, G, 8, 4, 8, 4], gl.int32, l6)
+        words = _block_unview(words6.reshape([R // 16, C // 8, 4, 8, 4]), R, C, layout,
+                              TRANS)
     else:
         if TRANS:
             offs = _block_offsets(view_layout, C // 16, R // 8, row0 // 16, col0 // 8, NC8)
@@ -681,7 +705,7 @@ def bits_keep(words, layout: gl.constexpr, TRANS: gl.constexpr, SIGN: gl.constex
     i = gl.arange(0, R, layout=gl.SliceLayout(1, layout))[:, None]
     j = gl.arange(0, C, layout=gl.SliceLayout(0, layout))[None, :]
     if _lane_words(R, C, TRANS):
-        bit = 4 * (j // 8) + 2 * ((i % 16) // 8) + j % 2
+        bit = 4 * ((j // 8) % 8) + 2 * ((i % 16) // 8) + j % 2
     elif TRANS:  # i: keys, j: query rows
         bit = 4 * (j % 8) + (i % 8) // 2
     else:

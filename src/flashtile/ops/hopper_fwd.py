@@ -71,6 +71,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from .. import configs
 from ._common import (
     DROPOUT_BITS_HEADER,
+    _bits_block,
     device_capability,
     device_ctx,
     env_mode,
@@ -80,6 +81,8 @@ from ._common import (
 from ._gluon_common import GL_DTYPES as _GL_DTYPES
 from ._gluon_common import (
     alloc_ring_pair,
+    bits_keep,
+    bits_words_mma,
     dropout_draw,
     dropout_keeps,
     dropout_window,
@@ -214,6 +217,8 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
             bits = seed[DROPOUT_BITS_HEADER:]  # a dropout_bits_buffer: its words
         drop = dict(seed=seed, rng_offset=rng_state[1], drop_bias=bias, drop_span=span,
                     keep_p=1.0 - float(dropout_p), BITS=bits, DROPOUT=True)
+        if bits is not None and dropout_ws_mode() == "on":  # a dropout partition
+            drop.update(DROP_WS=True, DROP_REGS=DROP_WS_REGS)
     with device_ctx(q):
         _launch(cfg, seqlen_q, batch, q, k, v, out, lse, (None,) * 6, seqlen_q, seqlen_k,
                 softmax_scale, causal, left=left, softcap=softcap, **drop)
@@ -267,6 +272,20 @@ def dropout_mode() -> str:
     us per call against the portable forward's 96.5 / 223.4 (cuDNN 40.8 / 103.7); the
     graphed MiniGPT step 6.99 / 8.09 ms against 7.21 / 8.70 (cuDNN 6.94 / 7.83)."""
     return env_mode("FLASHTILE_HOPPER_DROPOUT")
+
+
+def dropout_ws_mode() -> str:
+    """FLASHTILE_HOPPER_DROPOUT_WS=1: a training call's dropout (the forward writing the
+    bit blocks) is drawn by a partition of its own, 4 warps beside stage A's consumers
+    (``_drop_producer``); unset or 0: by the consumers, in their step loop. Opt-in until
+    measured."""
+    mode = env_mode("FLASHTILE_HOPPER_DROPOUT_WS")
+    return "off" if mode == "auto" else mode
+
+
+# registers per thread of the dropout partition (setmaxnreg; the consumers get the rest
+# of the 64K file: (65536 - 128 * 96) / 256 = 208)
+DROP_WS_REGS = 96
 
 
 def dropout_config(head_dim, causal, seqlen_q):
@@ -546,14 +565,17 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
                 MASKED: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
                 EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0,
                 SOFTCAP: gl.constexpr = False, EARLY_EXPECT: gl.constexpr = False,
-                drop=None, DROPOUT: gl.constexpr = False):
+                drop=None, DROPOUT: gl.constexpr = False, ws=None,
+                DROP_WS: gl.constexpr = False, NB: gl.constexpr = 2):
     """Step i: consume key tile t = _step_tile(i) from ring slot i % NUM_STAGES: S = Q K^T
     (wgmma, smem x smem), softmax in registers, O += P V (wgmma, P from registers), then
     refill the slot with the tile of step i + NUM_STAGES. The steps visit tiles [lo,
     n_tiles) (lo > 0 only under a sliding window, HAS_LEFT). SOFTCAP: the scores are
     tanh(qk * cap_scale), and qk_scale carries softcap * log2(e). DROPOUT: ``drop`` =
     _dropout_args'; the tile's decisions are drawn (and written as bits) while the
-    tensor cores compute S, and P's dropped entries are zeroed after the row sums."""
+    tensor cores compute S, and P's dropped entries are zeroed after the row sums.
+    DROP_WS: the decisions come from the dropout partition (``_drop_producer``) through
+    the bit blocks it wrote, ``ws`` = (full, empty) barrier rings of NB slots."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = acc.type.layout
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -566,7 +588,9 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     qk = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     qk = warpgroup_mma(q2, k_buf.permute((1, 0)), qk, use_acc=False, is_async=True)
     t = _step_tile(i, lo, n_tiles, MASKED_FIRST)
-    if DROPOUT:  # integer work under the GEMM
+    if DROP_WS:  # the dropout partition's words for this step, loaded under the GEMM
+        keep = _ws_keep(drop, ws, i, t * BLOCK_N, seqlen_k, s_layout, BLOCK_M, BLOCK_N, NB)
+    elif DROPOUT:  # integer work under the GEMM
         keep = _dropout_tile(drop, rows, t * BLOCK_N, seqlen_k, BLOCK_N, s_layout, MASKED)
     qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
     if SOFTCAP:
@@ -575,7 +599,9 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
         qk = _scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
     # -- rescale, accumulate --
     p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED, EXP2_EMU)
-    if DROPOUT:  # after the row sums: the normaliser counts every key
+    if DROP_WS:  # after the row sums: the normaliser counts every key
+        p = gl.where(keep, p, 0.0)
+    elif DROPOUT:
         p = dropped(p, keep)
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     p = gl.convert_layout(p.to(q2.dtype), p_layout)
@@ -588,6 +614,8 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, s,
                   _step_tile(nxt, lo, n_tiles, MASKED_FIRST), b, hk, nxt < n_tiles - lo,
                   BLOCK_N, EARLY_EXPECT, True)
+    if DROP_WS:  # every consumer warp is past this step's words (the CTA barrier above)
+        mbarrier.arrive(ws[1].index(i % NB))
     return acc, m_i, l_i
 
 
@@ -625,12 +653,102 @@ def _dropout_args(seed, rng_offset, BITS, bh, bias, span, seqlen_q, row0):
 
 
 @gluon.jit
+def _ws_keep(drop, ws, i, col0, seqlen_k, layout: gl.constexpr, BLOCK_M: gl.constexpr,
+             BLOCK_N: gl.constexpr, NB: gl.constexpr):
+    """DROP_WS: step i's keep tile (bool) from the bit blocks the dropout partition wrote
+    for it: wait for its slot's full barrier, then one word per lane and 64 keys, and the
+    warp transpose (_gluon_common.bits_words_mma, cached in L2 only)."""
+    mbarrier.wait(ws[0].index(i % NB), (i // NB) & 1)
+    seed, rng_offset, bh, bias, span, words, seqlen_q, row0 = drop
+    w = bits_words_mma(_bits_block(words, bh, seqlen_q, seqlen_k), row0, col0, layout,
+                       BLOCK_M, BLOCK_N, False, True)
+    return bits_keep(w, layout, False)
+
+
+@gluon.jit
+def _drop_producer(drop, full_bars, empty_bars, lo, n_tiles, seqlen_k, BLOCK_M: gl.constexpr,
+                   BLOCK_N: gl.constexpr, NB: gl.constexpr):
+    """The dropout partition (DROP_WS, 4 warps): for each step the consumers will take, in
+    their order, draw the (BLOCK_M, BLOCK_N) tile's decisions and write its bit blocks
+    (_dropout_tile), then hand the step over on its slot's full barrier; a slot is
+    reused once the consumers released it (its empty barrier), so the partition runs at
+    most NB steps ahead. Its integer work overlaps the consumers' GEMMs and softmax."""
+    layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
+    row0 = drop[7]
+    rows = row0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+    for i in range(0, n_tiles - lo):
+        use = i // NB
+        mbarrier.wait(empty_bars.index(i % NB), (use & 1) ^ 1, pred=use > 0)
+        _dropout_tile(drop, rows, (lo + i) * BLOCK_N, seqlen_k, BLOCK_N, layout, False)
+        gl.thread_barrier()  # the partition's stores all issued before the hand-over
+        mbarrier.arrive(full_bars.index(i % NB))
+
+
+@gluon.jit
 def _step_tile(i, lo, n_tiles, MASKED_FIRST: gl.constexpr):
     """The key tile of step i over tiles [lo, n_tiles): last to first when MASKED_FIRST,
     else in order."""
     if MASKED_FIRST:
         return n_tiles - 1 - i
     return lo + i
+
+
+@gluon.jit
+def _a_loops(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk, lo, a,
+             n_full, n_tiles, start_m, seqlen_k, diag, qk_scale, left, cap_scale, drop,
+             HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+             NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
+             EXP2_EMU: gl.constexpr, HAS_LEFT: gl.constexpr, SOFTCAP: gl.constexpr,
+             EARLY_EXPECT: gl.constexpr, DROPOUT: gl.constexpr, ws=None,
+             DROP_WS: gl.constexpr = False):
+    """Stage A's consumer: the step loops over the key tiles (``_fwd_tile_a``) from the
+    Q tile's arrival; returns (acc, m_i, l_i). The whole kernel's warps, or with DROP_WS
+    the default partition beside the dropout one."""
+    o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
+    s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
+    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+    l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
+    mbarrier.wait(q_bar, 0)
+    q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
+
+    # -- MASKED_FIRST (a register-capped config): key tiles last to first, as FA2 does,
+    #    the on-band / ragged tiles (masked) first, then the off-band ones. The mask's
+    #    registers are then dead in the long unmasked loop, so the hd 64 causal kernel
+    #    fits 128 registers per thread (two programs per SM) with its few spills outside
+    #    that loop's hot path. Otherwise tiles in order, unmasked first: the order measured
+    #    4-8% faster at hd 256 non-causal (3b020cc, `gpu_check.sh a1k`). HAS_LEFT: the
+    #    window's left-edge tiles [lo, a) are masked too, visited last (MASKED_FIRST) or
+    #    first; steps count from lo (lo = a = 0 without a window: that loop is empty) --
+    if MASKED_FIRST:  # band, unmasked middle, left edge (empty without a window)
+        ends_0 = n_tiles - n_full
+        ends_1 = n_tiles - a
+    else:  # left edge (empty without a window), unmasked middle, band
+        ends_0 = a - lo
+        ends_1 = n_full - lo
+    for i in range(0, ends_0):
+        acc, m_i, l_i = _fwd_tile_a(
+            i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
+            lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
+            BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
+            SOFTCAP, EARLY_EXPECT, drop, DROPOUT, ws, DROP_WS,
+        )
+    for i in range(ends_0, ends_1):
+        acc, m_i, l_i = _fwd_tile_a(
+            i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
+            lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
+            BLOCK_N, NUM_STAGES, False, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
+            SOFTCAP, EARLY_EXPECT, drop, DROPOUT, ws, DROP_WS,
+        )
+    for i in range(ends_1, n_tiles - lo):
+        acc, m_i, l_i = _fwd_tile_a(
+            i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
+            lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
+            BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
+            SOFTCAP, EARLY_EXPECT, drop, DROPOUT, ws, DROP_WS,
+        )
+    return acc, m_i, l_i
 
 
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k", "left", "seed", "rng_offset", "drop_bias",
@@ -650,12 +768,11 @@ def _fwd_kernel(
     # _gluon_common.dropout_window, keep_p = 1 - dropout_p
     seed=0, rng_offset=0, drop_bias=0, drop_span=0, keep_p=1.0, BITS=None,
     DROPOUT: gl.constexpr = False,
+    DROP_WS: gl.constexpr = False, DROP_REGS: gl.constexpr = 96,  # the dropout partition
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
     dtype: gl.constexpr = q_desc.dtype
-    o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
-    s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     pid_m = gl.program_id(0)
     if CAUSAL:
         pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
@@ -690,52 +807,38 @@ def _fwd_kernel(
                       _step_tile(i, lo, n_tiles, MASKED_FIRST), b, hk, i < n_tiles - lo,
                       BLOCK_N, EARLY_EXPECT, False)
 
-    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
-    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
-    l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
-    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
     drop = None
     if DROPOUT:
         drop = _dropout_args(seed, rng_offset, BITS, gl.program_id(1), drop_bias, drop_span,
                              seqlen_q, start_m)
-    mbarrier.wait(q_bar, 0)
-    q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
-
-    # -- MASKED_FIRST (a register-capped config): key tiles last to first, as FA2 does,
-    #    the on-band / ragged tiles (masked) first, then the off-band ones. The mask's
-    #    registers are then dead in the long unmasked loop, so the hd 64 causal kernel
-    #    fits 128 registers per thread (two programs per SM) with its few spills outside
-    #    that loop's hot path. Otherwise tiles in order, unmasked first: the order measured
-    #    4-8% faster at hd 256 non-causal (3b020cc, `gpu_check.sh a1k`). HAS_LEFT: the
-    #    window's left-edge tiles [lo, a) are masked too, visited last (MASKED_FIRST) or
-    #    first; steps count from lo (lo = a = 0 without a window: that loop is empty) --
-    if MASKED_FIRST:  # band, unmasked middle, left edge (empty without a window)
-        ends_0 = n_tiles - n_full
-        ends_1 = n_tiles - a
-    else:  # left edge (empty without a window), unmasked middle, band
-        ends_0 = a - lo
-        ends_1 = n_full - lo
-    for i in range(0, ends_0):
-        acc, m_i, l_i = _fwd_tile_a(
-            i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-            lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
-            BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT, drop, DROPOUT,
+    if DROP_WS:  # a dropout partition (4 warps) draws and writes the bits ahead of the
+        # consumers (this kernel's warps), NB steps at most
+        full_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        empty_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        for j in gl.static_range(2):
+            mbarrier.init(full_bars.index(j), count=1)
+            mbarrier.init(empty_bars.index(j), count=1)
+        fence_async_shared()
+        gl.thread_barrier()
+        acc, m_i, l_i = gl.warp_specialize(
+            [
+                (_a_loops, (q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b,
+                            hk, lo, a, n_full, n_tiles, start_m, seqlen_k, diag, qk_scale,
+                            left, cap_scale, drop, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
+                            CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, SOFTCAP, EARLY_EXPECT,
+                            DROPOUT, (full_bars, empty_bars), True)),
+                (_drop_producer, (drop, full_bars, empty_bars, lo, n_tiles, seqlen_k, BLOCK_M,
+                                  BLOCK_N, 2)),
+            ],
+            [4],
+            [DROP_REGS],
         )
-    for i in range(ends_0, ends_1):
-        acc, m_i, l_i = _fwd_tile_a(
-            i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-            lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
-            BLOCK_N, NUM_STAGES, False, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT, drop, DROPOUT,
-        )
-    for i in range(ends_1, n_tiles - lo):
-        acc, m_i, l_i = _fwd_tile_a(
-            i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
-            lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
-            BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT, drop, DROPOUT,
-        )
+    else:
+        acc, m_i, l_i = _a_loops(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_desc,
+                                 v_desc, b, hk, lo, a, n_full, n_tiles, start_m, seqlen_k,
+                                 diag, qk_scale, left, cap_scale, drop, HEAD_DIM, BLOCK_M,
+                                 BLOCK_N, NUM_STAGES, CAUSAL, MASKED_FIRST, EXP2_EMU,
+                                 HAS_LEFT, SOFTCAP, EARLY_EXPECT, DROPOUT)
     _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM, keep_p, DROPOUT)
 
@@ -1232,9 +1335,12 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         sig["cap_scale"] = "fp32"
         constexprs["SOFTCAP"] = softcap
     if dropout:
-        seed = {"seed": "i32", "pair": "*i64", "bits": "*i32"}[dropout]
+        seed = {"seed": "i32", "pair": "*i64", "bits": "*i32", "bits-ws": "*i32"}[dropout]
         sig.update(seed=seed, rng_offset="i32", drop_bias="i32", drop_span="i32",
                    keep_p="fp32")
+        if dropout == "bits-ws":  # the dropout partition
+            constexprs.update(DROP_WS=True, DROP_REGS=DROP_WS_REGS)
+            dropout = "bits"
         if dropout == "bits":  # the words, 16-byte aligned (a torch allocation + 16 bytes)
             sig["BITS"] = "*i32"
             attrs[(kernel.arg_names.index("BITS"),)] = [["tt.divisibility", 16]]
