@@ -513,35 +513,14 @@ def _along(layout, dim, rank):
 
 
 @gluon.jit
-def _idx4(n: gl.constexpr, dim: gl.constexpr, layout: gl.constexpr):
-    """arange(n) along ``dim`` of a rank-4 ``layout``, expanded to rank 4."""
-    x = gl.arange(0, n, layout=_along(layout, dim, 4))
-    if dim == 0:
-        y = x[:, None, None, None]
-    elif dim == 1:
-        y = x[None, :, None, None]
-    elif dim == 2:
-        y = x[None, None, :, None]
-    else:
-        y = x[None, None, None, :]
-    return y
-
-
-@gluon.jit
-def _idx(n: gl.constexpr, dim: gl.constexpr, layout: gl.constexpr):
-    """arange(n) along ``dim`` of a rank-5 ``layout``, expanded to rank 5."""
-    x = gl.arange(0, n, layout=_along(layout, dim, 5))
-    if dim == 0:
-        y = x[:, None, None, None, None]
-    elif dim == 1:
-        y = x[None, :, None, None, None]
-    elif dim == 2:
-        y = x[None, None, :, None, None]
-    elif dim == 3:
-        y = x[None, None, None, :, None]
-    else:
-        y = x[None, None, None, None, :]
-    return y
+def _idx(n: gl.constexpr, dim: gl.constexpr, layout: gl.constexpr, RANK: gl.constexpr = 5):
+    """arange(n) along ``dim`` of a rank-RANK ``layout``, expanded to that rank (the other
+    dims in increasing order, as _along sliced them)."""
+    x = gl.arange(0, n, layout=_along(layout, dim, RANK))
+    for d in gl.static_range(RANK):
+        if d != dim:
+            x = gl.expand_dims(x, d)
+    return x
 
 
 @gluon.jit
@@ -670,9 +649,9 @@ def bits_words_mma(bits, row0, col0, layout: gl.constexpr, R: gl.constexpr, C: g
         like6 = like.reshape([R // 16, G, 8, 4, 8, 4])
         l6: gl.constexpr = like6.type.layout
         band_layout: gl.constexpr = gl.SliceLayout(2, gl.SliceLayout(3, l6))
-        b = _idx4(R // 16, 0, band_layout)
-        g = _idx4(G, 1, band_layout)
-        lane = 4 * _idx4(8, 2, band_layout) + _idx4(4, 3, band_layout)
+        b = _idx(R // 16, 0, band_layout, 4)
+        g = _idx(G, 1, band_layout, 4)
+        lane = 4 * _idx(8, 2, band_layout, 4) + _idx(4, 3, band_layout, 4)
         offs = ((row0 // 16 + b) * NC8 + col0 // 8 + 8 * g) * 4 + lane
         if CG:
             w = gl.load(base + offs, cache_modifier=".cg")

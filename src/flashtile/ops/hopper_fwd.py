@@ -591,7 +591,7 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
     if DROP_WS:  # the dropout partition's words for this step, loaded under the GEMM
         keep = _ws_keep(drop, ws, i, t * BLOCK_N, seqlen_k, s_layout, BLOCK_M, BLOCK_N, NB)
     elif DROPOUT:  # integer work under the GEMM
-        keep = _dropout_tile(drop, rows, t * BLOCK_N, seqlen_k, BLOCK_N, s_layout, MASKED)
+        keep = _dropout_tile(drop, rows, t * BLOCK_N, seqlen_k, BLOCK_N, s_layout)
     qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
     if SOFTCAP:
         qk = tanh_f32(qk * cap_scale, True)
@@ -620,8 +620,7 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
 
 
 @gluon.jit
-def _dropout_tile(drop, rows, col0, seqlen_k, BLOCK_N: gl.constexpr, layout: gl.constexpr,
-                  MASKED: gl.constexpr):
+def _dropout_tile(drop, rows, col0, seqlen_k, BLOCK_N: gl.constexpr, layout: gl.constexpr):
     """The keep mask (-1 kept, 0 dropped) of query ``rows`` and keys col0 .. col0 +
     BLOCK_N - 1: _common.dropout_keep's Philox draw, bit for bit, in the wgmma layout;
     with a dropout_bits_buffer also written as its words (store_bits_mma)."""
@@ -679,7 +678,7 @@ def _drop_producer(drop, full_bars, empty_bars, lo, n_tiles, seqlen_k, BLOCK_M: 
     for i in range(0, n_tiles - lo):
         use = i // NB
         mbarrier.wait(empty_bars.index(i % NB), (use & 1) ^ 1, pred=use > 0)
-        _dropout_tile(drop, rows, (lo + i) * BLOCK_N, seqlen_k, BLOCK_N, layout, False)
+        _dropout_tile(drop, rows, (lo + i) * BLOCK_N, seqlen_k, BLOCK_N, layout)
         gl.thread_barrier()  # the partition's stores all issued before the hand-over
         mbarrier.arrive(full_bars.index(i % NB))
 
@@ -694,6 +693,21 @@ def _step_tile(i, lo, n_tiles, MASKED_FIRST: gl.constexpr):
 
 
 @gluon.jit
+def _consumer_state(q_smem, q_bar, start_m, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                    BLOCK_N: gl.constexpr):
+    """A consumer's starting state (stages A and B): its query rows, the running max and
+    sum, the O accumulator, and the Q tile once it has arrived."""
+    s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
+    o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
+    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+    l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
+    mbarrier.wait(q_bar, 0)
+    return rows, m_i, l_i, acc, q_smem.reshape([BLOCK_M, HEAD_DIM])
+
+
+@gluon.jit
 def _a_loops(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk, lo, a,
              n_full, n_tiles, start_m, seqlen_k, diag, qk_scale, left, cap_scale, drop,
              HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -704,14 +718,8 @@ def _a_loops(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, h
     """Stage A's consumer: the step loops over the key tiles (``_fwd_tile_a``) from the
     Q tile's arrival; returns (acc, m_i, l_i). The whole kernel's warps, or with DROP_WS
     the default partition beside the dropout one."""
-    o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
-    s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
-    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
-    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
-    l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
-    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
-    mbarrier.wait(q_bar, 0)
-    q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
+    rows, m_i, l_i, acc, q2 = _consumer_state(q_smem, q_bar, start_m, HEAD_DIM, BLOCK_M,
+                                              BLOCK_N)
 
     # -- MASKED_FIRST (a register-capped config): key tiles last to first, as FA2 does,
     #    the on-band / ragged tiles (masked) first, then the off-band ones. The mask's
@@ -909,14 +917,8 @@ def _ws_consumer(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, empty_bars, star
                  n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM: gl.constexpr,
                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                  CAUSAL: gl.constexpr):
-    s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
-    o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
-    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
-    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
-    l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
-    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
-    mbarrier.wait(q_bar, 0)
-    q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
+    rows, m_i, l_i, acc, q2 = _consumer_state(q_smem, q_bar, start_m, HEAD_DIM, BLOCK_M,
+                                              BLOCK_N)
     qk = _ws_qk(q2, k_smem, k_bars, 0, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)
     qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
     for t in range(0, n_full):
