@@ -4,13 +4,14 @@ autograd plumbing. CPU runs the kernels under the interpreter on small shapes; t
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
 import flashtile
 from conftest import HAS_CUDA
 from flashtile import configs, reference
-from flashtile.ops import flash
+from flashtile.ops import _common, flash
 from flashtile.validate import Case, case_grid, make_qkv, run_case, with_
 
 CPU_GRID = case_grid(small=True)
@@ -267,6 +268,46 @@ def test_dropout_statistics(device):
         b = x[..., max(0, di):64 + min(0, di), max(0, dj):64 + min(0, dj)]
         corr = (a * b).mean() / (a.std() * b.std())
         assert abs(corr.item()) < 0.05, (di, dj, corr.item())
+
+
+def _philox_np(seed, c0, c1, c2, c3):
+    """Philox-4x32-10 in numpy (uint32 arrays), keyed by int64 ``seed``: the rounds of
+    Salmon et al. (2011) that tl.philox runs."""
+    m = 0xFFFFFFFF
+    k0, k1 = np.uint64(seed & m), np.uint64((seed >> 32) & m)
+    c = [np.asarray(x, dtype=np.uint64) & m for x in (c0, c1, c2, c3)]
+    for _ in range(10):
+        pb, pa = c[2] * np.uint64(0xCD9E8D57), c[0] * np.uint64(0xD2511F53)
+        c = [(pb >> np.uint64(32)) ^ c[1] ^ k0, pb & np.uint64(m),
+             (pa >> np.uint64(32)) ^ c[3] ^ k1, pa & np.uint64(m)]
+        k0 = (k0 + np.uint64(0x9E3779B9)) & np.uint64(m)
+        k1 = (k1 + np.uint64(0xBB67AE85)) & np.uint64(m)
+    return c
+
+
+@pytest.mark.parametrize("p_drop", [0.2, 0.1, 1 / 3])
+def test_dropout_mask_is_the_documented_draw(device, p_drop):
+    """flash.dropout_mask (the kernels' own dropout_keep) is the convention in
+    _common.DROPOUT_HALF_BITS, written out independently in numpy: for (b, h, i, j),
+    Philox-4x32-10 keyed by the seed at counter (8 * (i // 16) + i % 8, 4 * (j // 16) +
+    (j % 8) // 2, b * H + h, offset), number 2 * ((i % 16) // 8) + (j % 16) // 8, half j %
+    2; kept when that 16-bit number is >= floor(p * 2^16 + 1/2). Ragged sizes, a seed
+    above 2^32."""
+    seed, offset, B, H, Sq, Sk = (5 << 32) + 12345, 77, 2, 2, 40, 52
+    keep = flash.dropout_mask((seed, offset), B, H, Sq, Sk, p_drop, device).cpu().numpy()
+    i = np.arange(Sq)[None, :, None]
+    j = np.arange(Sk)[None, None, :]
+    bh = np.arange(B * H)[:, None, None]
+    nums = _philox_np(seed, 8 * (i // 16) + i % 8 + 0 * j, 4 * (j // 16) + (j % 8) // 2 + 0 * i,
+                      bh + 0 * i + 0 * j, np.full((1, 1, 1), offset))
+    nums = np.stack(np.broadcast_arrays(*nums))  # (4, BH, Sq, Sk)
+    which = 2 * ((i % 16) // 8) + (j % 16) // 8 + 0 * bh  # a, b, c or d
+    pick = np.take_along_axis(nums, which[None], 0)[0]
+    half = (pick >> (16 * (j % 2)).astype(np.uint64)) & np.uint64(0xFFFF)
+    thr = int(np.floor(float(np.float32(p_drop)) * 65536 + 0.5))
+    assert thr == _common.dropout_threshold(p_drop)
+    want = (half >= np.uint64(thr)).reshape(B, H, Sq, Sk)
+    np.testing.assert_array_equal(keep, want)
 
 
 def test_backward_deterministic(device):

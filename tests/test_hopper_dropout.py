@@ -1,7 +1,7 @@
 """Dropout on the Gluon forward (ops/hopper_fwd.py stage A; the draw and the bit words in
 the wgmma layout, ops/_gluon_common.py).
 
-CPU (every CI run): the integer keep test against the portable kernels' float one, the
+CPU (every CI run): the 16-bit keep test of both halves against its definition, the
 dispatch predicate and the launcher's routing (kernels stubbed); the builds themselves
 compile in test_hopper.py (``hopper-dropout`` variants). GPU (``gpu`` marker, an H200
 through scripts/gpu_check.sh): the Gluon forward's decisions bit for bit the portable
@@ -16,8 +16,8 @@ import torch
 
 import flashtile
 from flashtile import configs
-from flashtile.ops import flash, hopper_fwd
-from flashtile.ops._gluon_common import dropout_window
+from flashtile.ops import _common, flash, hopper_fwd
+from flashtile.ops._gluon_common import dropout_thr16
 from flashtile.validate import check_close, make_qkv
 from sm90 import IS_SM90
 
@@ -26,40 +26,41 @@ from sm90 import IS_SM90
 # ----------------------------------------------------------------------------------
 
 
-def _float_keep(x: np.ndarray, p: float) -> np.ndarray:
-    """tl.uint_to_uniform_float(x) >= p in fp32, as the portable kernels test it."""
-    x = x.astype(np.int64)
-    y = np.where(x < 0, -x - 1, x).astype(np.float32)
-    return (y * np.float32(4.6566127342e-10)).astype(np.float32) >= np.float32(p)
+def _keeps16(x: np.ndarray, thr16: int):
+    """_gluon_common._keeps16's two tests on uint32 Philox numbers ``x``: (x << 16) >=
+    thr16 and x >= thr16, all as uint32."""
+    u = x.astype(np.uint64) & 0xFFFFFFFF
+    t = np.uint64(thr16 & 0xFFFFFFFF)
+    return ((u << np.uint64(16)) & np.uint64(0xFFFFFFFF)) >= t, u >= t
 
 
-def _int_keep(x: np.ndarray, bias: int, span: int) -> np.ndarray:
-    """dropout_keeps' test: (u - bias) mod 2^32 <= span, all as uint32."""
-    u = x.astype(np.int64) & 0xFFFFFFFF
-    return ((u - (bias & 0xFFFFFFFF)) & 0xFFFFFFFF) <= (span & 0xFFFFFFFF)
-
-
-@pytest.mark.parametrize("p", [0.0, 1e-9, 0.1, 0.2, 0.25, 1 / 3, 0.5, 0.9, 0.999999])
-def test_dropout_window_is_the_float_test(p):
-    """The integer window keeps exactly what the fp32 test keeps: random int32 numbers,
-    both signs, and every number within 64 of the window's two edges and of 0, 2^31 - 1,
-    -2^31."""
-    bias, span = dropout_window(p)
+@pytest.mark.parametrize("p", [0.0, 1e-9, 0.1, 0.2, 0.25, 1 / 3, 0.5, 0.9, 1 - 2**-16])
+def test_dropout_thr16_is_the_halves_test(p):
+    """The Gluon forward's compares keep exactly the 16-bit numbers >= T
+    (_common.dropout_threshold) in both halves of a Philox number: random numbers, and
+    every half within 64 of T and of 0 / 65535."""
+    thr16 = dropout_thr16(p)
+    t = _common.dropout_threshold(p)
+    assert (thr16 & 0xFFFFFFFF) == t << 16
     rng = np.random.default_rng(int(p * 1e6))
-    xs = [rng.integers(-(2**31), 2**31, size=200_000)]
-    edges = (bias, -bias - 1, 0, -1, 2**31 - 1, -(2**31))
-    xs += [np.arange(e - 64, e + 65) for e in edges]
-    x = np.concatenate(xs)
-    x = x[(x >= -(2**31)) & (x < 2**31)]
-    np.testing.assert_array_equal(_int_keep(x, bias, span), _float_keep(x, p))
+    halves = np.concatenate([rng.integers(0, 65536, size=200_000)]
+                            + [np.arange(e - 64, e + 65) for e in (t, 0, 65535)])
+    halves = halves[(halves >= 0) & (halves < 65536)]
+    other = rng.integers(0, 65536, size=halves.size)
+    lo, hi = _keeps16(halves + (other << 16), thr16)
+    np.testing.assert_array_equal(lo, halves >= t)
+    lo, hi = _keeps16(other + (halves << 16), thr16)
+    np.testing.assert_array_equal(hi, halves >= t)
 
 
-def test_dropout_window_edges():
-    """p = 0 keeps everything; a p that rounds to 1 in fp32 keeps nothing: None (the
-    portable kernel runs it)."""
-    assert dropout_window(0.0) == (0, -1)  # span 2^32 - 1: every number
-    assert dropout_window(1 - 1e-9) is None
-    assert dropout_window(0.5) is not None
+def test_dropout_thr16_edges():
+    """T rounds fp32 p * 2^16 to nearest; p = 0 keeps everything; a p within 2^-17 of 1
+    keeps nothing: None (the portable kernel runs it)."""
+    assert dropout_thr16(0.0) == 0
+    assert _common.dropout_threshold(0.2) == 13107  # 0.2 * 65536 = 13107.2
+    assert _common.dropout_threshold(0.5 / 65536) == 1  # a half rounds up
+    assert dropout_thr16(1 - 2**-16) is not None and dropout_thr16(1 - 2**-18) is None
+    assert dropout_thr16(1 - 1e-9) is None
 
 
 def _qkv(head_dim=64, seqlen=64):
@@ -107,7 +108,7 @@ def test_dropout_config():
 def test_dropout_reaches_the_gluon_forward(monkeypatch, rng):
     """attention_forward hands a dropout call (its RNG state as given: host ints or a
     dropout_bits_buffer) to the Gluon launcher with the dropout config, and the launcher
-    gives stage A's kernel DROPOUT, the seed argument, the integer window and 1 - p. The
+    gives stage A's kernel DROPOUT, the seed argument, the 16-bit threshold and 1 - p. The
     device checks and the kernel are stubbed; nothing runs on a GPU."""
     q, k, v = _qkv()
     monkeypatch.delenv("FLASHTILE_HOPPER_DROPOUT", raising=False)  # the default
@@ -138,7 +139,7 @@ def test_dropout_reaches_the_gluon_forward(monkeypatch, rng):
     else:
         assert "DROP_WS" not in kw
     monkeypatch.delenv("FLASHTILE_HOPPER_DROPOUT_WS")
-    assert (kw["drop_bias"], kw["drop_span"]) == dropout_window(0.25)
+    assert kw["drop_thr"] == dropout_thr16(0.25) == 16384 << 16
     assert kw["keep_p"] == pytest.approx(0.75)
     assert kw["MASKED_FIRST"] is False  # uncapped: tiles in order
     launched.clear()

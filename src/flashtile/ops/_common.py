@@ -317,6 +317,23 @@ def store_dropout_bits(BITS, keep, bh, rows, cols, seqlen_q, seqlen_k, row0, col
     tl.store(base + (r16 * NC8 + c8) * 4 + rh * 2 + e, words)
 
 
+# The keep test compares 16 random bits with a threshold: element kept when its 16-bit
+# number h (0 .. 65535) is >= DROPOUT_T = floor(fp32(dropout_p) * 2^16 + 1/2), so the
+# rate applied is dropout_p rounded to the nearest multiple of 2^-16 (within 7.7e-6) and
+# one Philox call (four 32-bit numbers) decides 8 elements. The kernels compute T from
+# their fp32 dropout_p (exact: the product is a power-of-two scaling and the sum stays
+# below 2^24); dropout_threshold computes it on the host.
+DROPOUT_HALF_BITS = 16
+
+
+def dropout_threshold(dropout_p: float) -> int:
+    """The keep test's threshold T (see DROPOUT_HALF_BITS) for ``dropout_p``: an element
+    is kept when its 16-bit number is >= T; T = 65536 keeps none."""
+    import numpy as np
+
+    return int(np.floor(float(np.float32(dropout_p)) * 65536.0 + 0.5))
+
+
 @triton.jit
 def _pair16(idx):
     """(N // 16, 8) Philox counter words for 1-D ``idx`` made of aligned runs of 16
@@ -327,25 +344,45 @@ def _pair16(idx):
 
 
 @triton.jit
+def _quad16(idx):
+    """(N // 16, 4) Philox counter words for 1-D ``idx`` made of aligned runs of 16
+    consecutive indices: 4 * (i // 16) + (i % 8) // 2, shared by i, i + 1, i + 8 and
+    i + 9 (i even)."""
+    N: tl.constexpr = idx.shape[0]
+    group = tl.min(tl.reshape(idx, (N // 16, 16)), axis=1) // 16
+    return group[:, None] * 4 + tl.arange(0, 4)[None, :]
+
+
+@triton.jit
+def _halves(x):
+    """The two 16-bit numbers of uint32 ``x``, low then high, on a new last axis."""
+    return tl.join(x & 0xFFFF, x >> 16)
+
+
+@triton.jit
 def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexpr,
                  seqlen_q=0, seqlen_k=0):
     """Keep-mask of attention dropout for (batch*head ``bh``, query ``rows``, key
     ``cols``), both 1-D in aligned runs of 16 (tiles of 16k rows and keys); shape
     (rows, cols), or (cols, rows) if TRANS (the dK/dV kernel's orientation).
 
-    One Philox call, keyed by ``seed`` with counter (row pair, key pair, bh,
-    rng_offset), draws the four numbers of (i, j), (i, j + 8), (i + 8, j) and
-    (i + 8, j + 8) (pair index 8 * (i // 16) + i % 8). In the wgmma accumulator layout
-    one thread holds rows r and r + 8 and columns c and c + 8 whichever way round the
-    tile is, so the join / permute / reshape below moves no data between threads while
-    the Philox work is a quarter of one call per element. Every (b, h, i, j) draws its
-    own number whatever the tiling. ``seed`` may be a pointer to (seed, offset) int64 on
-    the device (flash.draw_rng_state inside CUDA graph capture); ``rng_offset`` is then
-    unused. Or a pointer to int32 words: the decisions already drawn, one bit each, in
-    bit blocks per batch * head (written by a forward: flash.dropout_bits_buffer,
-    store_dropout_bits; the format at BITS_PAD): each element loads its word and picks
-    its bit (no Philox; the portable kernels read them so only when bits are forced on,
-    FLASHTILE_DROPOUT_BITS=1, and in tests: the Gluon backward is their reader)."""
+    One Philox call, keyed by ``seed`` with counter (row pair, key quad, bh,
+    rng_offset), draws the 16-bit numbers (DROPOUT_HALF_BITS) of rows i and i + 8 and
+    keys j, j + 1, j + 8 and j + 9 (i % 16 < 8, j % 16 < 8 and even; row pair 8 * (i //
+    16) + i % 8, key quad 4 * (j // 16) + (j % 8) // 2): its four numbers a, b, c, d are
+    (i, j), (i, j + 8), (i + 8, j), (i + 8, j + 8), each holding key j (or j + 8) in its
+    low half and the next key in its high half. In the wgmma accumulator layout one
+    thread holds rows r and r + 8 and columns c, c + 1, c + 8 and c + 9 whichever way
+    round the tile is, so the joins / permute / reshape below move no data between
+    threads, and the Philox work is an eighth of one call per element. Every (b, h, i,
+    j) draws its own number whatever the tiling. ``seed`` may be a pointer to (seed,
+    offset) int64 on the device (flash.draw_rng_state inside CUDA graph capture);
+    ``rng_offset`` is then unused. Or a pointer to int32 words: the decisions already
+    drawn, one bit each, in bit blocks per batch * head (written by a forward:
+    flash.dropout_bits_buffer, store_dropout_bits; the format at BITS_PAD): each element
+    loads its word and picks its bit (no Philox; the portable kernels read them so only
+    when bits are forced on, FLASHTILE_DROPOUT_BITS=1, and in tests: the Gluon backward
+    is their reader)."""
     R: tl.constexpr = rows.shape[0]
     C: tl.constexpr = cols.shape[0]
     if seed.dtype.is_ptr():
@@ -363,17 +400,17 @@ def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexp
         rng_offset = tl.load(seed + 1).to(tl.int32)
         seed = tl.load(seed)
     rp = _pair16(rows)[:, :, None, None]  # (R // 16, 8, 1, 1)
-    cp = _pair16(cols)[None, None, :, :]  # (1, 1, C // 16, 8)
+    cp = _quad16(cols)[None, None, :, :]  # (1, 1, C // 16, 4)
     zero = rp * 0 + cp * 0
-    # a: (i, j), b: (i, j + 8), c: (i + 8, j), d: (i + 8, j + 8)
     a, b, c, d = tl.philox(seed, rp + zero, cp + zero, zero + bh, zero + rng_offset)
-    # (R16, 8 rows, C16, 8 keys, key half, row half)
-    r = tl.join(tl.join(a, b), tl.join(c, d))
+    # (R16, 8 rows, C16, 4 key pairs, key parity, key half, row half)
+    r = tl.join(tl.join(_halves(a), _halves(b)), tl.join(_halves(c), _halves(d)))
     if TRANS:
-        r = tl.reshape(tl.permute(r, (2, 4, 3, 0, 5, 1)), (C, R))
+        r = tl.reshape(tl.permute(r, (2, 5, 3, 4, 0, 6, 1)), (C, R))
     else:
-        r = tl.reshape(tl.permute(r, (0, 5, 1, 2, 4, 3)), (R, C))
-    return tl.uint_to_uniform_float(r) >= dropout_p
+        r = tl.reshape(tl.permute(r, (0, 6, 1, 2, 5, 3, 4)), (R, C))
+    thr = (tl.cast(dropout_p, tl.float32) * 65536.0 + 0.5).to(tl.int32)  # dropout_threshold
+    return r.to(tl.int32) >= thr
 
 
 # ----------------------------------------------------------------------------------

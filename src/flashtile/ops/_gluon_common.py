@@ -416,42 +416,70 @@ def philox4x32(k0, k1, c0, c1, c2, c3):
 
 
 @gluon.jit
-def _quadrant(x):
-    """The (R // 16, 8, C // 16, 8) quarter of an (R, C) wgmma-layout tile at rows i % 16
-    < 8 and columns j % 16 < 8 (a thread holds rows r, r + 8 and columns c, c + 8: the
-    reshape / permute / split move no data)."""
+def _quarter(x):
+    """The (R // 16, 8, C // 16, 4) part of an (R, C) wgmma-layout tile at rows i % 16 < 8
+    and even columns j % 16 < 8 (a thread holds rows r, r + 8 and columns c, c + 1, c +
+    8, c + 9, c even: the reshape / permute / splits move no data)."""
     R: gl.constexpr = x.shape[0]
     C: gl.constexpr = x.shape[1]
-    lo_rows, _ = x.reshape([R // 16, 2, 8, C // 16, 2, 8]).permute(0, 2, 3, 5, 4, 1).split()
-    q, _ = lo_rows.split()
-    return q
+    # (R16, row half, 8 rows, C16, key half, 4 key pairs, parity) -> halves and parity last
+    y = x.reshape([R // 16, 2, 8, C // 16, 2, 4, 2]).permute(0, 2, 3, 5, 6, 4, 1)
+    y, _ = y.split()  # row half 0
+    y, _ = y.split()  # key half 0
+    y, _ = y.split()  # even keys
+    return y
 
 
 @gluon.jit
-def _unquadrant(a, b, c, d, layout: gl.constexpr):
-    """The (R, C) tile in ``layout`` (the wgmma accumulator layout) whose rows i % 16 < 8
-    / >= 8 and columns j % 16 < 8 / >= 8 are a (low, low), b (low, high), c (high, low),
-    d (high, high): _quadrant's inverse (a renaming of registers)."""
+def _unquarter(a, b, c, d, layout: gl.constexpr):
+    """The (R, C) tile in ``layout`` (the wgmma accumulator layout) from four (R // 16, 8,
+    C // 16, 4, 2) parts: rows i % 16 < 8 / >= 8 and columns j % 16 < 8 / >= 8 in a (low,
+    low), b (low, high), c (high, low), d (high, high), the last axis the column's parity:
+    _quarter's inverse (a renaming of registers)."""
     R: gl.constexpr = a.shape[0] * 16
     C: gl.constexpr = a.shape[2] * 16
-    x = gl.join(gl.join(a, b), gl.join(c, d)).permute(0, 5, 1, 2, 4, 3).reshape([R, C])
+    # (R16, 8 rows, C16, 4 key pairs, parity, key half, row half)
+    x = gl.join(gl.join(a, b), gl.join(c, d)).permute(0, 6, 1, 2, 5, 3, 4).reshape([R, C])
     return gl.convert_layout(x, layout, assert_trivial=True)
 
 
 @gluon.jit
-def dropout_draw(seed, rng_offset, bh, rows, cols):
-    """The uint32 Philox numbers of _common.dropout_keep for query ``rows`` and key
-    ``cols`` of batch * head ``bh``, as an (R, C) tile in their parent layout (the wgmma
-    accumulator layout; rows / cols 1-D in its slices, aligned runs of 16): one Philox
-    call per (row pair, key pair), counter (8 * (i // 16) + i % 8, the same for j, bh,
-    rng_offset), key (seed low, seed high), its four numbers for (i, j), (i, j + 8),
-    (i + 8, j), (i + 8, j + 8), all four in the thread that holds them."""
+def _keeps16(r, thr16):
+    """The keep masks (-1 kept, 0 dropped; int32) of the two 16-bit numbers of Philox
+    number ``r`` (uint32), low half then high half, against the threshold ``thr16`` = T
+    << 16 (_common.dropout_threshold): h >= T tested as (r << 16) >= T << 16 and r >= T <<
+    16, one unsigned compare and a select each, in inline PTX so that the masks stay
+    integers (LLVM would fold a mask ANDed with constants back into selects on a
+    predicate that ptxas then saves and restores: P2R / ISETP pairs)."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .pred p, q; .reg .b32 t; shl.b32 t, $2, 16; setp.ge.u32 p, t, $3;"
+        " setp.ge.u32 q, $2, $3; selp.b32 $0, -1, 0, p; selp.b32 $1, -1, 0, q; }",
+        "=r,=r,r,r", [r, thr16.to(gl.uint32, bitcast=True)], dtype=(gl.int32, gl.int32),
+        is_pure=True, pack=1)
+
+
+@gluon.jit
+def _keep_pair(r, thr16):
+    lo, hi = _keeps16(r, thr16)
+    return gl.join(lo, hi)
+
+
+@gluon.jit
+def dropout_keeps_mma(seed, rng_offset, bh, rows, cols, thr16):
+    """The keep mask (-1 kept, 0 dropped; int32) of _common.dropout_keep, bit for bit, for
+    query ``rows`` and key ``cols`` of batch * head ``bh``, as an (R, C) tile in their
+    parent layout (the wgmma accumulator layout; rows / cols 1-D in its slices, aligned
+    runs of 16): one Philox call per (row pair, key quad), counter (8 * (i // 16) + i %
+    8, 4 * (j // 16) + (j % 8) // 2, bh, rng_offset), key (seed low, seed high), whose
+    four numbers hold the 16-bit draws of rows i, i + 8 and keys j, j + 1, j + 8, j + 9,
+    all eight in the thread that holds them; ``thr16``: the threshold T << 16 (int32
+    bits; T < 65536)."""
     layout: gl.constexpr = rows.type.layout.parent
     R: gl.constexpr = rows.shape[0]
     C: gl.constexpr = cols.shape[0]
     zero = gl.zeros([R, C], gl.int32, layout)
-    rp = _quadrant(((rows // 16) * 8 + rows % 8)[:, None] + zero)
-    cp = _quadrant(((cols // 16) * 8 + cols % 8)[None, :] + zero)
+    rp = _quarter(((rows // 16) * 8 + rows % 8)[:, None] + zero)
+    cp = _quarter(((cols // 16) * 4 + (cols % 8) // 2)[None, :] + zero)
     seed64 = seed.to(gl.int64)
     k0 = (seed64 & 0xFFFFFFFF).to(gl.uint32)
     k1 = ((seed64 >> 32) & 0xFFFFFFFF).to(gl.uint32)
@@ -459,47 +487,21 @@ def dropout_draw(seed, rng_offset, bh, rows, cols):
     c3 = (rp * 0 + rng_offset.to(gl.int32)).to(gl.uint32, bitcast=True)
     a, b, c, d = philox4x32(k0, k1, rp.to(gl.uint32, bitcast=True),
                             cp.to(gl.uint32, bitcast=True), c2, c3)
-    return _unquadrant(a, b, c, d, layout)
+    return _unquarter(_keep_pair(a, thr16), _keep_pair(b, thr16), _keep_pair(c, thr16),
+                      _keep_pair(d, thr16), layout)
 
 
-def dropout_window(dropout_p: float):
-    """(bias, span) for ``dropout_keeps``, int32 bit patterns, or None where no element
-    can be kept (dropout_p within ~3e-8 of 1: the caller runs the portable kernel).
-    The portable kernels keep an element when tl.uint_to_uniform_float of its Philox
-    number is >= dropout_p: the number as int32 x, ~x where x < 0, as fp32 times the
-    fp32 2^-31 scale. That value is monotone in y = x ^ (x >> 31), so it is kept when y >=
-    T, the least such y (found here by bisection in numpy's fp32, round to nearest as the
-    GPU's cvt.rn / mul.rn); as uint32 u that is T <= u <= 2^32 - 1 - T, one unsigned
-    compare: u - T <= 2^32 - 1 - 2T."""
-    import numpy as np
+def dropout_thr16(dropout_p: float):
+    """The Gluon forward's threshold argument for ``dropout_p``: T << 16 as an int32 bit
+    pattern (T = _common.dropout_threshold), or None where no element can be kept (T =
+    65536: dropout_p within 2^-17 of 1; the caller runs the portable kernel)."""
+    from flashtile.ops._common import dropout_threshold
 
-    p = np.float32(dropout_p)
-    scale = np.float32(4.6566127342e-10)
-    lo, hi = 0, 2**31  # the least passing y lies in [lo, hi]; 2^31: none passes
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if np.float32(np.float32(mid) * scale) >= p:
-            hi = mid
-        else:
-            lo = mid + 1
-    if lo == 2**31:
+    t = dropout_threshold(dropout_p)
+    if t >= 65536:
         return None
-    span = 2**32 - 1 - 2 * lo
-    return lo, span - 2**32 if span >= 2**31 else span
-
-
-@gluon.jit
-def dropout_keeps(r, bias, span):
-    """-1 where the element of Philox number ``r`` (uint32) is kept, else 0 (int32): the
-    portable kernels' test in integers (dropout_window's bias and span). One unsigned
-    compare and a select, in inline PTX so that the mask stays an integer: LLVM would
-    fold a mask ANDed with constants back into two selects per element on a predicate
-    that ptxas then saves and restores (P2R / ISETP, 186 of 1712 SASS instructions of a
-    128 x 128 tile's draw and words)."""
-    return gl.inline_asm_elementwise(
-        "{ .reg .pred p; sub.u32 $0, $1, $2; setp.le.u32 p, $0, $3; selp.b32 $0, -1, 0, p; }",
-        "=r,r,r,r", [r, bias.to(gl.uint32, bitcast=True), span.to(gl.uint32, bitcast=True)],
-        dtype=gl.int32, is_pure=True, pack=1)
+    t16 = t << 16
+    return t16 - 2**32 if t16 >= 2**31 else t16
 
 
 @gluon.constexpr_function
@@ -581,7 +583,7 @@ def _ballot(keep):
 
 @gluon.jit
 def store_bits_mma(BITS, keep, bh, row0, col0, seqlen_q, seqlen_k):
-    """Write an (R, C) tile of dropout_keeps' masks (-1 kept; the wgmma accumulator
+    """Write an (R, C) tile of dropout_keeps_mma's masks (-1 kept; the wgmma accumulator
     layout, query rows x keys, at row0 / col0 multiples of R / C, both dividing
     _common.BITS_PAD) into its bit blocks: each word is one warp ballot of one register,
     and a thread stores its warp's words 4 at a time (the same from every lane). Bits
@@ -696,6 +698,6 @@ def bits_keep(words, layout: gl.constexpr, TRANS: gl.constexpr, SIGN: gl.constex
 
 @gluon.jit
 def dropped(p, keep):
-    """fp32 ``p`` with 0 where ``keep`` (dropout_keeps' mask: -1 kept, 0 dropped) is 0:
+    """fp32 ``p`` with 0 where ``keep`` (dropout_keeps_mma's mask: -1 kept, 0 dropped) is 0:
     one AND of the bits."""
     return (p.to(gl.int32, bitcast=True) & keep).to(gl.float32, bitcast=True)

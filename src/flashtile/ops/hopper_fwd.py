@@ -83,9 +83,8 @@ from ._gluon_common import (
     alloc_ring_pair,
     bits_keep,
     bits_words_mma,
-    dropout_draw,
-    dropout_keeps,
-    dropout_window,
+    dropout_keeps_mma,
+    dropout_thr16,
     dropped,
     exp2_mixed,
     issue_kv,
@@ -153,7 +152,7 @@ def hopper_problem_ok(
     also a left bound >= 0: a sliding window, causal or not; no right bound other than
     causal's; with ``softcaps`` and ``softcap_mode`` on, a softcap > 0; dropout only with
     ``dropouts`` and ``dropout_mode`` on, at configs.HOPPER_DROPOUT_HEAD_DIMS, without a
-    window or softcap, and where some element can be kept: ``dropout_window``), a
+    window or softcap, and where some element can be kept: ``dropout_thr16``), a
     positive scale, non-empty q and k, and
     TMA-addressable tensors (16-byte aligned base and strides, last stride 1)."""
     if q.dtype not in _DTYPES or not (q.dtype == k.dtype == v.dtype):
@@ -171,7 +170,7 @@ def hopper_problem_ok(
         return False
     if dropout_p and not (dropouts and dropout_mode() != "off" and left is None
                           and not softcap and q.shape[-1] in configs.HOPPER_DROPOUT_HEAD_DIMS
-                          and _dropout_window(float(dropout_p)) is not None):
+                          and _dropout_thr16(float(dropout_p)) is not None):
         return False
     if softmax_scale is not None and not softmax_scale > 0:
         return False
@@ -210,12 +209,12 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
     if dropout_p:
         if cfg.schedule != "A":
             raise ValueError(f"dropout runs on stage A: {cfg}")
-        bias, span = _dropout_window(float(dropout_p))
+        thr16 = _dropout_thr16(float(dropout_p))
         seed = rng_state[0]
         bits = None
         if isinstance(seed, torch.Tensor) and seed.dtype == torch.int32:
             bits = seed[DROPOUT_BITS_HEADER:]  # a dropout_bits_buffer: its words
-        drop = dict(seed=seed, rng_offset=rng_state[1], drop_bias=bias, drop_span=span,
+        drop = dict(seed=seed, rng_offset=rng_state[1], drop_thr=thr16,
                     keep_p=1.0 - float(dropout_p), BITS=bits, DROPOUT=True)
         if bits is not None and dropout_ws_mode() == "on":  # a dropout partition
             drop.update(DROP_WS=True, DROP_REGS=DROP_WS_REGS)
@@ -294,8 +293,8 @@ def dropout_config(head_dim, causal, seqlen_q):
 
 
 @functools.lru_cache(maxsize=64)
-def _dropout_window(dropout_p: float):
-    return dropout_window(dropout_p)
+def _dropout_thr16(dropout_p: float):
+    return dropout_thr16(dropout_p)
 
 
 def varlen_mode() -> str:
@@ -624,9 +623,9 @@ def _dropout_tile(drop, rows, col0, seqlen_k, BLOCK_N: gl.constexpr, layout: gl.
     """The keep mask (-1 kept, 0 dropped) of query ``rows`` and keys col0 .. col0 +
     BLOCK_N - 1: _common.dropout_keep's Philox draw, bit for bit, in the wgmma layout;
     with a dropout_bits_buffer also written as its words (store_bits_mma)."""
-    seed, rng_offset, bh, bias, span, words, seqlen_q, row0 = drop
+    seed, rng_offset, bh, thr16, words, seqlen_q, row0 = drop
     cols = col0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
-    keep = dropout_keeps(dropout_draw(seed, rng_offset, bh, rows, cols), bias, span)
+    keep = dropout_keeps_mma(seed, rng_offset, bh, rows, cols, thr16)
     if words.dtype.is_ptr():
         if words.dtype.element_ty == gl.int32:
             store_bits_mma(words, keep, bh, row0, col0, seqlen_q, seqlen_k)
@@ -634,8 +633,8 @@ def _dropout_tile(drop, rows, col0, seqlen_k, BLOCK_N: gl.constexpr, layout: gl.
 
 
 @gluon.jit
-def _dropout_args(seed, rng_offset, BITS, bh, bias, span, seqlen_q, row0):
-    """``drop`` of the DROPOUT steps: (seed, rng_offset, bh, bias, span, the words to
+def _dropout_args(seed, rng_offset, BITS, bh, thr16, seqlen_q, row0):
+    """``drop`` of the DROPOUT steps: (seed, rng_offset, bh, thr16, the words to
     write (BITS) or else the seed argument, seqlen_q, row0: the program's first query
     row). The ``seed`` argument is an int, or a pointer: an int64 (seed, offset) pair
     drawn on the device (flash.draw_rng_state under graph capture), or a
@@ -648,7 +647,7 @@ def _dropout_args(seed, rng_offset, BITS, bh, bias, span, seqlen_q, row0):
     if seed.dtype.is_ptr():
         rng_offset = gl.load(seed + 1).to(gl.int32)
         seed = gl.load(seed).to(gl.int32)
-    return seed, rng_offset, bh, bias, span, words, seqlen_q, row0
+    return seed, rng_offset, bh, thr16, words, seqlen_q, row0
 
 
 @gluon.jit
@@ -658,7 +657,7 @@ def _ws_keep(drop, ws, i, col0, seqlen_k, layout: gl.constexpr, BLOCK_M: gl.cons
     for it: wait for its slot's full barrier, then one word per lane and 64 keys, and the
     warp transpose (_gluon_common.bits_words_mma, cached in L2 only)."""
     mbarrier.wait(ws[0].index(i % NB), (i // NB) & 1)
-    seed, rng_offset, bh, bias, span, words, seqlen_q, row0 = drop
+    seed, rng_offset, bh, thr16, words, seqlen_q, row0 = drop
     w = bits_words_mma(_bits_block(words, bh, seqlen_q, seqlen_k), row0, col0, layout,
                        BLOCK_M, BLOCK_N, False, True)
     return bits_keep(w, layout, False)
@@ -673,7 +672,7 @@ def _drop_producer(drop, full_bars, empty_bars, lo, n_tiles, seqlen_k, BLOCK_M: 
     reused once the consumers released it (its empty barrier), so the partition runs at
     most NB steps ahead. Its integer work overlaps the consumers' GEMMs and softmax."""
     layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
-    row0 = drop[7]
+    row0 = drop[6]
     rows = row0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
     for i in range(0, n_tiles - lo):
         use = i // NB
@@ -759,8 +758,7 @@ def _a_loops(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, h
     return acc, m_i, l_i
 
 
-@gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k", "left", "seed", "rng_offset", "drop_bias",
-                             "drop_span"])
+@gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k", "left", "seed", "rng_offset", "drop_thr"])
 def _fwd_kernel(
     q_desc, k_desc, v_desc, o_desc,  # TMA descriptors: q, o (B, M, H, D); k, v (B, N, Hkv, D)
     LSE,  # (B, H, M) fp32; VARLEN: (H, TQ)
@@ -772,9 +770,9 @@ def _fwd_kernel(
     VARLEN: gl.constexpr = False, EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False,
     cap_scale=1.0, SOFTCAP: gl.constexpr = False,  # softcap: tanh(qk * sm_scale / softcap)
     EARLY_EXPECT: gl.constexpr = False,  # HopperFwdConfig.early_expect
-    # DROPOUT: seed / rng_offset as _dropout_args takes them, bias / span of
-    # _gluon_common.dropout_window, keep_p = 1 - dropout_p
-    seed=0, rng_offset=0, drop_bias=0, drop_span=0, keep_p=1.0, BITS=None,
+    # DROPOUT: seed / rng_offset as _dropout_args takes them, the threshold of
+    # _gluon_common.dropout_thr16, keep_p = 1 - dropout_p
+    seed=0, rng_offset=0, drop_thr=0, keep_p=1.0, BITS=None,
     DROPOUT: gl.constexpr = False,
     DROP_WS: gl.constexpr = False, DROP_REGS: gl.constexpr = 96,  # the dropout partition
 ):
@@ -817,7 +815,7 @@ def _fwd_kernel(
 
     drop = None
     if DROPOUT:
-        drop = _dropout_args(seed, rng_offset, BITS, gl.program_id(1), drop_bias, drop_span,
+        drop = _dropout_args(seed, rng_offset, BITS, gl.program_id(1), drop_thr,
                              seqlen_q, start_m)
     if DROP_WS:  # a dropout partition (4 warps) draws and writes the bits ahead of the
         # consumers (this kernel's warps), NB steps at most
@@ -1338,7 +1336,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         constexprs["SOFTCAP"] = softcap
     if dropout:
         seed = {"seed": "i32", "pair": "*i64", "bits": "*i32", "bits-ws": "*i32"}[dropout]
-        sig.update(seed=seed, rng_offset="i32", drop_bias="i32", drop_span="i32",
+        sig.update(seed=seed, rng_offset="i32", drop_thr="i32",
                    keep_p="fp32")
         if dropout == "bits-ws":  # the dropout partition
             constexprs.update(DROP_WS=True, DROP_REGS=DROP_WS_REGS)
