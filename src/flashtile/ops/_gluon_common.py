@@ -673,14 +673,16 @@ def bits_words_mma(bits, row0, col0, layout: gl.constexpr, R: gl.constexpr, C: g
 
 
 @gluon.jit
-def bits_keep(words, layout: gl.constexpr, TRANS: gl.constexpr, SIGN: gl.constexpr = False):
+def bits_keep(words, layout: gl.constexpr, TRANS: gl.constexpr, SIGN: gl.constexpr = False,
+              MASK: gl.constexpr = False):
     """keep of each element of a bits_words_mma tile: its bit there, 4 * (r % 8) + (c % 8)
     // 2 (a pattern of lane bits: the element's lane itself without TRANS), or for 64-key
     dQ tiles (transposed words) its block and word, 4 * (c // 8) + 2 * ((r % 16) // 8) + c
     % 2 (a register constant). SIGN: the same bit tested as the sign of the word shifted
     left (another expression, so that a second use recomputes the mask from the words
     instead of keeping the first one's tile alive: the dK/dV kernel, where a mask tile
-    live across the dV GEMM spilled)."""
+    live across the dV GEMM spilled). MASK: int32 masks (-1 kept, 0 dropped; for
+    `dropped`): the bit shifted to the sign, then shifted back arithmetically."""
     R: gl.constexpr = words.shape[0]
     C: gl.constexpr = words.shape[1]
     i = gl.arange(0, R, layout=gl.SliceLayout(1, layout))[:, None]
@@ -691,9 +693,43 @@ def bits_keep(words, layout: gl.constexpr, TRANS: gl.constexpr, SIGN: gl.constex
         bit = 4 * (j % 8) + (i % 8) // 2
     else:
         bit = 4 * (i % 8) + (j % 8) // 2
-    if SIGN:
-        return (words << (31 - bit)) < 0
-    return ((words >> bit) & 1) != 0
+    if MASK:
+        keep = (words << (31 - bit)) >> 31
+    elif SIGN:
+        keep = (words << (31 - bit)) < 0
+    else:
+        keep = ((words >> bit) & 1) != 0
+    return keep
+
+
+_PAIR_MASKS = gl.constexpr(
+    "{ .reg .b32 t; shr.b32 t, $2, $3; shl.b32 $0, t, 31; shr.s32 $0, $0, 31;"
+    " shl.b32 $1, t, 27; shr.s32 $1, $1, 31; }")
+_PAIR_MASKS_AGAIN = gl.constexpr(  # the same masks written otherwise (bits_masks_t)
+    "{ .reg .b32 t; shr.b32 t, $2, $3; bfe.s32 $0, t, 0, 1; bfe.s32 $1, t, 4, 1; }")
+
+
+@gluon.jit
+def bits_masks_t(words, layout: gl.constexpr, AGAIN: gl.constexpr = False):
+    """The keep masks (-1 kept, 0 dropped; int32, for `dropped`) of a TRANS
+    bits_words_mma tile (keys i x query rows j, the dK/dV kernel): bits_keep's bit 4 * (j
+    % 8) + (i % 8) // 2 as masks. A thread's two columns j, j + 1 (j even) share their
+    word, and their bits sit 4 apart from a position that is the same in every register
+    of the thread (its lane): one shift per word pair, then two shifts per mask (inline
+    PTX, so that the masks stay integers). AGAIN: the same masks by another instruction
+    sequence, so that a second use recomputes them from the words (half the registers)
+    instead of keeping the first use's tile alive."""
+    R: gl.constexpr = words.shape[0]
+    C: gl.constexpr = words.shape[1]
+    w, _ = words.reshape([R, C // 2, 2]).split()  # the even columns' words
+    pl: gl.constexpr = w.type.layout
+    i = gl.arange(0, R, layout=gl.SliceLayout(1, pl))[:, None]
+    jp = gl.arange(0, C // 2, layout=gl.SliceLayout(0, pl))[None, :]
+    bit = 4 * ((2 * jp) % 8) + (i % 8) // 2
+    m0, m1 = gl.inline_asm_elementwise(_PAIR_MASKS_AGAIN if AGAIN else _PAIR_MASKS,
+                                       "=r,=r,r,r", [w, bit],
+                                       dtype=(gl.int32, gl.int32), is_pure=True, pack=1)
+    return gl.convert_layout(gl.join(m0, m1).reshape([R, C]), layout, assert_trivial=True)
 
 
 @gluon.jit

@@ -108,8 +108,10 @@ from ._common import (
 from ._gluon_common import (
     alloc_ring_pair,
     bits_keep,
+    bits_masks_t,
     bits_words_mma,
     desc_signature,
+    dropped,
     issue_kv_slot,
     kv_tile_range,
     launch,
@@ -920,9 +922,9 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         grad_t = 1.0 - s_t * s_t
     p_t, p_op = _probs_t(s_t, lse2, keys, rows, diag, qk_scale, q_buf.dtype, a_layout,
                          MASKED, CAUSAL, left, HAS_LEFT)
-    if DROPOUT:
-        p_op = gl.convert_layout(gl.where(bits_keep(words, s_layout, True),
-                                          p_t * keep_scale, 0.0).to(q_buf.dtype), a_layout)
+    if DROPOUT:  # P^T o M unscaled: dV and dK take 1 / (1 - p) at the end
+        keep = bits_masks_t(words, s_layout)
+        p_op = gl.convert_layout(dropped(p_t, keep).to(q_buf.dtype), a_layout)
     if D_SPLIT > 1:  # this launch's column block of dO and Q (B operands of dV, dK)
         ACC_DIM: gl.constexpr = HEAD_DIM // D_SPLIT
         do_b = do_buf.slice(HALF * ACC_DIM, ACC_DIM, dim=1)
@@ -939,8 +941,11 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     elif not PREFETCH:
         delta = _row_delta(DELTA, bh, rows, seqlen_q, lse_stride)
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
-    if DROPOUT:  # (the mask again, from the words: see bits_keep's SIGN)
-        dp_t = gl.where(bits_keep(words, s_layout, True, True), dp_t * keep_scale, 0.0)
+    if DROPOUT:  # dS^T = P^T o (dP^T o M / (1 - p) - delta), with 1 / (1 - p) taken out
+        if HEAD_DIM > 64:  # recomputed from the words: the masks' tile live across the
+            keep = bits_masks_t(words, s_layout, True)  # dV GEMM spills at hd 128
+        dp_t = dropped(dp_t, keep)
+        delta = delta * (1.0 / keep_scale)
     ds_t = p_t * (dp_t - delta[None, :])
     if SOFTCAP:
         ds_t = ds_t * grad_t
@@ -1058,6 +1063,9 @@ def _bwd_dkdv_kernel(
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT)
 
+    if DROPOUT:  # the steps' P^T o M and dS^T left out 1 / (1 - p)
+        dv = dv * keep_scale
+        dk = dk * keep_scale
     # -- epilogue: dK (scaled) and dV through the K and V buffers, or (a column block)
     #    through staging tiles of the dK / dV descriptors' box --
     if D_SPLIT > 1:
@@ -1478,8 +1486,8 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
         qk = scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
     p = gl.exp2(qk * qk_scale - lse2[:, None])
     dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
-    if DROPOUT:
-        dp = gl.where(bits_keep(words, s_layout, False), dp * keep_scale, 0.0)
+    if DROPOUT:  # dS = P o (dP o M / (1 - p) - delta), with 1 / (1 - p) taken out
+        dp = dropped(dp, bits_keep(words, s_layout, False, MASK=True))
     ds = p * (dp - delta[:, None])
     if SOFTCAP:
         ds = ds * grad
@@ -1566,6 +1574,9 @@ def _bwd_dq_kernel(
         bits = 0
     lse2 = _row_lse2(LSE, pid_bh, rows, seqlen_q, lse_stride)
     delta = _row_delta(DELTA, pid_bh, rows, seqlen_q, lse_stride)
+    if DROPOUT:  # the steps' dS leave out 1 / (1 - p): delta takes (1 - p), dQ 1 / (1 - p)
+        delta = delta * (1.0 / keep_scale)
+        sm_scale = sm_scale * keep_scale
     dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, d_layout)
     mbarrier.wait(q_bar, 0)
     q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
