@@ -192,7 +192,9 @@ def test_dropout_graph_capture_gpu(bits, device, monkeypatch):
     mask (the state is drawn on the device), and each replay's output and gradients equal
     the eager call's with that replay's (seed, offset). With FLASHTILE_DROPOUT_BITS=1 the
     captured forward draws from the on-device pair (copied into the bits buffer's header)
-    and writes the bits, which the backward kernels read."""
+    and writes the bits, which the backward kernels read; the eager call then writes and
+    reads bits too (the Gluon backward reading bits and the portable one drawing agree to
+    rounding, not bit for bit)."""
     if device.type != "cuda":
         pytest.skip("needs a CUDA device (run scripts/gpu_check.sh there)")
     monkeypatch.setenv(flash.DROPOUT_BITS_ENV_VAR, str(int(bits)))
@@ -232,10 +234,14 @@ def test_dropout_graph_capture_gpu(bits, device, monkeypatch):
         torch.cuda.synchronize()
         pair = tuple(state.tolist())
         seen.append(pair)
+        fwd_state = bwd_state = pair
+        if bits:  # the eager call the same way: bits written from the pair, then read
+            buf = flash.dropout_bits_buffer(pair, 1, 2, 256, 256, device)
+            fwd_state, bwd_state = (buf, 0), (buf[flash.DROPOUT_BITS_HEADER:], 0)
         want_out, want_lse = flash.attention_forward(q.detach(), k.detach(), v.detach(),
-                                                     dropout_p=0.2, rng_state=pair)
+                                                     dropout_p=0.2, rng_state=fwd_state)
         want = flash.attention_backward(dout, q.detach(), k.detach(), v.detach(), want_out,
-                                        want_lse, dropout_p=0.2, rng_state=pair)
+                                        want_lse, dropout_p=0.2, rng_state=bwd_state)
         assert torch.equal(out, want_out)
         for name, a, b in zip(("dq", "dk", "dv"), grads, want):
             assert torch.equal(a, b), name

@@ -1,7 +1,8 @@
 # gpu_check.sh suite "train" (sourced; $out, $commit, ft() and status are set)
 # MiniGPT on Tiny Shakespeare (issue 7): the tests of tests/test_minigpt.py, one
-# `flashtile train` per backend at the shakespeare-char preset (same seed), the
-# training-step comparison (flashtile vs SDPA cuDNN vs SDPA flash, tokens/s), a sample,
+# `flashtile train --cuda-graph` per backend at the shakespeare-char preset (same seed),
+# the training-step comparison (flashtile vs SDPA cuDNN vs SDPA flash, graphed and eager,
+# tokens/s), a sample,
 # the loss-curve figure of both runs, and a short table last. Checkpoints (~130 MB
 # each) stay on the machine; logs, figures, CSV and the sample come back in $out.
 data=../shared/data/tinyshakespeare.txt
@@ -18,7 +19,7 @@ grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_train.log" | tail -n 20
 
 for backend in flashtile sdpa-cudnn; do
   ft train --preset shakespeare-char --backend "$backend" --data "$data" --seed 1337 \
-    --out "$runs/$backend" --no-progress >"$out/train_$backend.log" 2>&1 || status=1
+    --cuda-graph --out "$runs/$backend" --no-progress >"$out/train_$backend.log" 2>&1 || status=1
   if [ "$backend" = sdpa-cudnn ] && [ ! -f "$runs/$backend/log.json" ]; then
     echo "SDPA cuDNN run failed (see train_sdpa-cudnn.log); PyTorch's default SDPA instead"
     ft train --preset shakespeare-char --backend sdpa --data "$data" --seed 1337 \
@@ -29,17 +30,12 @@ for backend in flashtile sdpa-cudnn; do
   cp "$runs/$backend/loss.png" "$out/train_loss_$backend.png" 2>/dev/null
 done
 
-ft train --bench --bench-backends flashtile,sdpa-cudnn,sdpa-flash \
-  --bench-shapes 64x256,16x1024 --bench-profile --csv "$out/train_bench.csv" \
-  >"$out/train_bench.log" 2>&1 || status=1
-tail -n 9 "$out/train_bench.log"
-
-# the same step with Triton's own launch path (FLASHTILE_FAST_LAUNCH=0), the A/B of the
-# cached launch that is on by default
-FLASHTILE_FAST_LAUNCH=0 ft train --bench --bench-backends flashtile \
-  --bench-shapes 64x256,16x1024 --csv "$out/train_bench_tritonlaunch.csv" \
-  >"$out/train_bench_tritonlaunch.log" 2>&1 || status=1
-head -n 5 "$out/train_bench_tritonlaunch.log"
+# the step per backend, graphed (what the runs above time) and eager, in interleaved rounds
+ft train --bench --bench-backends \
+  flashtile:graph,sdpa-cudnn:graph,sdpa-flash:graph,flashtile,sdpa-cudnn \
+  --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
+  --csv "$out/train_bench.csv" >"$out/train_bench.log" 2>&1 || status=1
+tail -n 13 "$out/train_bench.log" | cut -c1-120
 
 ft sample --ckpt "$runs/flashtile" --prompt "ROMEO:" --max-new-tokens 400 --seed 1337 \
   --out "$out/train_sample.txt" >"$out/train_sample.log" 2>&1 || status=1
@@ -66,10 +62,12 @@ for r in runs.values():
 bench = out / "train_bench.csv"
 if bench.exists():
     rows = list(csv.DictReader(bench.open()))
-    print(f"\n{'step time':<11} {'batch x ctx':>11} {'ms/step':>8} {'tokens/s':>10}")
+    print(f"\n{'step time':<18} {'batch x ctx':>11} {'ms/step':>8} {'tokens/s':>10} "
+          f"{'vs cuDNN':>8}")
     for r in rows:
-        print(f"{r['backend']:<11} {r['batch'] + 'x' + r['ctx']:>11} "
-              f"{float(r['ms_per_step']):>8.2f} {float(r['tokens_per_s']):>10.4g}")
+        print(f"{r['backend']:<18} {r['batch'] + 'x' + r['ctx']:>11} "
+              f"{float(r['ms_per_step']):>8.2f} {float(r['tokens_per_s']):>10.4g} "
+              f"{float(r['ratio_vs_cudnn']):>8.3f}")
 sample = out / "train_sample.txt"
 if sample.exists():
     print("\nsample (flashtile, best checkpoint, T=0.8, top-k 200):")
