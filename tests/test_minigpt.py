@@ -400,6 +400,27 @@ def test_checkpoint_keeps_a_tensor_lr_as_its_value(tmp_path):
     assert opt2.param_groups[0]["lr"] == pytest.approx(3e-3)
 
 
+@pytest.mark.parametrize("flag, gpu, want", [([], True, True), ([], False, False),
+                                              (["--no-cuda-graph"], True, False),
+                                              (["--cuda-graph"], True, True)])
+def test_cli_graph_default(monkeypatch, tmp_path, flag, gpu, want):
+    """`flashtile train` replays the step as a CUDA graph by default when there is a GPU
+    (eager steps are host-bound), eager with --no-cuda-graph or without a GPU."""
+    import argparse
+
+    from flashtile.models import train as train_mod
+
+    seen = {}
+    monkeypatch.setattr(train_mod.torch.cuda, "is_available", lambda: gpu)
+    monkeypatch.setattr(train_mod, "load_text", lambda path, download=False: "ab" * 500)
+    monkeypatch.setattr(train_mod, "train", lambda mc, tc, *a, **kw: seen.update(tc=tc))
+    p = argparse.ArgumentParser()
+    train_mod.configure_parser(p)
+    args = p.parse_args(["--preset", "tiny", "--out", str(tmp_path), *flag])
+    assert train_mod.run(args) == 0
+    assert seen["tc"].cuda_graph is want
+
+
 def test_graph_step_needs_cuda():
     from flashtile.models.graphed import GraphStep
 

@@ -20,6 +20,8 @@ its periodic evaluations; ``step_ms`` and ``tokens_per_s`` leave the evaluations
 
 from __future__ import annotations
 
+import argparse
+
 import contextlib
 import copy
 import json
@@ -439,9 +441,11 @@ def configure_parser(p) -> None:
     p.add_argument("--eval-interval", type=int, default=None)
     p.add_argument("--dtype", choices=("auto", "bf16", "fp32", "fp64"), default="auto")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--cuda-graph", action="store_true",
+    p.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=None,
                    help="capture the training step once as a CUDA graph and replay it "
-                        "(the host launches one graph per step; needs a GPU)")
+                        "(the host launches one graph per step; needs a GPU). Default: on "
+                        "with a GPU (eager, the step is host-bound: Python launches every "
+                        "kernel), --no-cuda-graph for eager steps")
     p.add_argument("--bench", action="store_true",
                    help="instead of training: step time and tokens/s per backend and shape")
     p.add_argument("--bench-backends", default="flashtile,sdpa-cudnn,sdpa-flash",
@@ -471,8 +475,8 @@ def run(args) -> int:
     over = {k: v for k, v in dict(steps=args.steps, seed=args.seed, batch_size=args.batch_size,
                                   lr=args.lr, dropout=args.dropout,
                                   eval_interval=args.eval_interval).items() if v is not None}
-    mc, tc = preset(name, backend=args.backend, dtype=args.dtype,
-                    cuda_graph=args.cuda_graph, **over)
+    graph = on_gpu if args.cuda_graph is None else args.cuda_graph
+    mc, tc = preset(name, backend=args.backend, dtype=args.dtype, cuda_graph=graph, **over)
     splits = make_splits(load_text(args.data, download=args.download))
     resume = args.out if args.resume else None
     print(f"flashtile train: preset {name}, data {len(splits.train):,} train / "
