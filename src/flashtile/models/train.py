@@ -21,7 +21,6 @@ its periodic evaluations; ``step_ms`` and ``tokens_per_s`` leave the evaluations
 from __future__ import annotations
 
 import argparse
-
 import contextlib
 import copy
 import json
