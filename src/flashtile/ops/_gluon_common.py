@@ -673,30 +673,23 @@ def bits_words_mma(bits, row0, col0, layout: gl.constexpr, R: gl.constexpr, C: g
 
 
 @gluon.jit
-def bits_keep(words, layout: gl.constexpr, TRANS: gl.constexpr, SIGN: gl.constexpr = False,
-              MASK: gl.constexpr = False):
-    """keep of each element of a bits_words_mma tile: its bit there, 4 * (r % 8) + (c % 8)
-    // 2 (a pattern of lane bits: the element's lane itself without TRANS), or for 64-key
-    dQ tiles (transposed words) its block and word, 4 * (c // 8) + 2 * ((r % 16) // 8) + c
-    % 2 (a register constant). SIGN: the same bit tested as the sign of the word shifted
-    left (another expression, so that a second use recomputes the mask from the words
-    instead of keeping the first one's tile alive: the dK/dV kernel, where a mask tile
-    live across the dV GEMM spilled). MASK: int32 masks (-1 kept, 0 dropped; for
-    `dropped`): the bit shifted to the sign, then shifted back arithmetically."""
+def bits_keep(words, layout: gl.constexpr, MASK: gl.constexpr = False):
+    """keep of each element of a query rows x keys bits_words_mma tile (the TRANS tiles of
+    the dK/dV kernel: bits_masks_t): its bit there, 4 * (r % 8) + (c % 8) // 2 (the
+    element's own lane), or for tiles of 64 keys or a multiple (transposed words) its
+    block and word, 4 * (c // 8) + 2 * ((r % 16) // 8) + c % 2 (a register constant).
+    MASK: int32 masks (-1 kept, 0 dropped; for `dropped`): the bit shifted to the sign,
+    then shifted back arithmetically."""
     R: gl.constexpr = words.shape[0]
     C: gl.constexpr = words.shape[1]
     i = gl.arange(0, R, layout=gl.SliceLayout(1, layout))[:, None]
     j = gl.arange(0, C, layout=gl.SliceLayout(0, layout))[None, :]
-    if _lane_words(R, C, TRANS):
+    if _lane_words(R, C, False):
         bit = 4 * ((j // 8) % 8) + 2 * ((i % 16) // 8) + j % 2
-    elif TRANS:  # i: keys, j: query rows
-        bit = 4 * (j % 8) + (i % 8) // 2
     else:
         bit = 4 * (i % 8) + (j % 8) // 2
     if MASK:
         keep = (words << (31 - bit)) >> 31
-    elif SIGN:
-        keep = (words << (31 - bit)) < 0
     else:
         keep = ((words >> bit) & 1) != 0
     return keep

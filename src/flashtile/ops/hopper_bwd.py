@@ -1487,7 +1487,7 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
     p = gl.exp2(qk * qk_scale - lse2[:, None])
     dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
     if DROPOUT:  # dS = P o (dP o M / (1 - p) - delta), with 1 / (1 - p) taken out
-        dp = dropped(dp, bits_keep(words, s_layout, False, MASK=True))
+        dp = dropped(dp, bits_keep(words, s_layout, MASK=True))
     ds = p * (dp - delta[:, None])
     if SOFTCAP:
         ds = ds * grad

@@ -660,7 +660,7 @@ def _ws_keep(drop, ws, i, col0, seqlen_k, layout: gl.constexpr, BLOCK_M: gl.cons
     seed, rng_offset, bh, thr16, words, seqlen_q, row0 = drop
     w = bits_words_mma(_bits_block(words, bh, seqlen_q, seqlen_k), row0, col0, layout,
                        BLOCK_M, BLOCK_N, False, True)
-    return bits_keep(w, layout, False)
+    return bits_keep(w, layout)
 
 
 @gluon.jit
