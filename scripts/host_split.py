@@ -83,6 +83,12 @@ def main() -> int:
         print("host_split: needs a GPU")
         return 2
     args = [a for a in sys.argv[1:] if a != "--ab"]
+    if args and args[0] == "--dropout":  # the training call with dropout, profiled
+        p = float(args[1])
+        shapes = [tuple(int(x) for x in a.split(",")) for a in args[2:]] or [SHAPES[1]]
+        for shape in shapes:
+            dropout_rows(*shape, p)
+        return 0
     shapes = [tuple(int(x) for x in a.split(",")) for a in args] or SHAPES
     if "--ab" in sys.argv[1:]:
         rows = [r for shape in shapes for r in ab_rows(*shape)]
@@ -154,6 +160,47 @@ def shape_rows(b, s, h, d, causal) -> list[tuple[str, float]]:
     rows.append((f"{name}: sdpa cuDNN autograd.grad", host_us(
         lambda: torch.autograd.grad(so, (qg, kg, vg), dt, retain_graph=True))))
     return rows
+
+
+def dropout_rows(b, s, h, d, causal, p, top: int = 30) -> None:
+    """--dropout P: host us of one training call (flash_attn_func with dropout, then
+    autograd.grad) against SDPA cuDNN's, its GPU us, and cProfile's top functions over 50
+    calls (where flashtile's eager step spends its host time)."""
+    import cProfile
+    import pstats
+
+    causal = bool(causal)
+    name = f"B{b} S{s} H{h} D{d}{' causal' if causal else ''} dropout {p}"
+    q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+                     for _ in range(4))
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    qt, kt, vt, dt = (t.transpose(1, 2) for t in (qg, kg, vg, dout))
+
+    def flashtile_call():
+        o = flash.flash_attn_func(qg, kg, vg, causal=causal, dropout_p=p)
+        return torch.autograd.grad(o, (qg, kg, vg), dout)
+
+    def sdpa_call():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, dropout_p=p)
+        return torch.autograd.grad(o, (qg, kg, vg), dt)
+
+    from flashtile.bench.harness import events_us
+
+    print(f"| {name} | host us per training call | GPU us per call (events) |")
+    print("|---|---|---|")
+    for label, fn in (("flashtile", flashtile_call), ("sdpa cuDNN", sdpa_call)):
+        print(f"| {label} | {host_us(fn):.1f} | {events_us(fn):.1f} |")
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(50):
+        flashtile_call()
+    prof.disable()
+    torch.cuda.synchronize()
+    print(f"== {name}: cProfile over 50 flashtile training calls")
+    stats = pstats.Stats(prof)
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
 
 
 if __name__ == "__main__":
