@@ -2,13 +2,13 @@
 
     PYTHONPATH=src python scripts/bench_dropout.py [--shapes 64x256,16x1024] [--csv F]
 
-Per (batch x ctx, dropout 0 / 0.2, backend), 6 heads of dim 64, causal, bf16: GPU time
-of the forward and of forward+backward (the attention kernels only, summed from the
-torch profiler over ``--reps`` calls, per call), and wall time per call (CUDA events
-around ``--reps`` back-to-back calls: this includes the host when the host is slower
-than the kernels). Backward = forward+backward - forward. The numbers that matter for
-the MiniGPT step are the GPU backward (dropout costs there three times: forward, dK/dV
-and dQ kernels each redraw the mask) and the host wall time per call.
+Per (batch x ctx, dropout 0 / 0.2, backend), 6 heads of dim 64 (--heads, --head-dim),
+causal, bf16: GPU time of the forward and of forward+backward (the attention kernels
+only, summed from the torch profiler over ``--reps`` calls, per call), and wall time per
+call (CUDA events around ``--reps`` back-to-back calls: this includes the host when the
+host is slower than the kernels). Backward = forward+backward - forward. The numbers
+that matter for the MiniGPT step are the GPU backward (dropout costs there three times:
+forward, dK/dV and dQ kernels each redraw the mask) and the host wall time per call.
 
 To compare dropout RNG variants, run it once per source tree (PYTHONPATH=<tree>/src).
 """
@@ -77,6 +77,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="64x256,16x1024")
     ap.add_argument("--backends", default="flashtile,cudnn,flash")
+    ap.add_argument("--heads", type=int, default=6)
+    ap.add_argument("--head-dim", type=int, default=64)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--tag", default="", help="a label for this tree (CSV column)")
     ap.add_argument("--csv")
@@ -94,8 +96,9 @@ def main() -> int:
         for p in (0.0, 0.2):
             for backend in args.backends.split(","):
                 torch.manual_seed(0)
-                q, k, v = (torch.randn(b, s, 6, 64, device="cuda", dtype=torch.bfloat16,
-                                       requires_grad=True) for _ in range(3))
+                q, k, v = (torch.randn(b, s, args.heads, args.head_dim, device="cuda",
+                                       dtype=torch.bfloat16, requires_grad=True)
+                           for _ in range(3))
                 try:
                     f, fb = make_fn(backend, q, k, v, p, False), make_fn(backend, q, k, v, p,
                                                                          True)
@@ -110,7 +113,8 @@ def main() -> int:
                     print(f"| {args.tag} | {shape} | {p} | {backend} | failed: "
                           f"{type(e).__name__}: {str(e)[:80]} | | |")
                     continue
-                rows.append(dict(tree=args.tag, shape=shape, dropout=p, backend=backend,
+                rows.append(dict(tree=args.tag, shape=shape, heads=args.heads,
+                                 head_dim=args.head_dim, dropout=p, backend=backend,
                                  fwd_gpu_us=round(fwd, 1), bwd_gpu_us=round(both - fwd, 1),
                                  fwd_bwd_wall_us=round(wall, 1)))
                 print(f"| {args.tag} | {shape} | {p} | {backend} | {fwd:.1f} | "

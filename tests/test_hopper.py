@@ -51,6 +51,10 @@ def test_compiles_for_sm90(name, compiled):
         assert int(rec["regs"]) <= 128, f"{name}: {rec}"
     elif name.endswith("bits-ws"):  # causal: 16 bytes spilled before the loops (ptxas)
         assert_sm90_build(name, rec, max_spill=32)
+    elif name.startswith("hopper-dropout d128") and name.endswith(" bits"):
+        # hd 128 writing the bit blocks at 255 registers: one word spilled in the step
+        # loop (one STL / LDL pair a step; ptxas, session 19)
+        assert_sm90_build(name, rec, max_spill=16)
     else:
         assert_sm90_build(name, rec)
     if "warp_specialize=True" in rec["config"]:

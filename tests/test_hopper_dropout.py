@@ -166,10 +166,11 @@ def _visible(seqlen_q, seqlen_k, causal, device):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", configs.HOPPER_DROPOUT_HEAD_DIMS)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seqlen_q,seqlen_k", [(1029, 1100), (256, 256), (300, 40), (1, 77)])
 @pytest.mark.parametrize("rng", ["ints", "pair", "bits", "bits-ws"])
-def test_gluon_dropout_forward(causal, seqlen_q, seqlen_k, rng, device, monkeypatch):
+def test_gluon_dropout_forward(head_dim, causal, seqlen_q, seqlen_k, rng, device, monkeypatch):
     """The Gluon forward with dropout (it ran: the launcher is spied on) applies the
     portable kernels' mask bit for bit: out within the DESIGN.md bound of the float64
     reference replaying flash.dropout_mask, lse the softmax's; with a bits buffer its
@@ -182,7 +183,7 @@ def test_gluon_dropout_forward(causal, seqlen_q, seqlen_k, rng, device, monkeypa
     monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT", "1")
     monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT_WS", "1" if rng == "bits-ws" else "0")
     p, seed, offset = 0.2, 1234, 567
-    q, k, v = make_qkv(2, seqlen_q, seqlen_k, 4, 2, 64, torch.bfloat16, device,
+    q, k, v = make_qkv(2, seqlen_q, seqlen_k, 4, 2, head_dim, torch.bfloat16, device,
                        seed=seqlen_q + seqlen_k)
     ran = []
     real = hopper_fwd._launch
@@ -217,17 +218,20 @@ def test_gluon_dropout_forward(causal, seqlen_q, seqlen_k, rng, device, monkeypa
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", configs.HOPPER_DROPOUT_HEAD_DIMS)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("ws", ["0", "1"])
-def test_gluon_dropout_training(causal, ws, device, monkeypatch):
-    """flash_attn_func's training call with dropout at MiniGPT's shape (6 heads of 64)
-    runs the Gluon forward (writing the words) and the Gluon backward (reading them): the
+def test_gluon_dropout_training(head_dim, causal, ws, device, monkeypatch):
+    """flash_attn_func's training call with dropout at MiniGPT's shape (6 heads of 64; 3
+    of 128 at hd 128) runs the Gluon forward (writing the words) and the Gluon backward
+    (reading them): the
     same torch seed gives the portable forward's output within rounding
     (FLASHTILE_HOPPER_DROPOUT=0: the same mask) and gradients within 2^-6 of its largest
     magnitude. ws: the dropout partition drawing (FLASHTILE_HOPPER_DROPOUT_WS=1)."""
     _gpu_sm90()
     monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT_WS", ws)
-    q, k, v = make_qkv(4, 1024, 1024, 6, 6, 64, torch.bfloat16, device, seed=3)
+    heads = 384 // head_dim
+    q, k, v = make_qkv(4, 1024, 1024, heads, heads, head_dim, torch.bfloat16, device, seed=3)
     dout = torch.randn_like(q)
     ran = []
     real = hopper_fwd._launch

@@ -230,10 +230,12 @@ def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdCo
 # Dropout on the Gluon forward (stage A: the draw in the wgmma layout, ops/hopper_fwd.py)
 # at these head dims. hd 64: 246-250 registers uncapped writing the bit blocks, no spills
 # (sm_90 ptxas), measured 56.2 / 121.5 us against the portable forward's 96.5 / 223.4 at
-# MiniGPT's 64 x 256 / 16 x 1024 (s18c / s18d). hd 128 compiles with 80 bytes of spills
-# non-causal and none causal, hd 256 with 112 / 8: not measured, so they keep the
-# portable forward with dropout.
-HOPPER_DROPOUT_HEAD_DIMS = (64,)
+# MiniGPT's 64 x 256 / 16 x 1024 (s18c / s18d). hd 128 since session 19 (the 16-bit
+# draw, one Philox call per 8 elements): 206-255 registers, 0-16 bytes spilled (one word
+# in the step loop writing the bit blocks); measured in `s19f` (results.md). hd 256
+# keeps the portable forward with dropout (112 / 8 bytes of spills with the 32-bit draw,
+# not measured).
+HOPPER_DROPOUT_HEAD_DIMS = (64, 128)
 
 
 def hopper_fwd_dropout_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig:
