@@ -1,7 +1,7 @@
 """The Hopper (sm_90) forward: Gluon kernels with TMA, an mbarrier-guarded shared-memory
 ring and asynchronous wgmma. The portable tile-level kernel (ops/flash.py) stays the path
-for other GPUs, the interpreter and dropout beyond hd 64 or with a window or softcap
-(stage A draws dropout at hd 64: ``dropout_config``), for a softcap at hd 64 or under
+for other GPUs, the interpreter and dropout at hd 256 or with a window or softcap
+(stage A draws dropout at hd 64 / 128: ``dropout_config``), for a softcap at hd 64 or under
 FLASHTILE_HOPPER_SOFTCAP=0 (at hd 128 / 256 it runs stage A or C: SOFTCAP, ``softcap_mode``),
 and for sliding windows under FLASHTILE_HOPPER_WINDOW=0 (by default they run stage A or C,
 ``window_config``); the backward
