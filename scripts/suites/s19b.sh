@@ -15,10 +15,5 @@
 #    71.5 -> 65-69 and 32.2 -> 30-32; the graphed step 7.90 -> 7.70-7.80 ms (cuDNN 7.88) and
 #    6.95 -> 6.85-6.93 (6.98).
 source scripts/suites/lib/steps.sh
-gpu_pytest pytest_gluon_bits 150 4 4 tests/test_hopper_bwd.py -k "dropout"
-gpu_pytest pytest_hopper_dropout 200 4 6 tests/test_hopper_dropout.py
-timeout 240 python3 -m pytest -q tests/test_flash.py -k "dropout or graph_capture or plans or bits" \
-  -p no:cacheprovider -rf --tb=short >"$out/pytest_flash_cuda.log" 2>&1 || status=1
-grep -E "^FAILED|passed|failed" "$out/pytest_flash_cuda.log" | tail -n 4
-gpu_pytest pytest_minigpt 150 2 4 tests/test_minigpt.py
+dropout_gpu_tests
 dropout_kernels_step

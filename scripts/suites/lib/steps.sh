@@ -16,6 +16,18 @@ validate_covering() {
     || status=1
   tr '\r' '\n' <"$out/$1.log" | grep -v "it/s\]$" | tail -n 3
 }
+# dropout_gpu_tests: the dropout GPU tests of sessions 18-19: the Gluon forward's
+# (test_hopper_dropout.py), the Gluon backward's (-k dropout), test_flash's dropout / bits
+# / capture / plan tests on CUDA (the whole file's tests that run there, GPU-marked or
+# not), MiniGPT's GPU tests.
+dropout_gpu_tests() {
+  gpu_pytest pytest_hopper_dropout 240 4 6 tests/test_hopper_dropout.py
+  gpu_pytest pytest_gluon_bits 150 4 4 tests/test_hopper_bwd.py -k "dropout"
+  timeout 240 python3 -m pytest -q tests/test_flash.py -k "dropout or graph_capture or plans or bits" \
+    -p no:cacheprovider -rf --tb=short >"$out/pytest_flash_cuda.log" 2>&1 || status=1
+  grep -E "^FAILED|passed|failed" "$out/pytest_flash_cuda.log" | tail -n 4
+  gpu_pytest pytest_minigpt 150 2 4 tests/test_minigpt.py
+}
 # dropout_bits_ab TAG [BENCH_DROPOUT_ARGS...]: scripts/bench_dropout.py with
 # FLASHTILE_DROPOUT_BITS=0, then =1 (two processes), logs and CSVs $out/TAG{0,1}.*; prints
 # the dropout-0.2 rows (and, with --kernels, each one's per-kernel line).
