@@ -868,9 +868,10 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     DROPOUT: the forward's keep decisions from its bit blocks (``bits``: base, blocks
-    per band, the key tile's first key; _gluon_common.bits_words_mma), P^T and dP^T of
-    the dropped entries zeroed and the kept ones scaled by
-    ``keep_scale`` = 1 / (1 - p): dV += (P^T o M) dO, dS^T = P^T o (dP^T o M - delta).
+    per band, the key tile's first key; _gluon_common.bits_words_mma, bits_masks_t), P^T
+    and dP^T of the dropped entries zeroed, with ``keep_scale`` = 1 / (1 - p) taken out
+    of the step: dV += (P^T o M) dO and dS^T = P^T o (dP^T o M - delta (1 - p)), both
+    times keep_scale once in the kernel's epilogue.
     STATS: the row statistics come from the slot's lse / delta rows (``stats``, loaded by
     TMA with Q and dO; rows past seqlen_q read TMA's zero fill there, harmless as those Q
     / dO rows are zero too; with LSE2_PRE the preprocess's +inf / 0) instead of
@@ -1459,8 +1460,9 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
     """Consume key tile t: S = Q K^T and dP = dO V^T (in flight together), dS, then
     dQ += dS K (dS from registers); refill the slot with tile t + NUM_STAGES. The tiles
     start at ``lo`` (ring position t - lo; 0 without a sliding window, HAS_LEFT).
-    DROPOUT: dP of the dropped entries zeroed, the kept ones scaled by ``keep_scale``,
-    from the forward's bit blocks (``bits``: base, blocks per band, the query tile's
+    DROPOUT: dP of the dropped entries zeroed (the kernel took ``keep_scale`` = 1 / (1 -
+    p) out of the step: delta times (1 - p), dQ times keep_scale at the end), decided by
+    the forward's bit blocks (``bits``: base, blocks per band, the query tile's
     first row; _gluon_common.bits_words_mma)."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_N)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq.type.layout,
