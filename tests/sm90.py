@@ -55,3 +55,27 @@ def assert_sm90_build(name: str, rec: dict | None, max_spill: int = 0) -> None:
         assert rec["spill_bytes"] == "0" and not rec["local"], f"{name}: spills: {rec}"
     assert rec["smem"] <= 227 * 1024, f"{name}: {rec['smem']} bytes of shared memory"
 
+
+
+def training_runs(monkeypatch, var: str, values, q, k, v, dout, causal: bool,
+                  dropout_p: float = 0.2, seed: int = 11) -> list:
+    """(out, dq, dk, dv) of flash_attn_func's training call once per value of the
+    environment variable ``var``, each from the same torch seed (so the same dropout
+    draw): the GPU dropout tests' A/B of two paths."""
+    import flashtile
+
+    runs = []
+    for value in values:
+        monkeypatch.setenv(var, value)
+        qkv = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        torch.manual_seed(seed)
+        o = flashtile.flash_attn_func(*qkv, causal=causal, dropout_p=dropout_p)
+        runs.append((o, *torch.autograd.grad(o, qkv, dout)))
+    return runs
+
+
+def assert_within_2m6(names, got, want) -> None:
+    """Each tensor of ``got`` within 2^-6 of the largest magnitude of its ``want``."""
+    for name, a, b in zip(names, got, want):
+        scale = float(b.abs().max())
+        assert float((a.float() - b.float()).abs().max()) <= 2.0**-6 * scale, name

@@ -19,7 +19,14 @@ from conftest import HAS_CUDA
 from flashtile import configs
 from flashtile.ops import flash, hopper_bwd
 from flashtile.validate import Case, check_close, make_qkv, run_case
-from sm90 import IS_SM90, assert_sm90_build, compile_records, compile_script
+from sm90 import (
+    IS_SM90,
+    assert_sm90_build,
+    assert_within_2m6,
+    compile_records,
+    compile_script,
+    training_runs,
+)
 
 VARIANTS = [f"{name} {kern}" for name, *_, cfg in compile_script().hopper_bwd_variants()
             for kern in (("fused",) if cfg.fused else ("dkdv", "dq"))]
@@ -857,9 +864,7 @@ def test_dropout_bits_gluon(head_dim, causal, nheads_kv, expand, device):
     portable = flash.attention_backward(
         dout, q, k, v, out, lse, causal=causal, dropout_p=p, rng_state=(words, 0),
         config=configs.bwd_config(head_dim, causal, q.dtype, device, sk))
-    for name, a, b in zip(("dq", "dk", "dv"), grads, portable):
-        scale = float(b.abs().max())
-        assert float((a.float() - b.float()).abs().max()) <= 2.0**-6 * scale, name
+    assert_within_2m6(("dq", "dk", "dv"), grads, portable)
 
 
 @pytest.mark.gpu
@@ -877,15 +882,8 @@ def test_dropout_bits_gluon_autograd(head_dim, device, monkeypatch):
     real = hopper_bwd.hopper_attention_backward
     monkeypatch.setattr(hopper_bwd, "hopper_attention_backward",
                         lambda *a, **kw: calls.append(kw.get("bits")) or real(*a, **kw))
-    runs = []
-    for gluon in ("1", "0"):
-        monkeypatch.setenv(hopper_bwd.DROPOUT_ENV_VAR, gluon)
-        qkv = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-        torch.manual_seed(11)
-        o = flashtile.flash_attn_func(*qkv, causal=True, dropout_p=0.2)
-        runs.append((o, *torch.autograd.grad(o, qkv, dout)))
+    runs = training_runs(monkeypatch, hopper_bwd.DROPOUT_ENV_VAR, ("1", "0"), q, k, v, dout,
+                         True)
     assert len(calls) == 1 and calls[0] is not None  # the Gluon backward, with the words
     assert torch.equal(runs[0][0], runs[1][0])
-    for name, a, b in zip(("dq", "dk", "dv"), runs[0][1:], runs[1][1:]):
-        scale = float(b.abs().max())
-        assert float((a.float() - b.float()).abs().max()) <= 2.0**-6 * scale, name
+    assert_within_2m6(("dq", "dk", "dv"), runs[0][1:], runs[1][1:])

@@ -14,12 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-import flashtile
 from flashtile import configs
 from flashtile.ops import _common, flash, hopper_fwd
 from flashtile.ops._gluon_common import dropout_thr16
 from flashtile.validate import check_close, make_qkv
-from sm90 import IS_SM90
+from sm90 import IS_SM90, assert_within_2m6, training_runs
 
 # ----------------------------------------------------------------------------------
 # CPU
@@ -237,14 +236,7 @@ def test_gluon_dropout_training(head_dim, causal, ws, device, monkeypatch):
     real = hopper_fwd._launch
     monkeypatch.setattr(hopper_fwd, "_launch",
                         lambda *a, **kw: ran.append(kw.get("DROPOUT")) or real(*a, **kw))
-    runs = []
-    for gluon in ("1", "0"):
-        monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT", gluon)
-        qkv = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-        torch.manual_seed(11)
-        o = flashtile.flash_attn_func(*qkv, causal=causal, dropout_p=0.2)
-        runs.append((o, *torch.autograd.grad(o, qkv, dout)))
+    runs = training_runs(monkeypatch, "FLASHTILE_HOPPER_DROPOUT", ("1", "0"), q, k, v, dout,
+                         causal)
     assert ran == [True]
-    for name, a, b in zip(("out", "dq", "dk", "dv"), runs[0], runs[1]):
-        scale = float(b.abs().max())
-        assert float((a.float() - b.float()).abs().max()) <= 2.0**-6 * scale, name
+    assert_within_2m6(("out", "dq", "dk", "dv"), runs[0], runs[1])

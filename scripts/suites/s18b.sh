@@ -17,14 +17,6 @@ timeout 200 python3 -m pytest -q tests/test_flash.py -k "dropout or graph_captur
   -p no:cacheprovider >"$out/pytest_flash_cuda.log" 2>&1 || status=1
 grep -E "^FAILED|passed|failed" "$out/pytest_flash_cuda.log" | tail -n 4
 for mode in 1 0; do
-  echo "== FLASHTILE_HOPPER_DROPOUT=$mode"
-  FLASHTILE_HOPPER_DROPOUT=$mode timeout 100 python3 scripts/bench_dropout.py --kernels \
-    --backends flashtile,cudnn --csv "$out/drop_k$mode.csv" >"$out/drop_k$mode.log" 2>&1 \
-    || status=1
-  grep -A1 "| 0.2 |" "$out/drop_k$mode.log" | grep -E "\| 0\.2 \||per kernel" | cut -c1-250
+  dropout_kernels "drop_k$mode" FLASHTILE_HOPPER_DROPOUT=$mode
 done
-timeout 150 python3 -m flashtile.cli train --bench \
-  --bench-backends "flashtile:graph,flashtile:graph@FLASHTILE_HOPPER_DROPOUT=0,sdpa-cudnn:graph" \
-  --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
-  --csv "$out/train_bench.csv" >"$out/train_bench.log" 2>&1 || status=1
-tail -n 7 "$out/train_bench.log" | cut -c1-120
+graph_step train_bench "flashtile:graph,flashtile:graph@FLASHTILE_HOPPER_DROPOUT=0,sdpa-cudnn:graph"

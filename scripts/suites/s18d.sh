@@ -10,10 +10,5 @@
 #    62-68 us at 16 x 1024 and 35.0 -> 29-32 at 64 x 256; the forward as s18c's Gluon
 #    column (56.7 / 121.8); the step 6.99 -> ~6.96 and 8.09 -> ~7.98 ms.
 source scripts/suites/lib/steps.sh
-gpu_pytest pytest_hopper_dropout 200 4 6 tests/test_hopper_dropout.py
-gpu_pytest pytest_gluon_bits 150 4 4 tests/test_hopper_bwd.py -k "dropout"
-timeout 220 python3 -m pytest -q tests/test_flash.py -k "dropout or graph_capture or plans or bits" \
-  -p no:cacheprovider -rf --tb=short >"$out/pytest_flash_cuda.log" 2>&1 || status=1
-grep -E "^FAILED|passed|failed" "$out/pytest_flash_cuda.log" | tail -n 4
-gpu_pytest pytest_minigpt 150 2 4 tests/test_minigpt.py
+dropout_gpu_tests
 dropout_kernels_step

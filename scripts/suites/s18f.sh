@@ -14,14 +14,6 @@
 source scripts/suites/lib/steps.sh
 gpu_pytest pytest_hopper_dropout 120 4 6 tests/test_hopper_dropout.py
 for ws in 1 0; do
-  echo "== FLASHTILE_HOPPER_DROPOUT_WS=$ws"
-  FLASHTILE_HOPPER_DROPOUT_WS=$ws timeout 60 python3 scripts/bench_dropout.py --kernels \
-    --backends flashtile,cudnn --csv "$out/drop_k_ws$ws.csv" >"$out/drop_k_ws$ws.log" 2>&1 \
-    || status=1
-  grep -A1 "| 0.2 |" "$out/drop_k_ws$ws.log" | grep -E "\| 0\.2 \||per kernel" | cut -c1-250
+  dropout_kernels "drop_k_ws$ws" FLASHTILE_HOPPER_DROPOUT_WS=$ws
 done
-timeout 120 python3 -m flashtile.cli train --bench \
-  --bench-backends "flashtile:graph,flashtile:graph@FLASHTILE_HOPPER_DROPOUT_WS=1,sdpa-cudnn:graph" \
-  --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
-  --csv "$out/train_bench.csv" >"$out/train_bench.log" 2>&1 || status=1
-tail -n 7 "$out/train_bench.log" | cut -c1-120
+graph_step train_bench "flashtile:graph,flashtile:graph@FLASHTILE_HOPPER_DROPOUT_WS=1,sdpa-cudnn:graph"

@@ -13,9 +13,6 @@ source scripts/suites/lib/steps.sh
 gpu_pytest pytest_hopper_dropout 240 4 6 tests/test_hopper_dropout.py
 gpu_pytest pytest_gluon_bits 150 4 4 tests/test_hopper_bwd.py -k "dropout"
 for mode in 1 0; do
-  timeout 120 env FLASHTILE_HOPPER_DROPOUT=$mode python3 scripts/bench_dropout.py --kernels \
-    --backends flashtile,cudnn --heads 8 --head-dim 128 --shapes 16x1024,4x4096 \
-    --tag "gluon_fwd=$mode" --csv "$out/drop_k128_$mode.csv" >"$out/drop_k128_$mode.log" 2>&1 \
-    || status=1
-  grep -A1 "| 0.2 |" "$out/drop_k128_$mode.log" | grep -E "\| 0\.2 \||per kernel" | cut -c1-250
+  dropout_kernels "drop_k128_$mode" FLASHTILE_HOPPER_DROPOUT=$mode -- --heads 8 --head-dim 128 \
+    --shapes 16x1024,4x4096 --tag "gluon_fwd=$mode"
 done

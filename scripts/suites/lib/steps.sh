@@ -41,28 +41,39 @@ dropout_bits_ab() {
     grep -A1 "| 0.2 |" "$out/$tag$bits.log" | grep -E "\| 0\.2 \||per kernel" | cut -c1-300
   done
 }
-# graph_step_bits LIMIT: the graphed MiniGPT step (train --bench), flashtile and SDPA cuDNN,
-# and flashtile with FLASHTILE_DROPOUT_BITS=1, in the same interleaved rounds (80 steps
-# in 8) at 64 x 256 and 16 x 1024; log / CSV $out/train_bench_bits.*
-graph_step_bits() {
-  timeout "$1" python3 -m flashtile.cli train --bench \
-    --bench-backends "flashtile:graph,sdpa-cudnn:graph,flashtile:graph@FLASHTILE_DROPOUT_BITS=1" \
+# dropout_kernels TAG [VAR=VALUE ...] [-- BENCH_DROPOUT_ARGS...]: scripts/bench_dropout.py
+# --kernels (flashtile and cuDNN unless the args name --backends) under those environment
+# variables, log / CSV $out/TAG.*; prints the dropout-0.2 rows and their per-kernel lines.
+dropout_kernels() {
+  local tag=$1 envs=()
+  shift
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  [ "${1:-}" = "--" ] && shift
+  echo "== $tag ${envs[*]}"
+  timeout 100 env "${envs[@]}" python3 scripts/bench_dropout.py --kernels \
+    --backends flashtile,cudnn "$@" --csv "$out/$tag.csv" >"$out/$tag.log" 2>&1 || status=1
+  grep -A1 "| 0.2 |" "$out/$tag.log" | grep -E "\| 0\.2 \||per kernel" | cut -c1-250
+}
+# graph_step TAG BACKENDS: the graphed MiniGPT step of BACKENDS (train --bench names,
+# NAME[:graph][@VAR=VALUE]) in the same interleaved rounds (80 steps in 8) at 64 x 256
+# and 16 x 1024, log / CSV $out/TAG.*; prints the table.
+graph_step() {
+  timeout 150 python3 -m flashtile.cli train --bench --bench-backends "$2" \
     --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
-    --csv "$out/train_bench_bits.csv" >"$out/train_bench_bits.log" 2>&1 || status=1
-  tail -n 7 "$out/train_bench_bits.log" | cut -c1-120
+    --csv "$out/$1.csv" >"$out/$1.log" 2>&1 || status=1
+  tail -n $(( $(tr -cd , <<<"$2" | wc -c) * 2 + 3 )) "$out/$1.log" | cut -c1-120
+}
+# graph_step_bits: flashtile and SDPA cuDNN, and flashtile with FLASHTILE_DROPOUT_BITS=1
+graph_step_bits() {
+  graph_step train_bench_bits \
+    "flashtile:graph,sdpa-cudnn:graph,flashtile:graph@FLASHTILE_DROPOUT_BITS=1"
 }
 # dropout_benches BACKENDS: with the shipped dropout default, flashtile's and cuDNN's
-# training call per kernel (bench_dropout --kernels; $out/drop_k.*), then the graphed
-# MiniGPT step of BACKENDS (train --bench names) at 64 x 256 and 16 x 1024
+# training call per kernel ($out/drop_k.*), then the graphed step of BACKENDS
 # ($out/train_bench.*)
 dropout_benches() {
-  timeout 100 python3 scripts/bench_dropout.py --kernels --backends flashtile,cudnn \
-    --csv "$out/drop_k.csv" >"$out/drop_k.log" 2>&1 || status=1
-  grep -A1 "| 0.2 |" "$out/drop_k.log" | grep -E "\| 0\.2 \||per kernel" | cut -c1-250
-  timeout 150 python3 -m flashtile.cli train --bench --bench-backends "$1" \
-    --bench-shapes 64x256,16x1024 --bench-steps 80 --bench-rounds 8 \
-    --csv "$out/train_bench.csv" >"$out/train_bench.log" 2>&1 || status=1
-  tail -n $(( $(tr -cd , <<<"$1" | wc -c) * 2 + 3 )) "$out/train_bench.log" | cut -c1-120
+  dropout_kernels drop_k
+  graph_step train_bench "$1"
 }
 # dropout_default_benches: dropout_benches with flashtile drawing (FLASHTILE_DROPOUT_BITS=0)
 dropout_default_benches() {

@@ -307,7 +307,7 @@ def store_dropout_bits(BITS, keep, bh, rows, cols, seqlen_q, seqlen_k, row0, col
     tl.static_assert(R % 16 == 0 and C % 8 == 0, "bit blocks need tiles of 16 x 8")
     base, NC8 = _bits_block(BITS, bh, seqlen_q, seqlen_k)
     ok = (rows < seqlen_q)[:, None] & (cols < seqlen_k)[None, :] & keep
-    bit = 4 * (rows % 8)[:, None] + ((cols % 8) // 2)[None, :]
+    _, bit = bits_word_bit(rows[:, None], cols[None, :], NC8)
     x = tl.reshape(tl.where(ok, 1, 0) << bit, (R // 16, 2, 8, C // 8, 4, 2))
     words = tl.sum(tl.sum(x, axis=4), axis=2)  # (R // 16, 2, C // 8, 2): (.., rh, .., e)
     r16 = (row0 // 16 + tl.arange(0, R // 16))[:, None, None, None]
@@ -335,22 +335,14 @@ def dropout_threshold(dropout_p: float) -> int:
 
 
 @triton.jit
-def _pair16(idx):
-    """(N // 16, 8) Philox counter words for 1-D ``idx`` made of aligned runs of 16
-    consecutive indices: 8 * (i // 16) + i % 8, shared by i and i + 8."""
+def _counters16(idx, K: tl.constexpr):
+    """(N // 16, K) Philox counter words for 1-D ``idx`` made of aligned runs of 16
+    consecutive indices: K * (i // 16) + the index of i's group within its run (K = 8:
+    row pairs i % 8, shared by i and i + 8; K = 4: key quads (i % 8) // 2, shared by i,
+    i + 1, i + 8 and i + 9, i even)."""
     N: tl.constexpr = idx.shape[0]
     group = tl.min(tl.reshape(idx, (N // 16, 16)), axis=1) // 16
-    return group[:, None] * 8 + tl.arange(0, 8)[None, :]
-
-
-@triton.jit
-def _quad16(idx):
-    """(N // 16, 4) Philox counter words for 1-D ``idx`` made of aligned runs of 16
-    consecutive indices: 4 * (i // 16) + (i % 8) // 2, shared by i, i + 1, i + 8 and
-    i + 9 (i even)."""
-    N: tl.constexpr = idx.shape[0]
-    group = tl.min(tl.reshape(idx, (N // 16, 16)), axis=1) // 16
-    return group[:, None] * 4 + tl.arange(0, 4)[None, :]
+    return group[:, None] * K + tl.arange(0, K)[None, :]
 
 
 @triton.jit
@@ -399,8 +391,8 @@ def dropout_keep(seed, rng_offset, bh, rows, cols, dropout_p, TRANS: tl.constexp
             return ((w >> bit) & 1) != 0
         rng_offset = tl.load(seed + 1).to(tl.int32)
         seed = tl.load(seed)
-    rp = _pair16(rows)[:, :, None, None]  # (R // 16, 8, 1, 1)
-    cp = _quad16(cols)[None, None, :, :]  # (1, 1, C // 16, 4)
+    rp = _counters16(rows, 8)[:, :, None, None]  # (R // 16, 8, 1, 1)
+    cp = _counters16(cols, 4)[None, None, :, :]  # (1, 1, C // 16, 4)
     zero = rp * 0 + cp * 0
     a, b, c, d = tl.philox(seed, rp + zero, cp + zero, zero + bh, zero + rng_offset)
     # (R16, 8 rows, C16, 4 key pairs, key parity, key half, row half)

@@ -665,7 +665,7 @@ def _ws_keep(drop, ws, i, col0, seqlen_k, layout: gl.constexpr, BLOCK_M: gl.cons
 
 @gluon.jit
 def _drop_producer(drop, full_bars, empty_bars, lo, n_tiles, seqlen_k, BLOCK_M: gl.constexpr,
-                   BLOCK_N: gl.constexpr, NB: gl.constexpr):
+                   BLOCK_N: gl.constexpr, NB: gl.constexpr, MASKED_FIRST: gl.constexpr):
     """The dropout partition (DROP_WS, 4 warps): for each step the consumers will take, in
     their order, draw the (BLOCK_M, BLOCK_N) tile's decisions and write its bit blocks
     (_dropout_tile), then hand the step over on its slot's full barrier; a slot is
@@ -677,7 +677,8 @@ def _drop_producer(drop, full_bars, empty_bars, lo, n_tiles, seqlen_k, BLOCK_M: 
     for i in range(0, n_tiles - lo):
         use = i // NB
         mbarrier.wait(empty_bars.index(i % NB), (use & 1) ^ 1, pred=use > 0)
-        _dropout_tile(drop, rows, (lo + i) * BLOCK_N, seqlen_k, BLOCK_N, layout)
+        _dropout_tile(drop, rows, _step_tile(i, lo, n_tiles, MASKED_FIRST) * BLOCK_N,
+                      seqlen_k, BLOCK_N, layout)
         gl.thread_barrier()  # the partition's stores all issued before the hand-over
         mbarrier.arrive(full_bars.index(i % NB))
 
@@ -834,7 +835,7 @@ def _fwd_kernel(
                             CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, SOFTCAP, EARLY_EXPECT,
                             DROPOUT, (full_bars, empty_bars), True)),
                 (_drop_producer, (drop, full_bars, empty_bars, lo, n_tiles, seqlen_k, BLOCK_M,
-                                  BLOCK_N, 2)),
+                                  BLOCK_N, 2, MASKED_FIRST)),
             ],
             [4],
             [DROP_REGS],
