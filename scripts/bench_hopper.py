@@ -3,7 +3,8 @@ warp-specialised; stage A) against the portable Triton kernel and SDPA's cuDNN b
 side by side in one process.
 
     python scripts/bench_hopper.py [--seqlens 1024 4096 16384] [--head-dims 64 128]
-                                   [--csv out.csv] [--c-stages 2]
+                                   [--csv out.csv] [--c-stages 2] [--rounds 3]
+                                   [--only gluon-C gluon-Cp]
 
 Shapes of DESIGN.md section 6 (bf16, 16k tokens, hidden 2048). Before timing, each
 Gluon output is compared with cuDNN's (max abs difference printed; a mismatch is
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import statistics
 import sys
 import time
 import traceback
@@ -29,7 +31,7 @@ from flashtile.bench.flops import attn_flops, paper_shape, tflops
 from flashtile.ops import flash, hopper_fwd
 from flashtile.ops._common import next_pow2
 
-BACKENDS = ("gluon-C", "gluon-B", "gluon-A", "gluon-A*", "portable", "sdpa-cudnn")
+BACKENDS = ("gluon-C", "gluon-Cp", "gluon-B", "gluon-A", "gluon-A*", "portable", "sdpa-cudnn")
 
 
 C_STAGES = None  # --c-stages: override stage C's ring depth (e.g. 2 at hd 128)
@@ -46,6 +48,8 @@ def gluon_configs(d, causal, s):
         cfg_c = dataclasses.replace(cfg_c, num_stages=C_STAGES)
     cfg_c = dataclasses.replace(cfg_c, **C_FIELDS)
     out = {"gluon-C": cfg_c,
+           # stage C on the persistent grid (HopperFwdConfig.persistent)
+           "gluon-Cp": dataclasses.replace(cfg_c, persistent=True),
            "gluon-B": dataclasses.replace(cfg, warp_specialize=True),
            "gluon-A": dataclasses.replace(cfg, warp_specialize=False, **A_FIELDS)}
     if "gluon-A*" in BACKENDS:
@@ -90,6 +94,8 @@ def main() -> int:
                     "block_m=64,num_warps=4,block_n=64,num_stages=3,max_regs=128")
     ap.add_argument("--c-config", help="override gluon-C config fields, e.g. "
                     "block_n=64,num_stages=2")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time every column in turn this many times per shape; medians")
     ap.add_argument("--only", nargs="+", choices=BACKENDS,
                     help="these columns only (sdpa-cudnn is always timed: the reference)")
     args = ap.parse_args()
@@ -118,6 +124,7 @@ def main() -> int:
                 gcfg = gluon_configs(hd, causal, seqlen)
                 for name, c in gcfg.items():
                     print(f"{row['label']} causal={int(causal)} {name} config {c}", flush=True)
+                times = {}
                 for name in BACKENDS:
                     t0 = time.perf_counter()
                     try:
@@ -128,17 +135,25 @@ def main() -> int:
                         flag = "" if diff <= 0.05 else "  MISMATCH"
                         if flag:
                             status = 1
-                        ms = triton.testing.do_bench(fns[name], warmup=25, rep=100,
-                                                     return_mode="median")
-                        row[name] = tflops(flops, ms)
-                        print(f"{row['label']} causal={int(causal)} {name:<10} {ms:8.3f} ms "
-                              f"{row[name]:6.1f} TFLOPS  max|diff vs cudnn|={diff:.2e}  "
-                              f"first call {first:.1f}s{flag}", flush=True)
+                        times[name] = []
+                        print(f"{row['label']} causal={int(causal)} {name:<10} "
+                              f"max|diff vs cudnn|={diff:.2e}  first call {first:.1f}s{flag}",
+                              flush=True)
                     except Exception:
                         status = 1
                         row[name] = float("nan")
                         print(f"{row['label']} causal={int(causal)} {name} FAILED:", flush=True)
                         traceback.print_exc(file=sys.stdout)
+                for _ in range(args.rounds):  # every column in turn, each round
+                    for name in times:
+                        times[name].append(triton.testing.do_bench(
+                            fns[name], warmup=25, rep=100, return_mode="median"))
+                for name, ms_all in times.items():
+                    ms = statistics.median(ms_all)
+                    row[name] = tflops(flops, ms)
+                    print(f"{row['label']} causal={int(causal)} {name:<10} {ms:8.3f} ms "
+                          f"{row[name]:6.1f} TFLOPS (median of {len(ms_all)}: "
+                          f"{min(ms_all):.3f}-{max(ms_all):.3f} ms)", flush=True)
                 row["configs"] = {name: repr(c) for name, c in gcfg.items()}
                 rows.append(row)
                 del q, k, v, ref, fns

@@ -174,6 +174,20 @@ def hopper_variants():
     # stage C at hd 128 with the smaller ring (160 KB), for A/B runs
     yield ("hopper-C d128 bfloat16 ring2", 128, False, torch.bfloat16,
            dataclasses.replace(configs.hopper_fwd_config_c(128, False, 4096), num_stages=2), False)
+    # stage C on the persistent grid (HopperFwdConfig.persistent, _fwd_cp_kernel): every
+    # head dim, both dtypes at hd 128, and with a window's left edge / a softcap
+    for hd in (64, 128, 256):
+        for causal in (False, True):
+            cfg_p = dataclasses.replace(configs.hopper_fwd_config_c(hd, causal, 4096),
+                                        persistent=True)
+            tag = f"d{hd}{'-causal' if causal else ''}"
+            for dt in (torch.bfloat16, torch.float16) if hd == 128 else (torch.bfloat16,):
+                yield (f"hopper-Cp {tag} {str(dt)[6:]}", hd, causal, dt, cfg_p, False)
+            if hd == 128:
+                yield (f"hopper-Cp-window {tag} bfloat16", hd, causal, torch.bfloat16, cfg_p,
+                       "window")
+                yield (f"hopper-Cp-softcap {tag} bfloat16", hd, causal, torch.bfloat16, cfg_p,
+                       "softcap")
 
 
 def hopper_main(as_json: bool, only: str | None = None) -> None:

@@ -51,6 +51,11 @@ def test_compiles_for_sm90(name, compiled):
         assert int(rec["regs"]) <= 128, f"{name}: {rec}"
     elif name.endswith("bits-ws"):  # causal: 16 bytes spilled before the loops (ptxas)
         assert_sm90_build(name, rec, max_spill=32)
+    elif name.startswith("hopper-Cp"):
+        # the persistent stage C: 0-40 bytes of values computed before the partitions
+        # split, stored once and reloaded per work item, none in the step loops (ptxas and
+        # SASS, sm_90, session 20)
+        assert_sm90_build(name, rec, max_spill=48)
     elif name.startswith("hopper-dropout d128") and name.endswith(" bits"):
         # hd 128 writing the bit blocks at 255 registers: one word spilled in the step
         # loop (one STL / LDL pair a step; ptxas, session 19)
@@ -136,6 +141,27 @@ def test_stage_c_config_checked():
         configs.HopperFwdConfig(128, 128, 8, 2, warp_specialize=False, pingpong=True)
     with pytest.raises(ValueError, match="stage C"):
         configs.HopperFwdConfig(64, 128, 4, 2, warp_specialize=True, pingpong=True)
+    with pytest.raises(ValueError, match="persistent"):
+        configs.HopperFwdConfig(128, 128, 8, 2, warp_specialize=True, persistent=True)
+
+
+def test_persistent_kernel_choice(monkeypatch):
+    """Stage C's persistent grid runs where its config asks (or the switch forces it),
+    never for varlen launches; the one-shot stage C kernel otherwise."""
+    monkeypatch.delenv("FLASHTILE_HOPPER_C_PERSISTENT", raising=False)
+    cfg = configs.hopper_fwd_config_c(128, False, 4096)
+    on = dataclasses.replace(cfg, persistent=True)
+    assert hopper_fwd._kernel_args(cfg)[0] is hopper_fwd._fwd_c_kernel
+    assert hopper_fwd._kernel_args(on)[0] is hopper_fwd._fwd_cp_kernel
+    assert hopper_fwd._kernel_args(on, persistent_ok=False)[0] is hopper_fwd._fwd_c_kernel
+    monkeypatch.setenv("FLASHTILE_HOPPER_C_PERSISTENT", "1")
+    assert hopper_fwd._kernel_args(cfg)[0] is hopper_fwd._fwd_cp_kernel
+    assert hopper_fwd._kernel_args(cfg, persistent_ok=False)[0] is hopper_fwd._fwd_c_kernel
+    monkeypatch.setenv("FLASHTILE_HOPPER_C_PERSISTENT", "0")
+    assert hopper_fwd._kernel_args(on)[0] is hopper_fwd._fwd_c_kernel
+    # stage A / B configs never take it
+    assert hopper_fwd._kernel_args(configs.hopper_fwd_config(128, False, 4096))[0] is (
+        hopper_fwd._fwd_kernel)
 
 
 def test_schedule_env(monkeypatch):
@@ -633,6 +659,81 @@ def test_stage_c_ring2_vs_reference(causal, device):
     _gpu_sm90()
     cfg = dataclasses.replace(configs.hopper_fwd_config_c(128, causal, 1000), num_stages=2)
     _run_stage(cfg, 2, 1000, 1000, 4, 2, 128, causal, torch.bfloat16, device, seed=5)
+
+
+PERSISTENT_SEQLENS = [(1, 1), (17, 17), (1000, 1000), (113, 239), (239, 113), (300, 40),
+                      (129, 1), (1, 700)]
+
+
+def _record_kernels(monkeypatch):
+    """Spy on hopper_fwd's Gluon launches: the list of kernels launched."""
+    kernels = []
+    real = hopper_fwd._gluon_launch
+
+    def spy(kernel, *args, **kwargs):
+        kernels.append(kernel)
+        return real(kernel, *args, **kwargs)
+
+    monkeypatch.setattr(hopper_fwd, "_gluon_launch", spy)
+    return kernels
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("programs", [None, 1, 3], ids=["per-sm", "1prog", "3progs"])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", PERSISTENT_SEQLENS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("nheads_kv,dtype", [(2, torch.bfloat16), (1, torch.float16)],
+                         ids=["gqa-bf16", "mqa-fp16"])
+def test_stage_c_persistent_vs_reference(programs, seqlen_q, seqlen_k, causal, head_dim,
+                                         nheads_kv, dtype, device, monkeypatch):
+    """Stage C on the persistent grid (HopperFwdConfig.persistent) into NaN-poisoned
+    buffers: one program per SM, or 1 / 3 programs walking every work item, so ring
+    positions, turn counts and Q phases carry across items (causal items whose two
+    warpgroups take unequal step counts, rows with no key, a second warpgroup past the
+    end, the O rows stored from registers under a mask); GQA and MQA, bf16 and fp16."""
+    _gpu_sm90()
+    monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", programs)
+    kernels = _record_kernels(monkeypatch)
+    cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, seqlen_q),
+                              persistent=True)
+    _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, nheads_kv, head_dim, causal, dtype, device,
+               seed=seqlen_q * 5 + seqlen_k + head_dim)
+    assert kernels == [hopper_fwd._fwd_cp_kernel], kernels
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_stage_c_persistent_many_items(head_dim, causal, device, monkeypatch):
+    """One program per SM with more work items than SMs (2 x 4 heads x 33 tiles = 264 on
+    an H200): the grid as shipped, each program walking two or more items."""
+    _gpu_sm90()
+    cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, 4097),
+                              persistent=True)
+    _run_stage(cfg, 2, 4097, 4097, 4, 2, head_dim, causal, torch.bfloat16, device, seed=3)
+
+
+PERSISTENT_CAP_CASES = [c for c in WINDOW_CASES + SOFTCAP_CASES if c.head_dim == 128]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", PERSISTENT_CAP_CASES, ids=lambda c: c.name)
+def test_stage_c_persistent_window_softcap(case, device, monkeypatch):
+    """Sliding windows and softcaps through the persistent stage C (stage C forced,
+    FLASHTILE_HOPPER_C_PERSISTENT=1, 3 programs: each walks many items, each item with
+    its own left-edge tiles), flash_attn_func's full call: out and lse (and the backward
+    fed them) within the DESIGN.md bound."""
+    _gpu_sm90()
+    for var in ("FLASHTILE_HOPPER_WINDOW", "FLASHTILE_HOPPER_SOFTCAP"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", "C")
+    monkeypatch.setenv("FLASHTILE_HOPPER_C_PERSISTENT", "1")
+    monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", 3)
+    kernels = _record_kernels(monkeypatch)
+    result = run_case(case, device)
+    assert hopper_fwd._fwd_cp_kernel in kernels, kernels
+    assert result.ok, result.summary()
 
 
 @pytest.mark.gpu

@@ -172,12 +172,18 @@ class HopperFwdConfig:
     # sm_90, hd 64 / 128 / 256, causal or not). On at hd 128 (`ckfirst`, session 15:
     # -0.9 to +4.4%), off at hd 256 (-1.8 to 0%); hd 64 does not run stage C
     c_k_wait_first: bool = False
+    # stage C only: a persistent grid (ops/hopper_fwd._fwd_cp_kernel), one program per SM
+    # walking its query tiles, the next tile's K / V and Q loaded under the current one's
+    # end. Dense calls (varlen keeps the one-shot grid). Opt-in until measured
+    persistent: bool = False
 
     def __post_init__(self):
         if self.pingpong and not (self.warp_specialize and self.block_m == 128
                                   and self.num_warps == 8):
             raise ValueError(f"stage C needs warp_specialize=True, block_m=128, num_warps=8: "
                              f"{self}")
+        if self.persistent and not self.pingpong:
+            raise ValueError(f"the persistent grid is stage C's (pingpong=True): {self}")
 
     @property
     def schedule(self) -> str:

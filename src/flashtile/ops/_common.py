@@ -84,6 +84,16 @@ def _capability(index: int) -> tuple[int, int]:
     return tuple(torch.cuda.get_device_capability(index))
 
 
+def sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA device (read once per device index)."""
+    return sm_count_of(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.cache
+def sm_count_of(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
 def next_pow2(x: int) -> int:
     return 1 << (max(int(x), 1) - 1).bit_length()
 

@@ -43,7 +43,6 @@ Notation for all kernels in this file:
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from dataclasses import dataclass
@@ -62,6 +61,7 @@ from ._common import (
     next_pow2,
     online_softmax,
     plain_eager,
+    sm_count_of,
     softcap_flag,
     softmax_finish,
     stage_bounds,
@@ -425,9 +425,7 @@ def _device_index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
-@functools.cache
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
+_sm_count = sm_count_of  # SMs of a device index (tests patch this name)
 
 
 def num_splits_heuristic(
