@@ -730,3 +730,33 @@ def dropped(p, keep):
     """fp32 ``p`` with 0 where ``keep`` (dropout_keeps_mma's mask: -1 kept, 0 dropped) is 0:
     one AND of the bits."""
     return (p.to(gl.int32, bitcast=True) & keep).to(gl.float32, bitcast=True)
+
+
+# ----------------------------------------------------------------------------------
+# intra-kernel timing (scripts/trace_stage_c.py): one partition's clock, stored once
+# ----------------------------------------------------------------------------------
+
+
+@gluon.jit
+def trace_stamp(TRACE, slot, value=None):
+    """Store the global nanosecond timer (``%globaltimer``; or ``value`` when given) at
+    TRACE[slot] from the partition's thread 0: a timestamp of where this warpgroup's
+    program is, for diagnosing a kernel's timeline on the GPU. Every thread reads the
+    timer; one stores it."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    offs = gl.arange(0, 32 * gl.num_warps(), layout=layout)
+    if value is None:
+        t = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [offs],
+                                      dtype=gl.int64, is_pure=False, pack=1)
+    else:
+        t = gl.zeros([32 * gl.num_warps()], gl.int64, layout) + value
+    gl.store(TRACE + slot + offs * 0, t, mask=offs == 0)
+
+
+@gluon.jit
+def smid():
+    """The SM this thread runs on (``%smid``), an int32 scalar-like tensor per thread."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    offs = gl.arange(0, 32 * gl.num_warps(), layout=layout)
+    return gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [offs], dtype=gl.int32,
+                                     is_pure=False, pack=1)

@@ -93,7 +93,9 @@ from ._gluon_common import (
     scratch_allocator,
     seq_bounds,
     seq_desc,
+    smid,
     store_bits_mma,
+    trace_stamp,
     window_tile_range,
 )
 from ._gluon_common import kv_tile_range as _tile_range
@@ -226,7 +228,7 @@ def hopper_attention_forward(q, k, v, softmax_scale, causal, out, lse, config=No
 
 
 def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k,
-            softmax_scale, causal, left=None, softcap=0.0, **varlen):
+            softmax_scale, causal, left=None, softcap=0.0, trace=None, **varlen):
     """Launch ``cfg``'s kernel over (cdiv(rows, block_m), batch * H) on 4D (B, S, H, D)
     tensors: the dense call, or (``varlen_ptrs`` = packed Q, K, V, O, cu_seqlens_q / k and
     VARLEN=True) the varlen one, whose (1, T, H, D) views carry the descriptors' layout.
@@ -242,6 +244,10 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
             qk_scale = float(softcap) * 1.4426950408889634
     elif left is not None or softcap:
         raise ValueError(f"a sliding window or softcap runs on stage A or C, not B: {cfg}")
+    if trace is not None:  # the one-shot stage C's timeline (scripts/trace_stage_c.py)
+        if kernel is not _fwd_c_kernel:
+            raise ValueError(f"a timeline is traced in the one-shot stage C only: {cfg}")
+        extra = dict(extra, TRACE=trace)
     if kernel is _fwd_cp_kernel:
         m_tiles = triton.cdiv(rows, cfg.block_m)
         n_work = m_tiles * batch * nheads
@@ -1130,11 +1136,15 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
                 left=0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0,
-                SOFTCAP: gl.constexpr = False, K_FIRST: gl.constexpr = False):
+                SOFTCAP: gl.constexpr = False, K_FIRST: gl.constexpr = False, TRACE=None):
     """One consumer warpgroup: query rows [start_cta + WG * BLOCK_M, + BLOCK_M), its own
-    online softmax and epilogue. Its key tiles are [lo, n_tiles) (``_c_tiles``: lo > 0
-    only under a sliding window, HAS_LEFT); the producer loads [base, n_cta), the union
-    of both warpgroups' tiles, and tile t sits at ring position t - base."""
+    online softmax and epilogue. TRACE (scripts/trace_stage_c.py; None in every real
+    launch): 8 int64 per (program, warpgroup) at TRACE + 8 * (2 * program + WG): the SM,
+    then global-timer stamps at the start, Q ready, the prologue's softmax done, the
+    loops done, the end, then the number of steps. Its key tiles are [lo, n_tiles)
+    (``_c_tiles``: lo > 0 only under a sliding window, HAS_LEFT); the producer loads
+    [base, n_cta), the union of both warpgroups' tiles, and tile t sits at ring position
+    t - base."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -1153,6 +1163,10 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
     base = gl.minimum(lo, lo_other)  # the first tile the producer loads
     n_cta = gl.maximum(n_tiles, n_other)  # past the last one
     q_smem = q_smems.index(WG)
+    if TRACE is not None:
+        TRACE += 8 * (2 * (gl.program_id(0) + gl.program_id(1) * gl.num_programs(0)) + WG)
+        trace_stamp(TRACE, 0, smid())
+        trace_stamp(TRACE, 1)
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
     l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
@@ -1164,6 +1178,8 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
         mbarrier.wait(k_bars.index((t - base) % NUM_STAGES), ((t - base) // NUM_STAGES) & 1)
         mbarrier.arrive(empty_bars.index((t - base) % NUM_STAGES), count=1)
     mbarrier.wait(q_bars.index(WG), 0)
+    if TRACE is not None:
+        trace_stamp(TRACE, 2)
     q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
     if n_tiles > lo:
         # -- prologue: S of tile lo (masked unconditionally: one tile, and it may be
@@ -1179,6 +1195,8 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
         qk = _scores_masked(qk, lo, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
         p, _alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, True)
         p = gl.convert_layout(p.to(dtype), p_layout)
+        if TRACE is not None:
+            trace_stamp(TRACE, 3)
         # -- a window's left-edge tiles (masked; none without one), the off-band tiles (no
         #    mask), then the on-band / ragged tail (masked) --
         for j in range(lo + 1, a):
@@ -1202,6 +1220,9 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
                 BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, base, left, HAS_LEFT, cap_scale,
                 SOFTCAP, K_FIRST,
             )
+        if TRACE is not None:
+            trace_stamp(TRACE, 4)
+            trace_stamp(TRACE, 6, n_tiles - lo - 1)
         # -- last PV --
         t = n_tiles - 1 - base
         st = t % NUM_STAGES
@@ -1217,6 +1238,8 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
         mbarrier.arrive(empty_bars.index((t - base) % NUM_STAGES), count=1)
     _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM)
+    if TRACE is not None:
+        trace_stamp(TRACE, 5)
 
 
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k", "left"])
@@ -1231,6 +1254,7 @@ def _fwd_c_kernel(
     left=0, HAS_LEFT: gl.constexpr = False,  # a sliding window: keys from row + diag - left
     cap_scale=1.0, SOFTCAP: gl.constexpr = False,  # softcap: tanh(qk * sm_scale / softcap)
     K_FIRST: gl.constexpr = False,  # HopperFwdConfig.c_k_wait_first
+    TRACE=None,  # int64 timeline buffer (_c_consumer; scripts/trace_stage_c.py), else None
 ):
     """Stage C. BLOCK_M is the tile of one consumer warpgroup (64 rows: the kernel runs
     with num_warps=4, warpgroup 0; warpgroup 1 and the producer are workers); a program
@@ -1305,11 +1329,11 @@ def _fwd_c_kernel(
             (_c_consumer, (0, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
                             empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k,
                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
-                            PINGPONG, left, HAS_LEFT, cap_scale, SOFTCAP, K_FIRST)),
+                            PINGPONG, left, HAS_LEFT, cap_scale, SOFTCAP, K_FIRST, TRACE)),
             (_c_consumer, (1, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars, v_bars,
                             empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k,
                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
-                            PINGPONG, left, HAS_LEFT, cap_scale, SOFTCAP, K_FIRST)),
+                            PINGPONG, left, HAS_LEFT, cap_scale, SOFTCAP, K_FIRST, TRACE)),
             (_c_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, b, hk,
                            base, n_cta, BLOCK_N, NUM_STAGES, HAS_LEFT)),
         ],

@@ -1,0 +1,132 @@
+"""Where a one-shot stage C program's time goes: each consumer warpgroup of the Gluon
+forward's stage C (ops/hopper_fwd._c_consumer) stamps the global timer at its start, Q
+ready, the prologue's softmax done, its loops done and its end (TRACE, off in every real
+launch). Per shape this prints the medians over programs of each phase, the time per
+step in the loops, the gap between one program's end and the next program's start on
+the same SM, and what is left per program once the steps are counted at the loop's rate
+(the fixed cost of a program).
+
+    python scripts/trace_stage_c.py [--head-dims 128] [--seqlens 1024 4096 16384]
+                                    [--causal 0] [--csv F]
+
+DESIGN.md shapes (bf16, 16k tokens, hidden 2048). A measurement, not a test: the stamps
+cost a few instructions each (the traced launch is timed beside the plain one)."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+
+import torch
+import triton
+
+from flashtile import configs
+from flashtile.bench.flops import attn_flops, paper_shape, tflops
+from flashtile.bench.report import write_rows
+from flashtile.ops import hopper_fwd
+
+SLOTS = ("sm", "start", "q", "prologue", "loops", "end", "steps")
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def analyse(trace: torch.Tensor) -> dict:
+    """Phase medians (us) from the (programs, 2, 8) int64 timeline."""
+    t = trace.view(-1, 2, 8).cpu().tolist()
+    progs = []
+    for wgs in t:
+        if wgs[0][1] == 0:
+            continue  # a program that never ran the consumer (none expected)
+        progs.append(dict(sm=wgs[0][0], start=min(w[1] for w in wgs),
+                          end=max(w[5] for w in wgs), wgs=wgs))
+    per_wg = {k: [] for k in ("q_wait", "prologue", "loops", "tail", "per_step")}
+    for p in progs:
+        for w in p["wgs"]:
+            _, start, q, pro, loops, end, steps, _ = w
+            per_wg["q_wait"].append((q - start) / 1e3)
+            if steps > 0 and loops > 0:
+                per_wg["prologue"].append((pro - q) / 1e3)
+                per_wg["loops"].append((loops - pro) / 1e3)
+                per_wg["tail"].append((end - loops) / 1e3)
+                per_wg["per_step"].append((loops - pro) / 1e3 / steps)
+    gaps = []
+    by_sm: dict = {}
+    for p in progs:
+        by_sm.setdefault(p["sm"], []).append(p)
+    for ps in by_sm.values():
+        ps.sort(key=lambda p: p["start"])
+        gaps += [(b["start"] - a["end"]) / 1e3 for a, b in zip(ps, ps[1:])]
+    span = (max(p["end"] for p in progs) - min(p["start"] for p in progs)) / 1e3
+    step = med(per_wg["per_step"])
+    program = med([(p["end"] - p["start"]) / 1e3 for p in progs])
+    steps = med([max(w[6] for w in p["wgs"]) for p in progs])
+    return dict(programs=len(progs), sms=len(by_sm), span_us=span, program_us=program,
+                steps=steps, step_us=step, fixed_us=program - steps * step,
+                gap_us=med(gaps), **{k + "_us": med(v) for k, v in per_wg.items()
+                                    if k != "per_step"})
+
+
+def measure(hd: int, s: int, causal: bool, dev) -> dict:
+    """One DESIGN.md shape: the plain and traced launch timed, then one traced launch
+    analysed."""
+    shape = paper_shape(s, hd, causal)
+    b, h = shape.batch, shape.nheads
+    q, k, v = (torch.randn(b, s, h, hd, device=dev, dtype=torch.bfloat16) for _ in range(3))
+    out = torch.empty_like(q)
+    lse = torch.empty(b, h, s, device=dev)
+    cfg = configs.hopper_fwd_config_c(hd, causal, s)
+    n_prog = triton.cdiv(s, cfg.block_m) * b * h
+    trace = torch.zeros(n_prog * 2 * 8, dtype=torch.int64, device=dev)
+
+    def call(tr=None):
+        hopper_fwd._launch(cfg, s, b, q, k, v, out, lse, (None,) * 6, s, s, None, causal,
+                           trace=tr)
+
+    plain = triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median")
+    traced = triton.testing.do_bench(lambda: call(trace), warmup=25, rep=100,
+                                     return_mode="median")
+    call(trace)
+    torch.cuda.synchronize()
+    return dict(head_dim=hd, causal=int(causal), seqlen=s, plain_ms=plain, traced_ms=traced,
+                tflops=tflops(attn_flops(shape, "fwd"), plain), **analyse(trace))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--head-dims", type=int, nargs="+", default=[128])
+    ap.add_argument("--seqlens", type=int, nargs="+", default=[1024, 4096, 16384])
+    ap.add_argument("--causal", choices=("0", "1", "both"), default="0")
+    ap.add_argument("--csv")
+    args = ap.parse_args()
+    dev = torch.device("cuda")
+    print(f"{torch.cuda.get_device_name(dev)} torch {torch.__version__} triton "
+          f"{triton.__version__}", flush=True)
+    rows = []
+    for causal in {"0": (False,), "1": (True,), "both": (False, True)}[args.causal]:
+        for hd in args.head_dims:
+            for s in args.seqlens:
+                row = measure(hd, s, causal, dev)
+                rows.append(row)
+                print(f"hd {hd} causal {int(causal)} {s:>6}: {row['plain_ms']:.3f} ms "
+                      f"({row['tflops']:.0f} TFLOPS), traced {row['traced_ms']:.3f}; "
+                      + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
+                                  for k, v in row.items() if k.endswith("_us")
+                                  or k in ("programs", "sms", "steps")), flush=True)
+                torch.cuda.empty_cache()
+    print("\nper program, medians (us): q wait | prologue | loops (steps x step) | tail | "
+          "fixed = program - steps x step | gap to the next program on the SM")
+    for r in rows:
+        print(f"hd {r['head_dim']} c{r['causal']} {r['seqlen']:>6}: {r['q_wait_us']:.2f} | "
+              f"{r['prologue_us']:.2f} | {r['loops_us']:.2f} ({r['steps']:.0f} x "
+              f"{r['step_us']:.3f}) | {r['tail_us']:.2f} | fixed {r['fixed_us']:.2f} "
+              f"({r['fixed_us'] / r['step_us']:.1f} steps) | gap {r['gap_us']:.2f}")
+    if args.csv:
+        write_rows(args.csv, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
