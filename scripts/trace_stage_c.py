@@ -4,7 +4,9 @@ ready, the prologue's softmax done, its loops done and its end (TRACE, off in ev
 launch). Per shape this prints the medians over programs of each phase, the time per
 step in the loops, the gap between one program's end and the next program's start on
 the same SM, and what is left per program once the steps are counted at the loop's rate
-(the fixed cost of a program).
+(the fixed cost of a program). ``--persistent``: the same per work item of the
+persistent stage C (HopperFwdConfig.persistent), its gaps between one item's end and the
+program's next item.
 
     python scripts/trace_stage_c.py [--head-dims 128] [--seqlens 1024 4096 16384]
                                     [--causal 0] [--csv F]
@@ -15,6 +17,7 @@ cost a few instructions each (the traced launch is timed beside the plain one)."
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 
@@ -33,14 +36,17 @@ def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def analyse(trace: torch.Tensor) -> dict:
-    """Phase medians (us) from the (programs, 2, 8) int64 timeline."""
+def analyse(trace: torch.Tensor, persistent: bool = False) -> dict:
+    """Phase medians (us) from the (items, 2, 8) int64 timeline: one item per program of
+    the one-shot grid, grouped by SM for the gaps; the persistent grid's items grouped by
+    their program (the last field)."""
     t = trace.view(-1, 2, 8).cpu().tolist()
     progs = []
     for wgs in t:
         if wgs[0][1] == 0:
             continue  # a program that never ran the consumer (none expected)
-        progs.append(dict(sm=wgs[0][0], start=min(w[1] for w in wgs),
+        progs.append(dict(sm=wgs[0][7] if persistent else wgs[0][0],
+                          start=min(w[1] for w in wgs),
                           end=max(w[5] for w in wgs), wgs=wgs))
     per_wg = {k: [] for k in ("q_wait", "prologue", "loops", "tail", "per_step")}
     for p in progs:
@@ -69,15 +75,16 @@ def analyse(trace: torch.Tensor) -> dict:
                                     if k != "per_step"})
 
 
-def measure(hd: int, s: int, causal: bool, dev) -> dict:
+def measure(hd: int, s: int, causal: bool, dev, persistent: bool = False) -> dict:
     """One DESIGN.md shape: the plain and traced launch timed, then one traced launch
-    analysed."""
+    analysed (``persistent``: stage C on the persistent grid)."""
     shape = paper_shape(s, hd, causal)
     b, h = shape.batch, shape.nheads
     q, k, v = (torch.randn(b, s, h, hd, device=dev, dtype=torch.bfloat16) for _ in range(3))
     out = torch.empty_like(q)
     lse = torch.empty(b, h, s, device=dev)
-    cfg = configs.hopper_fwd_config_c(hd, causal, s)
+    cfg = dataclasses.replace(configs.hopper_fwd_config_c(hd, causal, s),
+                              persistent=persistent)
     n_prog = triton.cdiv(s, cfg.block_m) * b * h
     trace = torch.zeros(n_prog * 2 * 8, dtype=torch.int64, device=dev)
 
@@ -90,8 +97,9 @@ def measure(hd: int, s: int, causal: bool, dev) -> dict:
                                      return_mode="median")
     call(trace)
     torch.cuda.synchronize()
-    return dict(head_dim=hd, causal=int(causal), seqlen=s, plain_ms=plain, traced_ms=traced,
-                tflops=tflops(attn_flops(shape, "fwd"), plain), **analyse(trace))
+    return dict(head_dim=hd, causal=int(causal), seqlen=s, persistent=int(persistent),
+                plain_ms=plain, traced_ms=traced,
+                tflops=tflops(attn_flops(shape, "fwd"), plain), **analyse(trace, persistent))
 
 
 def main() -> int:
@@ -99,6 +107,8 @@ def main() -> int:
     ap.add_argument("--head-dims", type=int, nargs="+", default=[128])
     ap.add_argument("--seqlens", type=int, nargs="+", default=[1024, 4096, 16384])
     ap.add_argument("--causal", choices=("0", "1", "both"), default="0")
+    ap.add_argument("--persistent", choices=("0", "1", "both"), default="0",
+                    help="stage C one-shot (0), on the persistent grid (1), or both")
     ap.add_argument("--csv")
     args = ap.parse_args()
     dev = torch.device("cuda")
@@ -107,10 +117,13 @@ def main() -> int:
     rows = []
     for causal in {"0": (False,), "1": (True,), "both": (False, True)}[args.causal]:
         for hd in args.head_dims:
-            for s in args.seqlens:
-                row = measure(hd, s, causal, dev)
+            for s, pers in ((s, p) for s in args.seqlens for p in
+                            {"0": (False,), "1": (True,), "both": (False, True)}[
+                                args.persistent]):
+                row = measure(hd, s, causal, dev, pers)
                 rows.append(row)
-                print(f"hd {hd} causal {int(causal)} {s:>6}: {row['plain_ms']:.3f} ms "
+                print(f"hd {hd} causal {int(causal)} {s:>6} p{int(pers)}: "
+                      f"{row['plain_ms']:.3f} ms "
                       f"({row['tflops']:.0f} TFLOPS), traced {row['traced_ms']:.3f}; "
                       + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
                                   for k, v in row.items() if k.endswith("_us")
@@ -119,7 +132,8 @@ def main() -> int:
     print("\nper program, medians (us): q wait | prologue | loops (steps x step) | tail | "
           "fixed = program - steps x step | gap to the next program on the SM")
     for r in rows:
-        print(f"hd {r['head_dim']} c{r['causal']} {r['seqlen']:>6}: {r['q_wait_us']:.2f} | "
+        print(f"hd {r['head_dim']} c{r['causal']} {r['seqlen']:>6} p{r['persistent']}: "
+              f"{r['q_wait_us']:.2f} | "
               f"{r['prologue_us']:.2f} | {r['loops_us']:.2f} ({r['steps']:.0f} x "
               f"{r['step_us']:.3f}) | {r['tail_us']:.2f} | fixed {r['fixed_us']:.2f} "
               f"({r['fixed_us'] / r['step_us']:.1f} steps) | gap {r['gap_us']:.2f}")

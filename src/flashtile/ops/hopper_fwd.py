@@ -244,9 +244,9 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
             qk_scale = float(softcap) * 1.4426950408889634
     elif left is not None or softcap:
         raise ValueError(f"a sliding window or softcap runs on stage A or C, not B: {cfg}")
-    if trace is not None:  # the one-shot stage C's timeline (scripts/trace_stage_c.py)
-        if kernel is not _fwd_c_kernel:
-            raise ValueError(f"a timeline is traced in the one-shot stage C only: {cfg}")
+    if trace is not None:  # stage C's timeline (scripts/trace_stage_c.py)
+        if kernel not in (_fwd_c_kernel, _fwd_cp_kernel):
+            raise ValueError(f"a timeline is traced in stage C only: {cfg}")
         extra = dict(extra, TRACE=trace)
     if kernel is _fwd_cp_kernel:
         m_tiles = triton.cdiv(rows, cfg.block_m)
@@ -1439,12 +1439,14 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                  CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, left=0,
                  HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
-                 K_FIRST: gl.constexpr = False):
+                 K_FIRST: gl.constexpr = False, TRACE=None):
     """``_c_consumer`` over the program's work items t = pid, pid + P, ... Ring positions
     (``pos0``: the item's first) and turns (``k0``: this warpgroup's turns so far) run on
     across items, so ``_c_step`` serves unchanged: it gets base - pos0 as its ``base`` and
     k0 + its step as ``k``. Once the item's last S GEMM has retired, the next item's Q
-    tile is loaded into the same buffer, under the last PV and the epilogue."""
+    tile is loaded into the same buffer, under the last PV and the epilogue. TRACE: as
+    ``_c_consumer``'s, one row of 8 per (work item, warpgroup), the last field the
+    program."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -1460,6 +1462,9 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
     k0 = 0
     it = 0
     for t in range(first, n_work, step):
+        if TRACE is not None:
+            row = TRACE + 8 * (2 * t + WG)
+            trace_stamp(row, 1)
         pid_m, bh = _cp_tile(t, m_tiles, CAUSAL)
         b = bh // nheads
         h = bh % nheads
@@ -1482,6 +1487,8 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
             mbarrier.wait(k_bars.index((j - shift) % NUM_STAGES), ((j - shift) // NUM_STAGES) & 1)
             mbarrier.arrive(empty_bars.index((j - shift) % NUM_STAGES), count=1)
         mbarrier.wait(q_bar, it & 1)
+        if TRACE is not None:
+            trace_stamp(row, 2)
         steps = 0
         if n_tiles > lo:
             steps = n_tiles - lo - 1
@@ -1496,6 +1503,8 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
             qk = _scores_masked(qk, lo, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
             p, _alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, True)
             p = gl.convert_layout(p.to(dtype), p_layout)
+            if TRACE is not None:
+                trace_stamp(row, 3)
             for j in range(lo + 1, a):
                 acc, p, m_i, l_i = _c_step(
                     j, k0 + j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
@@ -1517,6 +1526,8 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
                     HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, shift, left,
                     HAS_LEFT, cap_scale, SOFTCAP, K_FIRST,
                 )
+            if TRACE is not None:
+                trace_stamp(row, 4)
             # -- last PV; every S GEMM of this item has retired: Q is free --
             pl = n_tiles - 1 - shift
             mbarrier.wait(v_bars.index(pl % NUM_STAGES), (pl // NUM_STAGES) & 1)
@@ -1537,6 +1548,11 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
             mbarrier.arrive(empty_bars.index((j - shift) % NUM_STAGES), count=1)
         _epilogue_regs(acc, m_i, l_i, O, stride_ob, stride_om, stride_oh, LSE, b, bh, h,
                        start_m, seqlen_q, BLOCK_M, HEAD_DIM)
+        if TRACE is not None:
+            trace_stamp(row, 5)
+            trace_stamp(row, 0, smid())
+            trace_stamp(row, 6, steps)
+            trace_stamp(row, 7, first)
         pos0 += count
         k0 += cycles
         it += 1
@@ -1552,7 +1568,7 @@ def _fwd_cp_kernel(
     NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, LOAD_REGS: gl.constexpr,
     MMA_REGS: gl.constexpr, PINGPONG: gl.constexpr,
     left=0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
-    K_FIRST: gl.constexpr = False,
+    K_FIRST: gl.constexpr = False, TRACE=None,
 ):
     """Stage C on a persistent grid (HopperFwdConfig.persistent): min(SMs, work items)
     programs, each walking items t = pid, pid + P, ... of n_work = m_tiles * B * H (one
@@ -1594,12 +1610,12 @@ def _fwd_cp_kernel(
                             LSE, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
                             seqlen_q, seqlen_k, nheads, m_tiles, n_work, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG, left, HAS_LEFT,
-                            cap_scale, SOFTCAP, K_FIRST)),
+                            cap_scale, SOFTCAP, K_FIRST, TRACE)),
             (_cp_consumer, (1, q_desc, q_smems, q_bars, O, stride_ob, stride_om, stride_oh,
                             LSE, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
                             seqlen_q, seqlen_k, nheads, m_tiles, n_work, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG, left, HAS_LEFT,
-                            cap_scale, SOFTCAP, K_FIRST)),
+                            cap_scale, SOFTCAP, K_FIRST, TRACE)),
             (_cp_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
                             seqlen_q, seqlen_k, nheads, group, m_tiles, n_work, left,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, HAS_LEFT)),
