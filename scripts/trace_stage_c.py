@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import statistics
 import sys
 
@@ -109,6 +110,9 @@ def main() -> int:
     ap.add_argument("--causal", choices=("0", "1", "both"), default="0")
     ap.add_argument("--persistent", choices=("0", "1", "both"), default="0",
                     help="stage C one-shot (0), on the persistent grid (1), or both")
+    ap.add_argument("--cp-epilogue", nargs="+", default=["tma"], choices=("tma", "regs"),
+                    help="the persistent grid's epilogues to trace (FLASHTILE_HOPPER_CP_"
+                    "EPILOGUE): O through the Q buffer and TMA, or stored from registers")
     ap.add_argument("--csv")
     args = ap.parse_args()
     dev = torch.device("cuda")
@@ -117,12 +121,14 @@ def main() -> int:
     rows = []
     for causal in {"0": (False,), "1": (True,), "both": (False, True)}[args.causal]:
         for hd in args.head_dims:
-            for s, pers in ((s, p) for s in args.seqlens for p in
-                            {"0": (False,), "1": (True,), "both": (False, True)}[
-                                args.persistent]):
-                row = measure(hd, s, causal, dev, pers)
+            kinds = [(False, "")] * (args.persistent != "1") + [
+                (True, e) for e in args.cp_epilogue] * (args.persistent != "0")
+            for s, (pers, epi) in ((s, k) for s in args.seqlens for k in kinds):
+                if epi:
+                    os.environ["FLASHTILE_HOPPER_CP_EPILOGUE"] = epi
+                row = dict(measure(hd, s, causal, dev, pers), epilogue=epi)
                 rows.append(row)
-                print(f"hd {hd} causal {int(causal)} {s:>6} p{int(pers)}: "
+                print(f"hd {hd} causal {int(causal)} {s:>6} p{int(pers)}{epi}: "
                       f"{row['plain_ms']:.3f} ms "
                       f"({row['tflops']:.0f} TFLOPS), traced {row['traced_ms']:.3f}; "
                       + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
@@ -132,7 +138,8 @@ def main() -> int:
     print("\nper program, medians (us): q wait | prologue | loops (steps x step) | tail | "
           "fixed = program - steps x step | gap to the next program on the SM")
     for r in rows:
-        print(f"hd {r['head_dim']} c{r['causal']} {r['seqlen']:>6} p{r['persistent']}: "
+        print(f"hd {r['head_dim']} c{r['causal']} {r['seqlen']:>6} p{r['persistent']}"
+              f"{r['epilogue']}: "
               f"{r['q_wait_us']:.2f} | "
               f"{r['prologue_us']:.2f} | {r['loops_us']:.2f} ({r['steps']:.0f} x "
               f"{r['step_us']:.3f}) | {r['tail_us']:.2f} | fixed {r['fixed_us']:.2f} "

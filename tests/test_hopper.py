@@ -679,20 +679,26 @@ def _record_kernels(monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("epilogue", ["tma", "regs"])
 @pytest.mark.parametrize("programs", [None, 1, 3], ids=["per-sm", "1prog", "3progs"])
 @pytest.mark.parametrize("seqlen_q,seqlen_k", PERSISTENT_SEQLENS)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
 @pytest.mark.parametrize("nheads_kv,dtype", [(2, torch.bfloat16), (1, torch.float16)],
                          ids=["gqa-bf16", "mqa-fp16"])
-def test_stage_c_persistent_vs_reference(programs, seqlen_q, seqlen_k, causal, head_dim,
-                                         nheads_kv, dtype, device, monkeypatch):
+def test_stage_c_persistent_vs_reference(epilogue, programs, seqlen_q, seqlen_k, causal,
+                                         head_dim, nheads_kv, dtype, device, monkeypatch):
     """Stage C on the persistent grid (HopperFwdConfig.persistent) into NaN-poisoned
     buffers: one program per SM, or 1 / 3 programs walking every work item, so ring
     positions, turn counts and Q phases carry across items (causal items whose two
     warpgroups take unequal step counts, rows with no key, a second warpgroup past the
-    end, the O rows stored from registers under a mask); GQA and MQA, bf16 and fp16."""
+    end); O through the Q buffer and TMA (the next Q loaded after the store) or stored
+    from registers under a mask (FLASHTILE_HOPPER_CP_EPILOGUE=regs, hd 128 only); GQA
+    and MQA, bf16 and fp16."""
     _gpu_sm90()
+    if epilogue == "regs" and head_dim != 128:
+        pytest.skip("the register epilogue is covered at hd 128")
+    monkeypatch.setenv("FLASHTILE_HOPPER_CP_EPILOGUE", epilogue)
     monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", programs)
     kernels = _record_kernels(monkeypatch)
     cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, seqlen_q),

@@ -254,7 +254,8 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
         programs = min(n_work, PERSISTENT_PROGRAMS or sm_count(q.device))
         _gluon_launch(
             kernel, (programs, 1), q.device, _desc(q, block_m),
-            _desc(k, cfg.block_n), _desc(v, cfg.block_n), out, *out.stride()[:3], lse,
+            _desc(k, cfg.block_n), _desc(v, cfg.block_n), _desc(out, block_m), out,
+            *out.stride()[:3], lse,
             seqlen_q, seqlen_k, nheads, nheads // nheads_kv, m_tiles, n_work, qk_scale,
             HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
             NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal), num_warps=num_warps, **extra,
@@ -472,10 +473,12 @@ def _kernel_args(cfg, persistent_ok: bool = True):
         pingpong = os.environ.get("FLASHTILE_HOPPER_C_PINGPONG", "1") not in ("", "0")
         mode = persistent_mode()
         persistent = persistent_ok and (mode == "on" or (mode == "auto" and cfg.persistent))
+        extra = dict(LOAD_REGS=cfg.load_regs, MMA_REGS=_mma_regs(cfg.load_regs),
+                     PINGPONG=pingpong, K_FIRST=cfg.c_k_wait_first)
+        if persistent:
+            extra["O_TMA"] = os.environ.get("FLASHTILE_HOPPER_CP_EPILOGUE", "tma") != "regs"
         return (_fwd_cp_kernel if persistent else _fwd_c_kernel, cfg.block_m // 2,
-                cfg.num_warps // 2,
-                dict(LOAD_REGS=cfg.load_regs, MMA_REGS=_mma_regs(cfg.load_regs),
-                     PINGPONG=pingpong, K_FIRST=cfg.c_k_wait_first))
+                cfg.num_warps // 2, extra)
     if cfg.warp_specialize:
         return _fwd_ws_kernel, cfg.block_m, cfg.num_warps, dict(LOAD_REGS=cfg.load_regs)
     return _fwd_kernel, cfg.block_m, cfg.num_warps, dict(MASKED_FIRST=cfg.max_regs is not None,
@@ -1439,12 +1442,15 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                  CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, left=0,
                  HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
-                 K_FIRST: gl.constexpr = False, TRACE=None):
+                 K_FIRST: gl.constexpr = False, TRACE=None, o_desc=None,
+                 O_TMA: gl.constexpr = False):
     """``_c_consumer`` over the program's work items t = pid, pid + P, ... Ring positions
     (``pos0``: the item's first) and turns (``k0``: this warpgroup's turns so far) run on
     across items, so ``_c_step`` serves unchanged: it gets base - pos0 as its ``base`` and
     k0 + its step as ``k``. Once the item's last S GEMM has retired, the next item's Q
-    tile is loaded into the same buffer, under the last PV and the epilogue. TRACE: as
+    tile is loaded into the same buffer, under the last PV and the epilogue, and O is
+    stored from registers. O_TMA: O goes through the Q buffer and a TMA store as in
+    ``_c_consumer`` (``_epilogue``), and the next Q is loaded after it. TRACE: as
     ``_c_consumer``'s, one row of 8 per (work item, warpgroup), the last field the
     program."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
@@ -1536,7 +1542,7 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             gl.thread_barrier()
             mbarrier.arrive(empty_bars.index(pl % NUM_STAGES), count=1)
-        if t + step < n_work:
+        if not O_TMA and t + step < n_work:
             _cp_load_q(q_desc, q_smem, q_bar, t + step, m_tiles, nheads, WG, BLOCK_M, CAUSAL)
         # -- empty turns up to the other warpgroup's count --
         for c in range(steps, cycles):
@@ -1546,8 +1552,16 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
         for j in range(gl.maximum(n_tiles, lo), base + count):
             mbarrier.wait(k_bars.index((j - shift) % NUM_STAGES), ((j - shift) // NUM_STAGES) & 1)
             mbarrier.arrive(empty_bars.index((j - shift) % NUM_STAGES), count=1)
-        _epilogue_regs(acc, m_i, l_i, O, stride_ob, stride_om, stride_oh, LSE, b, bh, h,
-                       start_m, seqlen_q, BLOCK_M, HEAD_DIM)
+        if O_TMA:
+            _epilogue(acc, m_i, l_i, q_smem, o_desc, LSE + bh.to(gl.int64) * seqlen_q, b, h,
+                      start_m, seqlen_q, BLOCK_M, HEAD_DIM)
+            gl.thread_barrier()  # the store has read the buffer: the next Q may land
+            if t + step < n_work:
+                _cp_load_q(q_desc, q_smem, q_bar, t + step, m_tiles, nheads, WG, BLOCK_M,
+                           CAUSAL)
+        else:
+            _epilogue_regs(acc, m_i, l_i, O, stride_ob, stride_om, stride_oh, LSE, b, bh, h,
+                           start_m, seqlen_q, BLOCK_M, HEAD_DIM)
         if TRACE is not None:
             trace_stamp(row, 5)
             trace_stamp(row, 0, smid())
@@ -1561,6 +1575,7 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k", "left", "m_tiles", "n_work"])
 def _fwd_cp_kernel(
     q_desc, k_desc, v_desc,  # TMA descriptors: q (B, M, H, D); k, v (B, N, Hkv, D)
+    o_desc,  # TMA descriptor of out (O_TMA)
     O, stride_ob, stride_om, stride_oh,  # out (B, M, H, D), stored from registers
     LSE,  # (B, H, M) fp32
     seqlen_q, seqlen_k, nheads, group, m_tiles, n_work, qk_scale,
@@ -1569,6 +1584,7 @@ def _fwd_cp_kernel(
     MMA_REGS: gl.constexpr, PINGPONG: gl.constexpr,
     left=0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
     K_FIRST: gl.constexpr = False, TRACE=None,
+    O_TMA: gl.constexpr = False,  # O through the Q buffer and TMA (PERSISTENT_EPILOGUE)
 ):
     """Stage C on a persistent grid (HopperFwdConfig.persistent): min(SMs, work items)
     programs, each walking items t = pid, pid + P, ... of n_work = m_tiles * B * H (one
@@ -1610,12 +1626,12 @@ def _fwd_cp_kernel(
                             LSE, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
                             seqlen_q, seqlen_k, nheads, m_tiles, n_work, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG, left, HAS_LEFT,
-                            cap_scale, SOFTCAP, K_FIRST, TRACE)),
+                            cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, O_TMA)),
             (_cp_consumer, (1, q_desc, q_smems, q_bars, O, stride_ob, stride_om, stride_oh,
                             LSE, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
                             seqlen_q, seqlen_k, nheads, m_tiles, n_work, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG, left, HAS_LEFT,
-                            cap_scale, SOFTCAP, K_FIRST, TRACE)),
+                            cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, O_TMA)),
             (_cp_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
                             seqlen_q, seqlen_k, nheads, group, m_tiles, n_work, left,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, HAS_LEFT)),
@@ -1657,7 +1673,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                       NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal), **extra)
     if kernel is _fwd_cp_kernel:  # the persistent stage C (dense only)
         sig = dict(q_desc=desc(block_m), k_desc=desc(cfg.block_n), v_desc=desc(cfg.block_n),
-                   O=f"*{tys[dtype]}", stride_ob="i32", stride_om="i32", stride_oh="i32",
+                   o_desc=desc(block_m), O=f"*{tys[dtype]}", stride_ob="i32",
+                   stride_om="i32", stride_oh="i32",
                    LSE="*fp32", seqlen_q="i32", seqlen_k="i32", nheads="i32", group="i32",
                    m_tiles="i32", n_work="i32", qk_scale="fp32", left="i32",
                    cap_scale="fp32")
