@@ -133,6 +133,11 @@ def test_schedule_table():
     assert configs.hopper_fwd_schedule(128, True, 16384) == "C"
     assert configs.hopper_fwd_schedule(128, True, 1024) == "A"  # C measured 210 vs A 309
     assert configs.hopper_fwd_schedule(128, False, 1024) == "C"
+    # stage C's persistent grid below 4k non-causal at hd 128 (s20d), one-shot elsewhere
+    assert hopper_fwd.default_config(128, False, 1024).persistent
+    assert hopper_fwd.default_config(128, False, 2048).persistent
+    assert not hopper_fwd.default_config(128, False, 4096).persistent
+    assert not hopper_fwd.default_config(128, True, 4096).persistent
     assert configs.hopper_fwd_schedule(256, True, 4096) == "A"
 
 
@@ -608,14 +613,16 @@ STAGE_C_SEQLENS = [(1, 1), (17, 17), (1000, 1000), (4097, 4097), (113, 239), (23
                                              (1, torch.bfloat16)], ids=["mha-bf16",
                                                                         "gqa-fp16", "mqa-bf16"])
 def test_stage_c_vs_reference(seqlen_q, seqlen_k, causal, head_dim, nheads_kv, dtype, device):
-    """Stage C (opt-in ping-pong schedule) through the launcher with its explicit config:
-    ragged lengths, a program whose second warpgroup tile is past the end (seqlen 1, 17),
-    causal rows with no key (seqlen_q > seqlen_k), the causal drain of the shorter
+    """Stage C on its one-shot grid (the shipped config below 4k at hd 128 non-causal is
+    the persistent one: test_stage_c_persistent_*) through the launcher with its explicit
+    config: ragged lengths, a program whose second warpgroup tile is past the end (seqlen
+    1, 17), causal rows with no key (seqlen_q > seqlen_k), the causal drain of the shorter
     warpgroup, GQA and MQA, fp16 and bf16."""
     _gpu_sm90()
     if head_dim == 256 and seqlen_q == 4097:
         pytest.skip("hd 256 covered at the shorter lengths (the reference is slow)")
-    cfg = configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
+    cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, seqlen_q),
+                              persistent=False)
     _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, nheads_kv, head_dim, causal, dtype, device,
                seed=seqlen_q * 13 + seqlen_k + head_dim)
 

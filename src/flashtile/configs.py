@@ -207,8 +207,15 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
         # c_k_wait_first: `ckfirst` (e9fa1bf, session 15), off -> on in one process at
         # 4k / 16k: non-causal 637.1 / 602.7 -> 646.1 / 603.9, causal 517.3 / 599.3 ->
         # 540.2 / 593.7 TFLOPS (+1.4 / +0.2 / +4.4 / -0.9%); at hd 256 -1.8 to 0%: off
+        # persistent (one program per SM walking its items; _fwd_cp_kernel) below 4k
+        # non-causal: `s20d` (84dc8a0, 5 interleaved rounds) one-shot / persistent
+        # 498.2 / 518.0 TFLOPS at 1k, 556.3 / 561.3 at 2k, 586.0 / 584.7 at 4k, 608.6 /
+        # 609.9 at 16k: it saves part of each short item's fixed cost (scripts/
+        # trace_stage_c.py: 5.2 -> 4.4 us per item); causal it loses (its static order is
+        # unbalanced, `s20a`)
         return HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True,
-                               c_k_wait_first=True)
+                               c_k_wait_first=True,
+                               persistent=not causal and seqlen_q < 4096)
     # hd 256: the O accumulator (64 x 256 fp32) is 128 registers per thread; 64-key
     # tiles, ring of 2 (192 KB)
     return HopperFwdConfig(128, 64, 8, 2, warp_specialize=True, pingpong=True)
