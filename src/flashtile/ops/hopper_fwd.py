@@ -1134,6 +1134,81 @@ def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_ba
 
 
 @gluon.jit
+def _c_release(k_bars, empty_bars, lo, hi, shift, NUM_STAGES: gl.constexpr):
+    """Key tiles [lo, hi) that only the other warpgroup needs (tile j at ring position
+    j - shift): release each once it is loaded, so its slot completes its 2 arrivals in
+    order."""
+    for j in range(lo, hi):
+        mbarrier.wait(k_bars.index((j - shift) % NUM_STAGES), ((j - shift) // NUM_STAGES) & 1)
+        mbarrier.arrive(empty_bars.index((j - shift) % NUM_STAGES), count=1)
+
+
+@gluon.jit
+def _c_item(q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars, lo, a,
+            n_full, n_tiles, shift, k0, m_other, rows, seqlen_k, diag, qk_scale,
+            WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+            BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, left,
+            HAS_LEFT: gl.constexpr, cap_scale, SOFTCAP: gl.constexpr, K_FIRST: gl.constexpr,
+            TRACE=None):
+    """One warpgroup's key tiles [lo, n_tiles) of its query tile (n_tiles > lo): the
+    prologue's S of tile lo, the steps (``_c_step``: a window's left-edge tiles masked,
+    the off-band tiles unmasked, the on-band / ragged tail masked), the last PV. Tile j
+    sits at ring position j - ``shift``; the step of tile j is this warpgroup's turn k0 +
+    j - lo - 1. Returns (acc, m, l). TRACE: ``_c_consumer``'s stamps 3, 4 and 6."""
+    s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
+    o_layout: gl.constexpr = acc.type.layout
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    # -- prologue: S of tile lo (masked unconditionally: one tile, and it may be on-band
+    #    or on a window's left edge) --
+    s0 = (lo - shift) % NUM_STAGES
+    mbarrier.wait(k_bars.index(s0), ((lo - shift) // NUM_STAGES) & 1)
+    qk = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    qk = warpgroup_mma(q2, k_smem.index(s0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
+                       qk, use_acc=False, is_async=True)
+    qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
+    if SOFTCAP:
+        qk = tanh_f32(qk * cap_scale, True)
+    qk = _scores_masked(qk, lo, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
+    p, _alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, True)
+    p = gl.convert_layout(p.to(q2.dtype), p_layout)
+    if TRACE is not None:
+        trace_stamp(TRACE, 3)
+    for j in range(lo + 1, a):
+        acc, p, m_i, l_i = _c_step(
+            j, k0 + j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
+            empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
+            BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, shift, left, HAS_LEFT, cap_scale,
+            SOFTCAP, K_FIRST,
+        )
+    for j in range(gl.maximum(a, lo + 1), n_full):
+        acc, p, m_i, l_i = _c_step(
+            j, k0 + j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
+            empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
+            BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, shift, 0, False, cap_scale,
+            SOFTCAP, K_FIRST,
+        )
+    for j in range(gl.maximum(n_full, lo + 1), n_tiles):
+        acc, p, m_i, l_i = _c_step(
+            j, k0 + j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
+            empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
+            BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, shift, left, HAS_LEFT, cap_scale,
+            SOFTCAP, K_FIRST,
+        )
+    if TRACE is not None:
+        trace_stamp(TRACE, 4)
+        trace_stamp(TRACE, 6, n_tiles - lo - 1)
+    # -- last PV --
+    t = n_tiles - 1 - shift
+    st = t % NUM_STAGES
+    mbarrier.wait(v_bars.index(st), (t // NUM_STAGES) & 1)
+    acc = warpgroup_mma(p, v_smem.index(st).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    gl.thread_barrier()
+    mbarrier.arrive(empty_bars.index(st), count=1)
+    return acc, m_i, l_i
+
+
+@gluon.jit
 def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_smem, k_bars,
                 v_bars, empty_bars, turn_bars, b, h, start_cta, seqlen_q, seqlen_k, qk_scale,
                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -1150,8 +1225,6 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
     t - base."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    dtype: gl.constexpr = o_desc.dtype
     diag = seqlen_k - seqlen_q
     start_m = start_cta + WG * BLOCK_M
     lo, a, n_full, n_tiles = _c_tiles(start_m, seqlen_q, seqlen_k, left, BLOCK_M, BLOCK_N,
@@ -1177,72 +1250,52 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
     # -- tiles only the other warpgroup needs, before this one's first (a window's left
     #    edge; none without one): release each once it is loaded, so its slot completes
     #    its 2 arrivals in order --
-    for t in range(base, lo):
-        mbarrier.wait(k_bars.index((t - base) % NUM_STAGES), ((t - base) // NUM_STAGES) & 1)
-        mbarrier.arrive(empty_bars.index((t - base) % NUM_STAGES), count=1)
+    _c_release(k_bars, empty_bars, base, lo, base, NUM_STAGES)
     mbarrier.wait(q_bars.index(WG), 0)
     if TRACE is not None:
         trace_stamp(TRACE, 2)
     q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
     if n_tiles > lo:
-        # -- prologue: S of tile lo (masked unconditionally: one tile, and it may be
-        #    on-band or on a window's left edge) --
-        s0 = (lo - base) % NUM_STAGES
-        mbarrier.wait(k_bars.index(s0), ((lo - base) // NUM_STAGES) & 1)
-        qk = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
-        qk = warpgroup_mma(q2, k_smem.index(s0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
-                           qk, use_acc=False, is_async=True)
-        qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
-        if SOFTCAP:
-            qk = tanh_f32(qk * cap_scale, True)
-        qk = _scores_masked(qk, lo, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
-        p, _alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, True)
-        p = gl.convert_layout(p.to(dtype), p_layout)
-        if TRACE is not None:
-            trace_stamp(TRACE, 3)
-        # -- a window's left-edge tiles (masked; none without one), the off-band tiles (no
-        #    mask), then the on-band / ragged tail (masked) --
-        for j in range(lo + 1, a):
-            acc, p, m_i, l_i = _c_step(
-                j, j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
-                empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
-                BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, base, left, HAS_LEFT, cap_scale,
-                SOFTCAP, K_FIRST,
-            )
-        for j in range(gl.maximum(a, lo + 1), n_full):
-            acc, p, m_i, l_i = _c_step(
-                j, j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
-                empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
-                BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, base, 0, False, cap_scale,
-                SOFTCAP, K_FIRST,
-            )
-        for j in range(gl.maximum(n_full, lo + 1), n_tiles):
-            acc, p, m_i, l_i = _c_step(
-                j, j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
-                empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
-                BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, base, left, HAS_LEFT, cap_scale,
-                SOFTCAP, K_FIRST,
-            )
-        if TRACE is not None:
-            trace_stamp(TRACE, 4)
-            trace_stamp(TRACE, 6, n_tiles - lo - 1)
-        # -- last PV --
-        t = n_tiles - 1 - base
-        st = t % NUM_STAGES
-        mbarrier.wait(v_bars.index(st), (t // NUM_STAGES) & 1)
-        acc = warpgroup_mma(p, v_smem.index(st).reshape([BLOCK_N, HEAD_DIM]), acc,
-                            is_async=True)
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        gl.thread_barrier()
-        mbarrier.arrive(empty_bars.index(st), count=1)
+        acc, m_i, l_i = _c_item(
+            q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars, lo, a,
+            n_full, n_tiles, base, 0, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
+            BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, left, HAS_LEFT, cap_scale, SOFTCAP,
+            K_FIRST, TRACE)
     # -- tiles only the other warpgroup needs, after this one's last (causal) --
-    for t in range(n_tiles, n_cta):
-        mbarrier.wait(k_bars.index((t - base) % NUM_STAGES), ((t - base) // NUM_STAGES) & 1)
-        mbarrier.arrive(empty_bars.index((t - base) % NUM_STAGES), count=1)
+    _c_release(k_bars, empty_bars, n_tiles, n_cta, base, NUM_STAGES)
     _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM)
     if TRACE is not None:
         trace_stamp(TRACE, 5)
+
+
+@gluon.jit
+def _c_shared(q_desc, k_desc, v_desc, NUM_STAGES: gl.constexpr):
+    """Stage C's shared memory, both grids: the two warpgroups' Q tiles, the K / V ring,
+    and their barriers initialised (Q, turn; per ring slot K, V, and the slot-free
+    barrier, which counts one arrive per consumer warpgroup), fenced for TMA. Returns
+    (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars, empty_bars)."""
+    dtype: gl.constexpr = q_desc.dtype
+    q_smems = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape, q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + k_desc.block_type.shape,
+                                       k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + v_desc.block_type.shape,
+                                       v_desc.layout)
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    turn_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(q_bars.index(i), count=1)
+        mbarrier.init(turn_bars.index(i), count=1)
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(k_bars.index(i), count=1)
+        mbarrier.init(v_bars.index(i), count=1)
+        mbarrier.init(empty_bars.index(i), count=2)
+    fence_async_shared()  # barrier inits visible to the async proxy (TMA)
+    gl.thread_barrier()
+    return q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars, empty_bars
 
 
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k", "left"])
@@ -1282,7 +1335,6 @@ def _fwd_c_kernel(
     gl.static_assert(gl.num_warps() == 4, "one consumer warpgroup per partition")
     gl.static_assert(BLOCK_M == 64, "each consumer warpgroup owns one 64-row wgmma tile")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
-    dtype: gl.constexpr = q_desc.dtype
     pid_m = gl.program_id(0)
     if CAUSAL:
         pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
@@ -1299,27 +1351,8 @@ def _fwd_c_kernel(
     _lo, _a, _b, n_cta = _c_tiles(start_cta + BLOCK_M, seqlen_q, seqlen_k, left, BLOCK_M,
                                   BLOCK_N, CAUSAL, HAS_LEFT)
 
-    q_smems = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape, q_desc.layout)
-    k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + k_desc.block_type.shape,
-                                       k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + v_desc.block_type.shape,
-                                       v_desc.layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    turn_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    # ring, slot-free and turn barriers initialised in this order (alloc_ring_pair is not
-    # used here: keeps the shipped stage C's prologue as it ran on the H200)
-    empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(2):
-        mbarrier.init(q_bars.index(i), count=1)
-        mbarrier.init(turn_bars.index(i), count=1)
-    for i in gl.static_range(NUM_STAGES):
-        mbarrier.init(k_bars.index(i), count=1)
-        mbarrier.init(v_bars.index(i), count=1)
-        mbarrier.init(empty_bars.index(i), count=2)  # one arrive per consumer warpgroup
-    fence_async_shared()  # barrier inits visible to the async proxy (TMA)
-    gl.thread_barrier()
+    (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars,
+     empty_bars) = _c_shared(q_desc, k_desc, v_desc, NUM_STAGES)
     for i in gl.static_range(2):
         mbarrier.expect(q_bars.index(i), q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [b, start_cta + i * BLOCK_M, h, 0],
@@ -1455,8 +1488,6 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
     program."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    dtype: gl.constexpr = q_desc.dtype
     diag = seqlen_k - seqlen_q
     q_smem = q_smems.index(WG)
     q_bar = q_bars.index(WG)
@@ -1468,6 +1499,7 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
     k0 = 0
     it = 0
     for t in range(first, n_work, step):
+        row = TRACE
         if TRACE is not None:
             row = TRACE + 8 * (2 * t + WG)
             trace_stamp(row, 1)
@@ -1488,70 +1520,26 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
         m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
         l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
-        # -- tiles only the other warpgroup needs, before this one's first --
-        for j in range(base, lo):
-            mbarrier.wait(k_bars.index((j - shift) % NUM_STAGES), ((j - shift) // NUM_STAGES) & 1)
-            mbarrier.arrive(empty_bars.index((j - shift) % NUM_STAGES), count=1)
+        _c_release(k_bars, empty_bars, base, lo, shift, NUM_STAGES)
         mbarrier.wait(q_bar, it & 1)
         if TRACE is not None:
             trace_stamp(row, 2)
         steps = 0
         if n_tiles > lo:
             steps = n_tiles - lo - 1
-            p0 = lo - shift
-            mbarrier.wait(k_bars.index(p0 % NUM_STAGES), (p0 // NUM_STAGES) & 1)
-            qk = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
-            qk = warpgroup_mma(q2, k_smem.index(p0 % NUM_STAGES).reshape(
-                [BLOCK_N, HEAD_DIM]).permute((1, 0)), qk, use_acc=False, is_async=True)
-            qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
-            if SOFTCAP:
-                qk = tanh_f32(qk * cap_scale, True)
-            qk = _scores_masked(qk, lo, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
-            p, _alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, True)
-            p = gl.convert_layout(p.to(dtype), p_layout)
-            if TRACE is not None:
-                trace_stamp(row, 3)
-            for j in range(lo + 1, a):
-                acc, p, m_i, l_i = _c_step(
-                    j, k0 + j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
-                    empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG,
-                    HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, shift, left,
-                    HAS_LEFT, cap_scale, SOFTCAP, K_FIRST,
-                )
-            for j in range(gl.maximum(a, lo + 1), n_full):
-                acc, p, m_i, l_i = _c_step(
-                    j, k0 + j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
-                    empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG,
-                    HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, shift, 0, False,
-                    cap_scale, SOFTCAP, K_FIRST,
-                )
-            for j in range(gl.maximum(n_full, lo + 1), n_tiles):
-                acc, p, m_i, l_i = _c_step(
-                    j, k0 + j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
-                    empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG,
-                    HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, shift, left,
-                    HAS_LEFT, cap_scale, SOFTCAP, K_FIRST,
-                )
-            if TRACE is not None:
-                trace_stamp(row, 4)
-            # -- last PV; every S GEMM of this item has retired: Q is free --
-            pl = n_tiles - 1 - shift
-            mbarrier.wait(v_bars.index(pl % NUM_STAGES), (pl // NUM_STAGES) & 1)
-            acc = warpgroup_mma(p, v_smem.index(pl % NUM_STAGES).reshape([BLOCK_N, HEAD_DIM]),
-                                acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            gl.thread_barrier()
-            mbarrier.arrive(empty_bars.index(pl % NUM_STAGES), count=1)
+            acc, m_i, l_i = _c_item(
+                q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars, lo,
+                a, n_full, n_tiles, shift, k0, m_other, rows, seqlen_k, diag, qk_scale, WG,
+                HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, left, HAS_LEFT, cap_scale,
+                SOFTCAP, K_FIRST, row)
         if not O_TMA and t + step < n_work:
             _cp_load_q(q_desc, q_smem, q_bar, t + step, m_tiles, nheads, WG, BLOCK_M, CAUSAL)
         # -- empty turns up to the other warpgroup's count --
         for c in range(steps, cycles):
             _c_turn_wait(turn_bars, k0 + c, m_other, WG)
             mbarrier.arrive(turn_bars.index(1 - WG), count=1)
-        # -- tiles only the other warpgroup needs, after this one's last --
-        for j in range(gl.maximum(n_tiles, lo), base + count):
-            mbarrier.wait(k_bars.index((j - shift) % NUM_STAGES), ((j - shift) // NUM_STAGES) & 1)
-            mbarrier.arrive(empty_bars.index((j - shift) % NUM_STAGES), count=1)
+        _c_release(k_bars, empty_bars, gl.maximum(n_tiles, lo), base + count, shift,
+                   NUM_STAGES)
         if O_TMA:
             _epilogue(acc, m_i, l_i, q_smem, o_desc, LSE + bh.to(gl.int64) * seqlen_q, b, h,
                       start_m, seqlen_q, BLOCK_M, HEAD_DIM)
@@ -1565,7 +1553,6 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
         if TRACE is not None:
             trace_stamp(row, 5)
             trace_stamp(row, 0, smid())
-            trace_stamp(row, 6, steps)
             trace_stamp(row, 7, first)
         pos0 += count
         k0 += cycles
@@ -1600,26 +1587,8 @@ def _fwd_cp_kernel(
     about the same, its balance left to the static item order."""
     gl.static_assert(gl.num_warps() == 4, "one consumer warpgroup per partition")
     gl.static_assert(BLOCK_M == 64, "each consumer warpgroup owns one 64-row wgmma tile")
-    dtype: gl.constexpr = q_desc.dtype
-    q_smems = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape, q_desc.layout)
-    k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + k_desc.block_type.shape,
-                                       k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + v_desc.block_type.shape,
-                                       v_desc.layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    turn_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(2):
-        mbarrier.init(q_bars.index(i), count=1)
-        mbarrier.init(turn_bars.index(i), count=1)
-    for i in gl.static_range(NUM_STAGES):
-        mbarrier.init(k_bars.index(i), count=1)
-        mbarrier.init(v_bars.index(i), count=1)
-        mbarrier.init(empty_bars.index(i), count=2)  # one arrive per consumer warpgroup
-    fence_async_shared()
-    gl.thread_barrier()
+    (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars,
+     empty_bars) = _c_shared(q_desc, k_desc, v_desc, NUM_STAGES)
     gl.warp_specialize(
         [
             (_cp_consumer, (0, q_desc, q_smems, q_bars, O, stride_ob, stride_om, stride_oh,
