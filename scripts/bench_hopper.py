@@ -31,7 +31,8 @@ from flashtile.bench.flops import attn_flops, paper_shape, tflops
 from flashtile.ops import flash, hopper_fwd
 from flashtile.ops._common import next_pow2
 
-BACKENDS = ("gluon-C", "gluon-Cp", "gluon-B", "gluon-A", "gluon-A*", "portable", "sdpa-cudnn")
+BACKENDS = ("gluon-C", "gluon-Cp", "gluon-Cs", "gluon-B", "gluon-A", "gluon-A*", "portable",
+            "sdpa-cudnn")
 
 
 C_STAGES = None  # --c-stages: override stage C's ring depth (e.g. 2 at hd 128)
@@ -51,6 +52,9 @@ def gluon_configs(d, causal, s):
     # shipped at hd 128 non-causal below 4k)
     out = {"gluon-C": dataclasses.replace(cfg_c, persistent=False),
            "gluon-Cp": dataclasses.replace(cfg_c, persistent=True),
+           # and with the split ring (V's own ring 2 deep, an O staging buffer; hd <= 128)
+           "gluon-Cs": dataclasses.replace(cfg_c, persistent=True,
+                                           v_stages=2 if d <= 128 else 1),
            "gluon-B": dataclasses.replace(cfg, warp_specialize=True),
            "gluon-A": dataclasses.replace(cfg, warp_specialize=False, **A_FIELDS)}
     if "gluon-A*" in BACKENDS:

@@ -183,6 +183,9 @@ def hopper_variants():
             tag = f"d{hd}{'-causal' if causal else ''}"
             for dt in (torch.bfloat16, torch.float16) if hd == 128 else (torch.bfloat16,):
                 yield (f"hopper-Cp {tag} {str(dt)[6:]}", hd, causal, dt, cfg_p, False)
+            if hd <= 128:  # the split ring (V's own ring, an O staging buffer)
+                yield (f"hopper-Cp-split {tag} bfloat16", hd, causal, torch.bfloat16,
+                       dataclasses.replace(cfg_p, v_stages=2), False)
             if hd == 128:
                 yield (f"hopper-Cp-window {tag} bfloat16", hd, causal, torch.bfloat16, cfg_p,
                        "window")

@@ -76,16 +76,18 @@ def analyse(trace: torch.Tensor, persistent: bool = False) -> dict:
                                     if k != "per_step"})
 
 
-def measure(hd: int, s: int, causal: bool, dev, persistent: bool = False) -> dict:
+def measure(hd: int, s: int, causal: bool, dev, persistent: bool = False,
+            v_stages: int = 0) -> dict:
     """One DESIGN.md shape: the plain and traced launch timed, then one traced launch
-    analysed (``persistent``: stage C on the persistent grid)."""
+    analysed (``persistent``: stage C on the persistent grid; ``v_stages``: its split
+    ring)."""
     shape = paper_shape(s, hd, causal)
     b, h = shape.batch, shape.nheads
     q, k, v = (torch.randn(b, s, h, hd, device=dev, dtype=torch.bfloat16) for _ in range(3))
     out = torch.empty_like(q)
     lse = torch.empty(b, h, s, device=dev)
     cfg = dataclasses.replace(configs.hopper_fwd_config_c(hd, causal, s),
-                              persistent=persistent)
+                              persistent=persistent, v_stages=v_stages)
     n_prog = triton.cdiv(s, cfg.block_m) * b * h
     trace = torch.zeros(n_prog * 2 * 8, dtype=torch.int64, device=dev)
 
@@ -110,9 +112,11 @@ def main() -> int:
     ap.add_argument("--causal", choices=("0", "1", "both"), default="0")
     ap.add_argument("--persistent", choices=("0", "1", "both"), default="0",
                     help="stage C one-shot (0), on the persistent grid (1), or both")
-    ap.add_argument("--cp-epilogue", nargs="+", default=["tma"], choices=("tma", "regs"),
+    ap.add_argument("--cp-epilogue", nargs="+", default=["tma"],
+                    choices=("tma", "regs", "split"),
                     help="the persistent grid's epilogues to trace (FLASHTILE_HOPPER_CP_"
-                    "EPILOGUE): O through the Q buffer and TMA, or stored from registers")
+                    "EPILOGUE): O through the Q buffer and TMA, stored from registers, or "
+                    "through its own buffer beside a V ring of 2 (v_stages=2)")
     ap.add_argument("--csv")
     args = ap.parse_args()
     dev = torch.device("cuda")
@@ -125,8 +129,9 @@ def main() -> int:
                 (True, e) for e in args.cp_epilogue] * (args.persistent != "0")
             for s, (pers, epi) in ((s, k) for s in args.seqlens for k in kinds):
                 if epi:
-                    os.environ["FLASHTILE_HOPPER_CP_EPILOGUE"] = epi
-                row = dict(measure(hd, s, causal, dev, pers), epilogue=epi)
+                    os.environ["FLASHTILE_HOPPER_CP_EPILOGUE"] = "regs" if epi == "regs" else "tma"
+                row = dict(measure(hd, s, causal, dev, pers, 2 if epi == "split" else 0),
+                           epilogue=epi)
                 rows.append(row)
                 print(f"hd {hd} causal {int(causal)} {s:>6} p{int(pers)}{epi}: "
                       f"{row['plain_ms']:.3f} ms "

@@ -148,6 +148,13 @@ def test_stage_c_config_checked():
         configs.HopperFwdConfig(64, 128, 4, 2, warp_specialize=True, pingpong=True)
     with pytest.raises(ValueError, match="persistent"):
         configs.HopperFwdConfig(128, 128, 8, 2, warp_specialize=True, persistent=True)
+    with pytest.raises(ValueError, match="V ring"):
+        configs.HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True,
+                                v_stages=2)
+    # the split ring's shared memory: Q, K ring 3, V ring 2, O (hd 128: 224 KB)
+    split = configs.HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True,
+                                    persistent=True, v_stages=2)
+    assert split.smem_bytes(128) == (2 * 128 + 5 * 128) * 128 * 2 <= 227 * 1024
 
 
 def test_persistent_kernel_choice(monkeypatch):
@@ -686,7 +693,7 @@ def _record_kernels(monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("epilogue", ["tma", "regs"])
+@pytest.mark.parametrize("epilogue", ["tma", "regs", "split"])
 @pytest.mark.parametrize("programs", [None, 1, 3], ids=["per-sm", "1prog", "3progs"])
 @pytest.mark.parametrize("seqlen_q,seqlen_k", PERSISTENT_SEQLENS)
 @pytest.mark.parametrize("causal", [False, True])
@@ -699,31 +706,36 @@ def test_stage_c_persistent_vs_reference(epilogue, programs, seqlen_q, seqlen_k,
     buffers: one program per SM, or 1 / 3 programs walking every work item, so ring
     positions, turn counts and Q phases carry across items (causal items whose two
     warpgroups take unequal step counts, rows with no key, a second warpgroup past the
-    end); O through the Q buffer and TMA (the next Q loaded after the store) or stored
-    from registers under a mask (FLASHTILE_HOPPER_CP_EPILOGUE=regs, hd 128 only); GQA
-    and MQA, bf16 and fp16."""
+    end); O through the Q buffer and TMA (the next Q loaded after the store), stored
+    from registers under a mask (FLASHTILE_HOPPER_CP_EPILOGUE=regs, hd 128 only), or
+    ("split", HopperFwdConfig.v_stages=2, hd 64 / 128) through its own buffer beside a V
+    ring of its own; GQA and MQA, bf16 and fp16."""
     _gpu_sm90()
     if epilogue == "regs" and head_dim != 128:
         pytest.skip("the register epilogue is covered at hd 128")
-    monkeypatch.setenv("FLASHTILE_HOPPER_CP_EPILOGUE", epilogue)
+    if epilogue == "split" and head_dim == 256:
+        pytest.skip("the split ring is built for hd 64 / 128 (hd 256's ring is 2 deep)")
+    monkeypatch.setenv("FLASHTILE_HOPPER_CP_EPILOGUE", "regs" if epilogue == "regs" else "tma")
     monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", programs)
     kernels = _record_kernels(monkeypatch)
     cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, seqlen_q),
-                              persistent=True)
+                              persistent=True, v_stages=2 if epilogue == "split" else 0)
     _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, nheads_kv, head_dim, causal, dtype, device,
                seed=seqlen_q * 5 + seqlen_k + head_dim)
     assert kernels == [hopper_fwd._fwd_cp_kernel], kernels
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("v_stages", [0, 2])
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-def test_stage_c_persistent_many_items(head_dim, causal, device, monkeypatch):
+def test_stage_c_persistent_many_items(v_stages, head_dim, causal, device, monkeypatch):
     """One program per SM with more work items than SMs (2 x 4 heads x 33 tiles = 264 on
-    an H200): the grid as shipped, each program walking two or more items."""
+    an H200): the grid as shipped, each program walking two or more items; the shared
+    ring and the split one (v_stages 2)."""
     _gpu_sm90()
     cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, 4097),
-                              persistent=True)
+                              persistent=True, v_stages=v_stages)
     _run_stage(cfg, 2, 4097, 4097, 4, 2, head_dim, causal, torch.bfloat16, device, seed=3)
 
 

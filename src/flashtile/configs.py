@@ -176,6 +176,11 @@ class HopperFwdConfig:
     # walking its query tiles, the next tile's K / V and Q loaded under the current one's
     # end. Dense calls (varlen keeps the one-shot grid). Opt-in until measured
     persistent: bool = False
+    # the persistent grid only: V through a ring of its own this deep (0: K and V share
+    # the num_stages ring). The 224 KB of hd 128 then hold an O staging tile per
+    # warpgroup besides Q (K ring 3, V ring 2), so the next item's Q loads right after
+    # the last PV while O leaves through TMA. Opt-in, not yet measured
+    v_stages: int = 0
 
     def __post_init__(self):
         if self.pingpong and not (self.warp_specialize and self.block_m == 128
@@ -184,6 +189,8 @@ class HopperFwdConfig:
                              f"{self}")
         if self.persistent and not self.pingpong:
             raise ValueError(f"the persistent grid is stage C's (pingpong=True): {self}")
+        if self.v_stages and not self.persistent:
+            raise ValueError(f"a V ring of its own is the persistent grid's: {self}")
 
     @property
     def schedule(self) -> str:
@@ -191,7 +198,11 @@ class HopperFwdConfig:
         return "C" if self.pingpong else "B" if self.warp_specialize else "A"
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
-        """Q tile + K and V rings (barriers are a few bytes)."""
+        """Q tile + K and V rings (barriers are a few bytes); with v_stages, V's ring and
+        the O staging tiles."""
+        if self.v_stages:
+            return ((2 * self.block_m + (self.num_stages + self.v_stages) * self.block_n)
+                    * head_dim * elem_bytes)
         return (self.block_m + 2 * self.num_stages * self.block_n) * head_dim * elem_bytes
 
 

@@ -477,6 +477,7 @@ def _kernel_args(cfg, persistent_ok: bool = True):
                      PINGPONG=pingpong, K_FIRST=cfg.c_k_wait_first)
         if persistent:
             extra["O_TMA"] = os.environ.get("FLASHTILE_HOPPER_CP_EPILOGUE", "tma") != "regs"
+            extra["V_STAGES"] = cfg.v_stages
         return (_fwd_cp_kernel if persistent else _fwd_c_kernel, cfg.block_m // 2,
                 cfg.num_warps // 2, extra)
     if cfg.warp_specialize:
@@ -1094,12 +1095,14 @@ def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_ba
             BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
             MASKED: gl.constexpr, CAUSAL: gl.constexpr, base=0, left=0,
             HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
-            K_FIRST: gl.constexpr = False):
+            K_FIRST: gl.constexpr = False, V_STAGES: gl.constexpr = 0, v_empty=None):
     """Key tile j, this warpgroup's iteration k >= 0 (its first tile was the prologue's):
     issue S_j = Q K_j^T and O += P_{j-1} V_{j-1} back to back, pass the turn, then the
     softmax of S_j runs while PV_{j-1} is still on the tensor cores. Returns (acc, P_j,
     m, l). Tile j sits at ring position j - base (``base``: the program's first tile, 0
-    without a sliding window)."""
+    without a sliding window). V_STAGES > 0 (the persistent grid's split ring): V has a
+    ring of its own, V_STAGES deep behind ``v_empty``; the step then releases K_j (its S
+    GEMM has retired) and V_{j-1}, instead of tile j-1's shared slot."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = acc.type.layout
     s = (j - base) % NUM_STAGES
@@ -1114,8 +1117,15 @@ def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_ba
     qk = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     qk = warpgroup_mma(q2, k_smem.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)), qk,
                        use_acc=False, is_async=True)
-    mbarrier.wait(v_bars.index(sp), ((j - base - 1) // NUM_STAGES) & 1)
-    acc = warpgroup_mma(p, v_smem.index(sp).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
+    if V_STAGES > 0:
+        sv = (j - base - 1) % V_STAGES
+        mbarrier.wait(v_bars.index(sv), ((j - base - 1) // V_STAGES) & 1)
+        acc = warpgroup_mma(p, v_smem.index(sv).reshape([BLOCK_N, HEAD_DIM]), acc,
+                            is_async=True)
+    else:
+        mbarrier.wait(v_bars.index(sp), ((j - base - 1) // NUM_STAGES) & 1)
+        acc = warpgroup_mma(p, v_smem.index(sp).reshape([BLOCK_N, HEAD_DIM]), acc,
+                            is_async=True)
     mbarrier.arrive(turn_bars.index(1 - WG), count=1)
     # -- S_j done (wgmma groups retire in order; PV_{j-1} may stay in flight) --
     qk = warpgroup_mma_wait(num_outstanding=1, deps=(qk,))
@@ -1127,20 +1137,27 @@ def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_ba
     acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
     # -- every warp of this warpgroup is done with tile j-1: release its slot --
     gl.thread_barrier()
-    mbarrier.arrive(empty_bars.index(sp), count=1)
+    if V_STAGES > 0:
+        mbarrier.arrive(empty_bars.index(s), count=1)
+        mbarrier.arrive(v_empty.index(sv), count=1)
+    else:
+        mbarrier.arrive(empty_bars.index(sp), count=1)
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     p = gl.convert_layout(p_new.to(q2.dtype), p.type.layout)
     return acc, p, m_i, l_i
 
 
 @gluon.jit
-def _c_release(k_bars, empty_bars, lo, hi, shift, NUM_STAGES: gl.constexpr):
+def _c_release(k_bars, empty_bars, lo, hi, shift, NUM_STAGES: gl.constexpr,
+               V_STAGES: gl.constexpr = 0, v_empty=None):
     """Key tiles [lo, hi) that only the other warpgroup needs (tile j at ring position
     j - shift): release each once it is loaded, so its slot completes its 2 arrivals in
-    order."""
+    order (V_STAGES > 0: its K slot and its V slot)."""
     for j in range(lo, hi):
         mbarrier.wait(k_bars.index((j - shift) % NUM_STAGES), ((j - shift) // NUM_STAGES) & 1)
         mbarrier.arrive(empty_bars.index((j - shift) % NUM_STAGES), count=1)
+        if V_STAGES > 0:
+            mbarrier.arrive(v_empty.index((j - shift) % V_STAGES), count=1)
 
 
 @gluon.jit
@@ -1149,12 +1166,14 @@ def _c_item(q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_
             WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
             BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, left,
             HAS_LEFT: gl.constexpr, cap_scale, SOFTCAP: gl.constexpr, K_FIRST: gl.constexpr,
-            TRACE=None):
+            TRACE=None, V_STAGES: gl.constexpr = 0, v_empty=None):
     """One warpgroup's key tiles [lo, n_tiles) of its query tile (n_tiles > lo): the
     prologue's S of tile lo, the steps (``_c_step``: a window's left-edge tiles masked,
     the off-band tiles unmasked, the on-band / ragged tail masked), the last PV. Tile j
     sits at ring position j - ``shift``; the step of tile j is this warpgroup's turn k0 +
-    j - lo - 1. Returns (acc, m, l). TRACE: ``_c_consumer``'s stamps 3, 4 and 6."""
+    j - lo - 1. Returns (acc, m, l). TRACE: ``_c_consumer``'s stamps 3, 4 and 6.
+    V_STAGES > 0: the split ring (``_c_step``); the prologue releases K_lo, the last PV
+    V of the last tile."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = acc.type.layout
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -1171,6 +1190,9 @@ def _c_item(q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_
     qk = _scores_masked(qk, lo, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
     p, _alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, True)
     p = gl.convert_layout(p.to(q2.dtype), p_layout)
+    if V_STAGES > 0:  # K_lo's S GEMM has retired in every warp
+        gl.thread_barrier()
+        mbarrier.arrive(empty_bars.index(s0), count=1)
     if TRACE is not None:
         trace_stamp(TRACE, 3)
     for j in range(lo + 1, a):
@@ -1178,33 +1200,43 @@ def _c_item(q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_
             j, k0 + j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
             empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
             BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, shift, left, HAS_LEFT, cap_scale,
-            SOFTCAP, K_FIRST,
+            SOFTCAP, K_FIRST, V_STAGES, v_empty,
         )
     for j in range(gl.maximum(a, lo + 1), n_full):
         acc, p, m_i, l_i = _c_step(
             j, k0 + j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
             empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
             BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, shift, 0, False, cap_scale,
-            SOFTCAP, K_FIRST,
+            SOFTCAP, K_FIRST, V_STAGES, v_empty,
         )
     for j in range(gl.maximum(n_full, lo + 1), n_tiles):
         acc, p, m_i, l_i = _c_step(
             j, k0 + j - lo - 1, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars,
             empty_bars, turn_bars, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
             BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, shift, left, HAS_LEFT, cap_scale,
-            SOFTCAP, K_FIRST,
+            SOFTCAP, K_FIRST, V_STAGES, v_empty,
         )
     if TRACE is not None:
         trace_stamp(TRACE, 4)
         trace_stamp(TRACE, 6, n_tiles - lo - 1)
     # -- last PV --
     t = n_tiles - 1 - shift
-    st = t % NUM_STAGES
-    mbarrier.wait(v_bars.index(st), (t // NUM_STAGES) & 1)
-    acc = warpgroup_mma(p, v_smem.index(st).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    gl.thread_barrier()
-    mbarrier.arrive(empty_bars.index(st), count=1)
+    if V_STAGES > 0:
+        sv = t % V_STAGES
+        mbarrier.wait(v_bars.index(sv), (t // V_STAGES) & 1)
+        acc = warpgroup_mma(p, v_smem.index(sv).reshape([BLOCK_N, HEAD_DIM]), acc,
+                            is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        gl.thread_barrier()
+        mbarrier.arrive(v_empty.index(sv), count=1)
+    else:
+        st = t % NUM_STAGES
+        mbarrier.wait(v_bars.index(st), (t // NUM_STAGES) & 1)
+        acc = warpgroup_mma(p, v_smem.index(st).reshape([BLOCK_N, HEAD_DIM]), acc,
+                            is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        gl.thread_barrier()
+        mbarrier.arrive(empty_bars.index(st), count=1)
     return acc, m_i, l_i
 
 
@@ -1270,32 +1302,51 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
 
 
 @gluon.jit
-def _c_shared(q_desc, k_desc, v_desc, NUM_STAGES: gl.constexpr):
+def _c_shared(q_desc, k_desc, v_desc, NUM_STAGES: gl.constexpr, V_STAGES: gl.constexpr = 0):
     """Stage C's shared memory, both grids: the two warpgroups' Q tiles, the K / V ring,
     and their barriers initialised (Q, turn; per ring slot K, V, and the slot-free
-    barrier, which counts one arrive per consumer warpgroup), fenced for TMA. Returns
-    (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars, empty_bars)."""
+    barrier, which counts one arrive per consumer warpgroup), fenced for TMA. V_STAGES >
+    0 (the persistent grid's split ring): V gets a ring of its own that deep, with its
+    own slot-free barriers, and the warpgroups two O staging tiles. Returns (q_smems,
+    k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars, empty_bars, v_empty, o_smems);
+    without V_STAGES v_empty is empty_bars and o_smems q_smems."""
     dtype: gl.constexpr = q_desc.dtype
+    V_SLOTS: gl.constexpr = V_STAGES if V_STAGES > 0 else NUM_STAGES
     q_smems = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape, q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + k_desc.block_type.shape,
                                        k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + v_desc.block_type.shape,
+    v_smem = gl.allocate_shared_memory(dtype, [V_SLOTS] + v_desc.block_type.shape,
                                        v_desc.layout)
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     turn_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [V_SLOTS, 1], mbarrier.MBarrierLayout())
     empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = empty_bars
+    o_smems = q_smems
+    if V_STAGES > 0:
+        v_empty = gl.allocate_shared_memory(gl.int64, [V_STAGES, 1], mbarrier.MBarrierLayout())
+        o_smems = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape,
+                                            q_desc.layout)
     for i in gl.static_range(2):
         mbarrier.init(q_bars.index(i), count=1)
         mbarrier.init(turn_bars.index(i), count=1)
-    for i in gl.static_range(NUM_STAGES):
-        mbarrier.init(k_bars.index(i), count=1)
-        mbarrier.init(v_bars.index(i), count=1)
-        mbarrier.init(empty_bars.index(i), count=2)
+    if V_STAGES > 0:
+        for i in gl.static_range(NUM_STAGES):
+            mbarrier.init(k_bars.index(i), count=1)
+            mbarrier.init(empty_bars.index(i), count=2)
+        for i in gl.static_range(V_STAGES):
+            mbarrier.init(v_bars.index(i), count=1)
+            mbarrier.init(v_empty.index(i), count=2)
+    else:
+        for i in gl.static_range(NUM_STAGES):
+            mbarrier.init(k_bars.index(i), count=1)
+            mbarrier.init(v_bars.index(i), count=1)
+            mbarrier.init(empty_bars.index(i), count=2)
     fence_async_shared()  # barrier inits visible to the async proxy (TMA)
     gl.thread_barrier()
-    return q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars, empty_bars
+    return (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars, empty_bars, v_empty,
+            o_smems)
 
 
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k", "left"])
@@ -1351,8 +1402,8 @@ def _fwd_c_kernel(
     _lo, _a, _b, n_cta = _c_tiles(start_cta + BLOCK_M, seqlen_q, seqlen_k, left, BLOCK_M,
                                   BLOCK_N, CAUSAL, HAS_LEFT)
 
-    (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars,
-     empty_bars) = _c_shared(q_desc, k_desc, v_desc, NUM_STAGES)
+    (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars, empty_bars, _v_empty,
+     _o_smems) = _c_shared(q_desc, k_desc, v_desc, NUM_STAGES)
     for i in gl.static_range(2):
         mbarrier.expect(q_bars.index(i), q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [b, start_cta + i * BLOCK_M, h, 0],
@@ -1416,10 +1467,11 @@ def _cp_ring(start_cta, seqlen_q, seqlen_k, left, BLOCK_M: gl.constexpr, BLOCK_N
 def _cp_producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, seqlen_q, seqlen_k,
                  nheads, group, m_tiles, n_work, left, BLOCK_M: gl.constexpr,
                  BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 HAS_LEFT: gl.constexpr):
+                 HAS_LEFT: gl.constexpr, V_STAGES: gl.constexpr = 0, v_empty=None):
     """Every work item's key tiles, in item order, through one ring whose positions run on
     across items (position ``pos`` in slot pos % NUM_STAGES): the next item's first tiles
-    load while the consumers finish the current one."""
+    load while the consumers finish the current one. V_STAGES > 0: K and V each through
+    their own ring (V in slot pos % V_STAGES, behind ``v_empty``)."""
     pos0 = 0
     for t in range(gl.program_id(0), n_work, gl.num_programs(0)):
         pid_m, bh = _cp_tile(t, m_tiles, CAUSAL)
@@ -1431,8 +1483,20 @@ def _cp_producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, seq
             pos = pos0 + i
             use = pos // NUM_STAGES
             mbarrier.wait(empty_bars.index(pos % NUM_STAGES), (use & 1) ^ 1, pred=use > 0)
-            issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, pos % NUM_STAGES,
-                          base + i, b, hk, True, BLOCK_N)
+            if V_STAGES > 0:
+                sk = pos % NUM_STAGES
+                mbarrier.expect(k_bars.index(sk), k_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(k_desc, [b, (base + i) * BLOCK_N, hk, 0],
+                                                k_bars.index(sk), k_smem.index(sk))
+                sv = pos % V_STAGES
+                vuse = pos // V_STAGES
+                mbarrier.wait(v_empty.index(sv), (vuse & 1) ^ 1, pred=vuse > 0)
+                mbarrier.expect(v_bars.index(sv), v_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(v_desc, [b, (base + i) * BLOCK_N, hk, 0],
+                                                v_bars.index(sv), v_smem.index(sv))
+            else:
+                issue_kv_slot(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars,
+                              pos % NUM_STAGES, base + i, b, hk, True, BLOCK_N)
         pos0 += count
 
 
@@ -1476,14 +1540,17 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
                  CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, left=0,
                  HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
                  K_FIRST: gl.constexpr = False, TRACE=None, o_desc=None,
-                 O_TMA: gl.constexpr = False):
+                 O_TMA: gl.constexpr = False, V_STAGES: gl.constexpr = 0, v_empty=None,
+                 o_smems=None):
     """``_c_consumer`` over the program's work items t = pid, pid + P, ... Ring positions
     (``pos0``: the item's first) and turns (``k0``: this warpgroup's turns so far) run on
     across items, so ``_c_step`` serves unchanged: it gets base - pos0 as its ``base`` and
     k0 + its step as ``k``. Once the item's last S GEMM has retired, the next item's Q
     tile is loaded into the same buffer, under the last PV and the epilogue, and O is
     stored from registers. O_TMA: O goes through the Q buffer and a TMA store as in
-    ``_c_consumer`` (``_epilogue``), and the next Q is loaded after it. TRACE: as
+    ``_c_consumer`` (``_epilogue``), and the next Q is loaded after it. V_STAGES > 0
+    (the split ring, HopperFwdConfig.v_stages): O goes through its own buffer
+    (``o_smems``) and a TMA store, and the next Q loads right after the last PV. TRACE: as
     ``_c_consumer``'s, one row of 8 per (work item, warpgroup), the last field the
     program."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
@@ -1520,7 +1587,7 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
         m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
         l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
-        _c_release(k_bars, empty_bars, base, lo, shift, NUM_STAGES)
+        _c_release(k_bars, empty_bars, base, lo, shift, NUM_STAGES, V_STAGES, v_empty)
         mbarrier.wait(q_bar, it & 1)
         if TRACE is not None:
             trace_stamp(row, 2)
@@ -1531,16 +1598,20 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
                 q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars, lo,
                 a, n_full, n_tiles, shift, k0, m_other, rows, seqlen_k, diag, qk_scale, WG,
                 HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, left, HAS_LEFT, cap_scale,
-                SOFTCAP, K_FIRST, row)
-        if not O_TMA and t + step < n_work:
+                SOFTCAP, K_FIRST, row, V_STAGES, v_empty)
+        if (V_STAGES > 0 or not O_TMA) and t + step < n_work:
             _cp_load_q(q_desc, q_smem, q_bar, t + step, m_tiles, nheads, WG, BLOCK_M, CAUSAL)
         # -- empty turns up to the other warpgroup's count --
         for c in range(steps, cycles):
             _c_turn_wait(turn_bars, k0 + c, m_other, WG)
             mbarrier.arrive(turn_bars.index(1 - WG), count=1)
         _c_release(k_bars, empty_bars, gl.maximum(n_tiles, lo), base + count, shift,
-                   NUM_STAGES)
-        if O_TMA:
+                   NUM_STAGES, V_STAGES, v_empty)
+        if V_STAGES > 0:
+            _epilogue(acc, m_i, l_i, o_smems.index(WG), o_desc,
+                      LSE + bh.to(gl.int64) * seqlen_q, b, h, start_m, seqlen_q, BLOCK_M,
+                      HEAD_DIM)
+        elif O_TMA:
             _epilogue(acc, m_i, l_i, q_smem, o_desc, LSE + bh.to(gl.int64) * seqlen_q, b, h,
                       start_m, seqlen_q, BLOCK_M, HEAD_DIM)
             gl.thread_barrier()  # the store has read the buffer: the next Q may land
@@ -1572,6 +1643,7 @@ def _fwd_cp_kernel(
     left=0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
     K_FIRST: gl.constexpr = False, TRACE=None,
     O_TMA: gl.constexpr = False,  # O through the Q buffer and TMA (PERSISTENT_EPILOGUE)
+    V_STAGES: gl.constexpr = 0,  # HopperFwdConfig.v_stages: V's own ring, an O buffer
 ):
     """Stage C on a persistent grid (HopperFwdConfig.persistent): min(SMs, work items)
     programs, each walking items t = pid, pid + P, ... of n_work = m_tiles * B * H (one
@@ -1587,23 +1659,26 @@ def _fwd_cp_kernel(
     about the same, its balance left to the static item order."""
     gl.static_assert(gl.num_warps() == 4, "one consumer warpgroup per partition")
     gl.static_assert(BLOCK_M == 64, "each consumer warpgroup owns one 64-row wgmma tile")
-    (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars,
-     empty_bars) = _c_shared(q_desc, k_desc, v_desc, NUM_STAGES)
+    (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars, empty_bars, v_empty,
+     o_smems) = _c_shared(q_desc, k_desc, v_desc, NUM_STAGES, V_STAGES)
     gl.warp_specialize(
         [
             (_cp_consumer, (0, q_desc, q_smems, q_bars, O, stride_ob, stride_om, stride_oh,
                             LSE, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
                             seqlen_q, seqlen_k, nheads, m_tiles, n_work, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG, left, HAS_LEFT,
-                            cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, O_TMA)),
+                            cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, O_TMA, V_STAGES,
+                            v_empty, o_smems)),
             (_cp_consumer, (1, q_desc, q_smems, q_bars, O, stride_ob, stride_om, stride_oh,
                             LSE, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
                             seqlen_q, seqlen_k, nheads, m_tiles, n_work, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG, left, HAS_LEFT,
-                            cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, O_TMA)),
+                            cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, O_TMA, V_STAGES,
+                            v_empty, o_smems)),
             (_cp_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
                             seqlen_q, seqlen_k, nheads, group, m_tiles, n_work, left,
-                            BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, HAS_LEFT)),
+                            BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, HAS_LEFT, V_STAGES,
+                            v_empty)),
         ],
         [4, 1],
         [MMA_REGS, LOAD_REGS],
