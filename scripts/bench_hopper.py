@@ -53,7 +53,8 @@ def gluon_configs(d, causal, s):
     out = {"gluon-C": dataclasses.replace(cfg_c, persistent=False),
            "gluon-Cp": dataclasses.replace(cfg_c, persistent=True),
            # and with the split ring (V's own ring 2 deep, an O staging buffer; hd <= 128)
-           "gluon-Cs": dataclasses.replace(cfg_c, persistent=True,
+           # and, causal, the paired item order
+           "gluon-Cs": dataclasses.replace(cfg_c, persistent=True, paired=causal,
                                            v_stages=2 if d <= 128 else 1),
            "gluon-B": dataclasses.replace(cfg, warp_specialize=True),
            "gluon-A": dataclasses.replace(cfg, warp_specialize=False, **A_FIELDS)}

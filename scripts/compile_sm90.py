@@ -186,6 +186,9 @@ def hopper_variants():
             if hd <= 128:  # the split ring (V's own ring, an O staging buffer)
                 yield (f"hopper-Cp-split {tag} bfloat16", hd, causal, torch.bfloat16,
                        dataclasses.replace(cfg_p, v_stages=2), False)
+            if causal:  # the paired item order (HopperFwdConfig.paired)
+                yield (f"hopper-Cp-paired {tag} bfloat16", hd, causal, torch.bfloat16,
+                       dataclasses.replace(cfg_p, paired=True), False)
             if hd == 128:
                 yield (f"hopper-Cp-window {tag} bfloat16", hd, causal, torch.bfloat16, cfg_p,
                        "window")

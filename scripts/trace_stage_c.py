@@ -30,6 +30,7 @@ from flashtile.bench.flops import attn_flops, paper_shape, tflops
 from flashtile.bench.report import write_rows
 from flashtile.ops import hopper_fwd
 
+PAIRED = False  # --paired: the persistent grid's causal items in the paired order
 SLOTS = ("sm", "start", "q", "prologue", "loops", "end", "steps")
 
 
@@ -87,7 +88,8 @@ def measure(hd: int, s: int, causal: bool, dev, persistent: bool = False,
     out = torch.empty_like(q)
     lse = torch.empty(b, h, s, device=dev)
     cfg = dataclasses.replace(configs.hopper_fwd_config_c(hd, causal, s),
-                              persistent=persistent, v_stages=v_stages)
+                              persistent=persistent, v_stages=v_stages,
+                              paired=persistent and causal and PAIRED)
     n_prog = triton.cdiv(s, cfg.block_m) * b * h
     trace = torch.zeros(n_prog * 2 * 8, dtype=torch.int64, device=dev)
 
@@ -117,8 +119,13 @@ def main() -> int:
                     help="the persistent grid's epilogues to trace (FLASHTILE_HOPPER_CP_"
                     "EPILOGUE): O through the Q buffer and TMA, stored from registers, or "
                     "through its own buffer beside a V ring of 2 (v_stages=2)")
+    ap.add_argument("--paired", action="store_true",
+                    help="persistent causal rows in the paired item order (HopperFwdConfig."
+                    "paired)")
     ap.add_argument("--csv")
     args = ap.parse_args()
+    global PAIRED
+    PAIRED = args.paired
     dev = torch.device("cuda")
     print(f"{torch.cuda.get_device_name(dev)} torch {torch.__version__} triton "
           f"{triton.__version__}", flush=True)

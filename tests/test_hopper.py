@@ -148,9 +148,12 @@ def test_stage_c_config_checked():
         configs.HopperFwdConfig(64, 128, 4, 2, warp_specialize=True, pingpong=True)
     with pytest.raises(ValueError, match="persistent"):
         configs.HopperFwdConfig(128, 128, 8, 2, warp_specialize=True, persistent=True)
-    with pytest.raises(ValueError, match="V ring"):
+    with pytest.raises(ValueError, match="persistent grid"):
         configs.HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True,
                                 v_stages=2)
+    with pytest.raises(ValueError, match="persistent grid"):
+        configs.HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True,
+                                paired=True)
     # the split ring's shared memory: Q, K ring 3, V ring 2, O (hd 128: 224 KB)
     split = configs.HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True,
                                     persistent=True, v_stages=2)
@@ -737,6 +740,33 @@ def test_stage_c_persistent_many_items(v_stages, head_dim, causal, device, monke
     cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, 4097),
                               persistent=True, v_stages=v_stages)
     _run_stage(cfg, 2, 4097, 4097, 4, 2, head_dim, causal, torch.bfloat16, device, seed=3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("v_stages", [0, 2])
+@pytest.mark.parametrize("programs", [None, 1, 3], ids=["per-sm", "1prog", "3progs"])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(1, 1), (256, 256), (1000, 1000), (300, 40),
+                                               (239, 113), (129, 1), (4096, 4096)])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_stage_c_persistent_paired_vs_reference(v_stages, programs, seqlen_q, seqlen_k,
+                                                head_dim, device, monkeypatch):
+    """The persistent grid's paired causal order (HopperFwdConfig.paired: a head's j-th
+    longest query tile, then its j-th shortest) into NaN-poisoned buffers, so an item the
+    order skipped shows: even query-tile counts (2, 8, 32: paired) and odd ones (1, 3:
+    the round robin), key-less rows, one program per SM or 1 / 3 programs; with the
+    split ring too (v_stages 2, hd 64 / 128)."""
+    _gpu_sm90()
+    if v_stages and head_dim == 256:
+        pytest.skip("the split ring is built for hd 64 / 128")
+    if seqlen_q == 4096 and (programs is not None or head_dim == 256):
+        pytest.skip("4096 with one program per SM at hd 64 / 128 (the reference is slow)")
+    monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", programs)
+    kernels = _record_kernels(monkeypatch)
+    cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, True, seqlen_q),
+                              persistent=True, paired=True, v_stages=v_stages)
+    _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, 2, head_dim, True, torch.bfloat16, device,
+               seed=seqlen_q * 3 + seqlen_k + head_dim)
+    assert kernels == [hopper_fwd._fwd_cp_kernel], kernels
 
 
 PERSISTENT_CAP_CASES = [c for c in WINDOW_CASES + SOFTCAP_CASES if c.head_dim == 128]

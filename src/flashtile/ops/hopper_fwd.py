@@ -252,6 +252,9 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
         m_tiles = triton.cdiv(rows, cfg.block_m)
         n_work = m_tiles * batch * nheads
         programs = min(n_work, PERSISTENT_PROGRAMS or sm_count(q.device))
+        if cfg.paired and causal and m_tiles % 2 == 0:
+            extra = dict(extra, PAIRED=True)
+            programs = min(programs, n_work // 2)  # every program gets a unit
         _gluon_launch(
             kernel, (programs, 1), q.device, _desc(q, block_m),
             _desc(k, cfg.block_n), _desc(v, cfg.block_n), _desc(out, block_m), out,
@@ -1447,6 +1450,40 @@ def _cp_tile(t, m_tiles, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
+def _cp_pair_item(i, pid, P, m_tiles, n_bh):
+    """The i-th work item of program ``pid`` of P in the paired causal order (an even
+    number of query tiles per head): units u = pid, pid + P, ... of n_bh * m_tiles / 2,
+    each a head's j-th longest query tile followed by its j-th shortest, so every unit
+    holds the same causal work (m_tiles + 1 key tiles) and the round robin over units
+    balances. Returns (query tile index, b * H + h)."""
+    half = m_tiles // 2
+    u = pid + (i // 2) * P
+    j = u % half
+    pid_m = gl.where(i % 2 == 0, m_tiles - 1 - j, j)
+    return pid_m, u // half
+
+
+@gluon.jit
+def _cp_item(t, first, step, m_tiles, n_work, CAUSAL: gl.constexpr, PAIRED: gl.constexpr):
+    """Work item of loop slot ``t`` = first + i * step of a persistent program: the round
+    robin's item t (``_cp_tile``), or with PAIRED the i-th item of the paired order."""
+    if PAIRED:
+        return _cp_pair_item((t - first) // step, first, step, m_tiles, n_work // m_tiles)
+    else:
+        return _cp_tile(t, m_tiles, CAUSAL)
+
+
+@gluon.jit
+def _cp_end(first, step, m_tiles, n_work, PAIRED: gl.constexpr):
+    """Past the last loop slot of a persistent program: n_work for the round robin; with
+    PAIRED, first + (2 x its units) x step (units u = first + k * step below n_work / 2)."""
+    if PAIRED:
+        return first + 2 * ((n_work // 2 - first + step - 1) // step) * step
+    else:
+        return n_work
+
+
+@gluon.jit
 def _cp_ring(start_cta, seqlen_q, seqlen_k, left, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
              CAUSAL: gl.constexpr, HAS_LEFT: gl.constexpr):
     """(base, count, cycles) of one work item: the producer loads key tiles [base, base +
@@ -1467,14 +1504,17 @@ def _cp_ring(start_cta, seqlen_q, seqlen_k, left, BLOCK_M: gl.constexpr, BLOCK_N
 def _cp_producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, seqlen_q, seqlen_k,
                  nheads, group, m_tiles, n_work, left, BLOCK_M: gl.constexpr,
                  BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 HAS_LEFT: gl.constexpr, V_STAGES: gl.constexpr = 0, v_empty=None):
+                 HAS_LEFT: gl.constexpr, V_STAGES: gl.constexpr = 0, v_empty=None,
+                 PAIRED: gl.constexpr = False):
     """Every work item's key tiles, in item order, through one ring whose positions run on
     across items (position ``pos`` in slot pos % NUM_STAGES): the next item's first tiles
     load while the consumers finish the current one. V_STAGES > 0: K and V each through
     their own ring (V in slot pos % V_STAGES, behind ``v_empty``)."""
     pos0 = 0
-    for t in range(gl.program_id(0), n_work, gl.num_programs(0)):
-        pid_m, bh = _cp_tile(t, m_tiles, CAUSAL)
+    first = gl.program_id(0)
+    step = gl.num_programs(0)
+    for t in range(first, _cp_end(first, step, m_tiles, n_work, PAIRED), step):
+        pid_m, bh = _cp_item(t, first, step, m_tiles, n_work, CAUSAL, PAIRED)
         base, count, _cycles = _cp_ring(pid_m * (2 * BLOCK_M), seqlen_q, seqlen_k, left,
                                         BLOCK_M, BLOCK_N, CAUSAL, HAS_LEFT)
         b = bh // nheads
@@ -1502,9 +1542,11 @@ def _cp_producer(k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, seq
 
 @gluon.jit
 def _cp_load_q(q_desc, q_smem, q_bar, t, m_tiles, nheads, WG: gl.constexpr,
-               BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
-    """TMA-load warpgroup WG's query tile of work item ``t`` (zero rows past the end)."""
-    pid_m, bh = _cp_tile(t, m_tiles, CAUSAL)
+               BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr, first=0, step=1, n_work=0,
+               PAIRED: gl.constexpr = False):
+    """TMA-load warpgroup WG's query tile of the work item of loop slot ``t``
+    (``_cp_item``; zero rows past the end)."""
+    pid_m, bh = _cp_item(t, first, step, m_tiles, n_work, CAUSAL, PAIRED)
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(
         q_desc, [bh // nheads, pid_m * (2 * BLOCK_M) + WG * BLOCK_M, bh % nheads, 0], q_bar,
@@ -1541,7 +1583,7 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
                  HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
                  K_FIRST: gl.constexpr = False, TRACE=None, o_desc=None,
                  O_TMA: gl.constexpr = False, V_STAGES: gl.constexpr = 0, v_empty=None,
-                 o_smems=None):
+                 o_smems=None, PAIRED: gl.constexpr = False):
     """``_c_consumer`` over the program's work items t = pid, pid + P, ... Ring positions
     (``pos0``: the item's first) and turns (``k0``: this warpgroup's turns so far) run on
     across items, so ``_c_step`` serves unchanged: it gets base - pos0 as its ``base`` and
@@ -1561,16 +1603,21 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
     q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
     first = gl.program_id(0)
     step = gl.num_programs(0)
-    _cp_load_q(q_desc, q_smem, q_bar, first, m_tiles, nheads, WG, BLOCK_M, CAUSAL)
+    end = _cp_end(first, step, m_tiles, n_work, PAIRED)
+    _cp_load_q(q_desc, q_smem, q_bar, first, m_tiles, nheads, WG, BLOCK_M, CAUSAL, first,
+               step, n_work, PAIRED)
     pos0 = 0
     k0 = 0
     it = 0
-    for t in range(first, n_work, step):
+    for t in range(first, end, step):
+        pid_m, bh = _cp_item(t, first, step, m_tiles, n_work, CAUSAL, PAIRED)
         row = TRACE
         if TRACE is not None:
-            row = TRACE + 8 * (2 * t + WG)
+            if PAIRED:  # the item itself: slots run past n_work
+                row = TRACE + 8 * (2 * (bh * m_tiles + pid_m) + WG)
+            else:
+                row = TRACE + 8 * (2 * t + WG)
             trace_stamp(row, 1)
-        pid_m, bh = _cp_tile(t, m_tiles, CAUSAL)
         b = bh // nheads
         h = bh % nheads
         start_cta = pid_m * (2 * BLOCK_M)
@@ -1599,8 +1646,9 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
                 a, n_full, n_tiles, shift, k0, m_other, rows, seqlen_k, diag, qk_scale, WG,
                 HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, left, HAS_LEFT, cap_scale,
                 SOFTCAP, K_FIRST, row, V_STAGES, v_empty)
-        if (V_STAGES > 0 or not O_TMA) and t + step < n_work:
-            _cp_load_q(q_desc, q_smem, q_bar, t + step, m_tiles, nheads, WG, BLOCK_M, CAUSAL)
+        if (V_STAGES > 0 or not O_TMA) and t + step < end:
+            _cp_load_q(q_desc, q_smem, q_bar, t + step, m_tiles, nheads, WG, BLOCK_M, CAUSAL,
+                       first, step, n_work, PAIRED)
         # -- empty turns up to the other warpgroup's count --
         for c in range(steps, cycles):
             _c_turn_wait(turn_bars, k0 + c, m_other, WG)
@@ -1615,9 +1663,9 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
             _epilogue(acc, m_i, l_i, q_smem, o_desc, LSE + bh.to(gl.int64) * seqlen_q, b, h,
                       start_m, seqlen_q, BLOCK_M, HEAD_DIM)
             gl.thread_barrier()  # the store has read the buffer: the next Q may land
-            if t + step < n_work:
+            if t + step < end:
                 _cp_load_q(q_desc, q_smem, q_bar, t + step, m_tiles, nheads, WG, BLOCK_M,
-                           CAUSAL)
+                           CAUSAL, first, step, n_work, PAIRED)
         else:
             _epilogue_regs(acc, m_i, l_i, O, stride_ob, stride_om, stride_oh, LSE, b, bh, h,
                            start_m, seqlen_q, BLOCK_M, HEAD_DIM)
@@ -1644,6 +1692,7 @@ def _fwd_cp_kernel(
     K_FIRST: gl.constexpr = False, TRACE=None,
     O_TMA: gl.constexpr = False,  # O through the Q buffer and TMA (PERSISTENT_EPILOGUE)
     V_STAGES: gl.constexpr = 0,  # HopperFwdConfig.v_stages: V's own ring, an O buffer
+    PAIRED: gl.constexpr = False,  # HopperFwdConfig.paired: the causal paired item order
 ):
     """Stage C on a persistent grid (HopperFwdConfig.persistent): min(SMs, work items)
     programs, each walking items t = pid, pid + P, ... of n_work = m_tiles * B * H (one
@@ -1668,17 +1717,17 @@ def _fwd_cp_kernel(
                             seqlen_q, seqlen_k, nheads, m_tiles, n_work, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG, left, HAS_LEFT,
                             cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, O_TMA, V_STAGES,
-                            v_empty, o_smems)),
+                            v_empty, o_smems, PAIRED)),
             (_cp_consumer, (1, q_desc, q_smems, q_bars, O, stride_ob, stride_om, stride_oh,
                             LSE, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
                             seqlen_q, seqlen_k, nheads, m_tiles, n_work, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG, left, HAS_LEFT,
                             cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, O_TMA, V_STAGES,
-                            v_empty, o_smems)),
+                            v_empty, o_smems, PAIRED)),
             (_cp_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
                             seqlen_q, seqlen_k, nheads, group, m_tiles, n_work, left,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, HAS_LEFT, V_STAGES,
-                            v_empty)),
+                            v_empty, PAIRED)),
         ],
         [4, 1],
         [MMA_REGS, LOAD_REGS],
@@ -1723,6 +1772,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                    m_tiles="i32", n_work="i32", qk_scale="fp32", left="i32",
                    cap_scale="fp32")
         constexprs.update(HAS_LEFT=window, SOFTCAP=softcap)
+        if cfg.paired and causal:  # the launch's choice for an even query-tile count
+            constexprs["PAIRED"] = True
         sig.update({name: "constexpr" for name in constexprs})
         attrs = {(kernel.arg_names.index(n),): [["tt.divisibility", 16]] for n in ("O", "LSE")}
         src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs)
