@@ -1690,7 +1690,7 @@ def _fwd_cp_kernel(
     MMA_REGS: gl.constexpr, PINGPONG: gl.constexpr,
     left=0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
     K_FIRST: gl.constexpr = False, TRACE=None,
-    O_TMA: gl.constexpr = False,  # O through the Q buffer and TMA (PERSISTENT_EPILOGUE)
+    O_TMA: gl.constexpr = False,  # O through the Q buffer and TMA (else from registers)
     V_STAGES: gl.constexpr = 0,  # HopperFwdConfig.v_stages: V's own ring, an O buffer
     PAIRED: gl.constexpr = False,  # HopperFwdConfig.paired: the causal paired item order
 ):
@@ -1700,12 +1700,17 @@ def _fwd_cp_kernel(
     pays, per program, the launch of a new CTA, its barrier setup and the first Q and K
     loads before any GEMM, and a ring that drains empty at the end; here the producer
     streams the next item's K / V into the ring while the consumers finish the current
-    one, and each consumer loads its next Q tile under its last PV and epilogue.
-    Dense calls only (varlen keeps the one-shot grid).
+    one, and each consumer loads its next Q tile (after its O store with O_TMA, the
+    default: FLASHTILE_HOPPER_CP_EPILOGUE=regs stores O from registers instead). Dense
+    calls only (varlen keeps the one-shot grid).
 
     Prediction (H200, bf16, hd 128, before any run): +2-4% at 4k (32 steps per item, ~1-2
     us of exposed start-up per item of ~60 us), +5-10% at 1k, under +1% at 16k; causal
-    about the same, its balance left to the static item order."""
+    about the same, its balance left to the static item order. Measured (docs/
+    performance.md steps 59-61): with O from registers level non-causal, 0.72-0.96x
+    causal (the round robin's imbalance); with O_TMA +4% at 1k, level from 4k: shipped
+    at hd 128 non-causal below 4k. V_STAGES (a split ring with an O buffer) and PAIRED
+    (the balanced causal order) are built, not yet measured."""
     gl.static_assert(gl.num_warps() == 4, "one consumer warpgroup per partition")
     gl.static_assert(BLOCK_M == 64, "each consumer warpgroup owns one 64-row wgmma tile")
     (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars, empty_bars, v_empty,
