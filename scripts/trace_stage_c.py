@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import statistics
 import sys
 
@@ -114,11 +113,9 @@ def main() -> int:
     ap.add_argument("--causal", choices=("0", "1", "both"), default="0")
     ap.add_argument("--persistent", choices=("0", "1", "both"), default="0",
                     help="stage C one-shot (0), on the persistent grid (1), or both")
-    ap.add_argument("--cp-epilogue", nargs="+", default=["tma"],
-                    choices=("tma", "regs", "split"),
-                    help="the persistent grid's epilogues to trace (FLASHTILE_HOPPER_CP_"
-                    "EPILOGUE): O through the Q buffer and TMA, stored from registers, or "
-                    "through its own buffer beside a V ring of 2 (v_stages=2)")
+    ap.add_argument("--cp-epilogue", nargs="+", default=["tma"], choices=("tma", "split"),
+                    help="the persistent grid's epilogues to trace: O through the Q buffer "
+                    "and TMA, or through its own buffer beside a V ring of 2 (v_stages=2)")
     ap.add_argument("--paired", action="store_true",
                     help="persistent causal rows in the paired item order (HopperFwdConfig."
                     "paired)")
@@ -135,8 +132,6 @@ def main() -> int:
             kinds = [(False, "")] * (args.persistent != "1") + [
                 (True, e) for e in args.cp_epilogue] * (args.persistent != "0")
             for s, (pers, epi) in ((s, k) for s in args.seqlens for k in kinds):
-                if epi:
-                    os.environ["FLASHTILE_HOPPER_CP_EPILOGUE"] = "regs" if epi == "regs" else "tma"
                 row = dict(measure(hd, s, causal, dev, pers, 2 if epi == "split" else 0),
                            epilogue=epi)
                 rows.append(row)

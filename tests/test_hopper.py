@@ -696,7 +696,7 @@ def _record_kernels(monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("epilogue", ["tma", "regs", "split"])
+@pytest.mark.parametrize("epilogue", ["tma", "split"])
 @pytest.mark.parametrize("programs", [None, 1, 3], ids=["per-sm", "1prog", "3progs"])
 @pytest.mark.parametrize("seqlen_q,seqlen_k", PERSISTENT_SEQLENS)
 @pytest.mark.parametrize("causal", [False, True])
@@ -709,16 +709,12 @@ def test_stage_c_persistent_vs_reference(epilogue, programs, seqlen_q, seqlen_k,
     buffers: one program per SM, or 1 / 3 programs walking every work item, so ring
     positions, turn counts and Q phases carry across items (causal items whose two
     warpgroups take unequal step counts, rows with no key, a second warpgroup past the
-    end); O through the Q buffer and TMA (the next Q loaded after the store), stored
-    from registers under a mask (FLASHTILE_HOPPER_CP_EPILOGUE=regs, hd 128 only), or
+    end); O through the Q buffer and TMA (the next Q loaded after the store), or
     ("split", HopperFwdConfig.v_stages=2, hd 64 / 128) through its own buffer beside a V
     ring of its own; GQA and MQA, bf16 and fp16."""
     _gpu_sm90()
-    if epilogue == "regs" and head_dim != 128:
-        pytest.skip("the register epilogue is covered at hd 128")
     if epilogue == "split" and head_dim == 256:
         pytest.skip("the split ring is built for hd 64 / 128 (hd 256's ring is 2 deep)")
-    monkeypatch.setenv("FLASHTILE_HOPPER_CP_EPILOGUE", "regs" if epilogue == "regs" else "tma")
     monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", programs)
     kernels = _record_kernels(monkeypatch)
     cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, seqlen_q),

@@ -1,4 +1,5 @@
 # gpu_check.sh suite "s20d" (sourced; $out, $commit, ft() and status are set)
+# (Session 20's review removed the register epilogue this suite A/Bs: it no longer runs as written.)
 # The persistent stage C with its O through the Q buffer and a TMA store, as the one-shot
 # kernel does (FLASHTILE_HOPPER_CP_EPILOGUE=tma, now its default), the next Q loaded after
 # the store. s20c: with O stored from registers the persistent item's tail was 3.0-3.2 us

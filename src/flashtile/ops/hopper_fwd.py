@@ -257,8 +257,7 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
             programs = min(programs, n_work // 2)  # every program gets a unit
         _gluon_launch(
             kernel, (programs, 1), q.device, _desc(q, block_m),
-            _desc(k, cfg.block_n), _desc(v, cfg.block_n), _desc(out, block_m), out,
-            *out.stride()[:3], lse,
+            _desc(k, cfg.block_n), _desc(v, cfg.block_n), _desc(out, block_m), lse,
             seqlen_q, seqlen_k, nheads, nheads // nheads_kv, m_tiles, n_work, qk_scale,
             HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
             NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal), num_warps=num_warps, **extra,
@@ -479,7 +478,6 @@ def _kernel_args(cfg, persistent_ok: bool = True):
         extra = dict(LOAD_REGS=cfg.load_regs, MMA_REGS=_mma_regs(cfg.load_regs),
                      PINGPONG=pingpong, K_FIRST=cfg.c_k_wait_first)
         if persistent:
-            extra["O_TMA"] = os.environ.get("FLASHTILE_HOPPER_CP_EPILOGUE", "tma") != "regs"
             extra["V_STAGES"] = cfg.v_stages
         return (_fwd_cp_kernel if persistent else _fwd_c_kernel, cfg.block_m // 2,
                 cfg.num_warps // 2, extra)
@@ -1109,7 +1107,8 @@ def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_ba
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = acc.type.layout
     s = (j - base) % NUM_STAGES
-    sp = (j - base - 1) % NUM_STAGES
+    V_SLOTS: gl.constexpr = V_STAGES if V_STAGES > 0 else NUM_STAGES
+    sv = (j - base - 1) % V_SLOTS  # tile j-1's V slot (its shared slot without a split ring)
     # -- GEMMs, in the tensor-core turn of this warpgroup --
     if K_FIRST:  # HopperFwdConfig.c_k_wait_first: 3 bar.sync per step instead of 4
         mbarrier.wait(k_bars.index(s), ((j - base) // NUM_STAGES) & 1)
@@ -1120,15 +1119,8 @@ def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_ba
     qk = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     qk = warpgroup_mma(q2, k_smem.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)), qk,
                        use_acc=False, is_async=True)
-    if V_STAGES > 0:
-        sv = (j - base - 1) % V_STAGES
-        mbarrier.wait(v_bars.index(sv), ((j - base - 1) // V_STAGES) & 1)
-        acc = warpgroup_mma(p, v_smem.index(sv).reshape([BLOCK_N, HEAD_DIM]), acc,
-                            is_async=True)
-    else:
-        mbarrier.wait(v_bars.index(sp), ((j - base - 1) // NUM_STAGES) & 1)
-        acc = warpgroup_mma(p, v_smem.index(sp).reshape([BLOCK_N, HEAD_DIM]), acc,
-                            is_async=True)
+    mbarrier.wait(v_bars.index(sv), ((j - base - 1) // V_SLOTS) & 1)
+    acc = warpgroup_mma(p, v_smem.index(sv).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
     mbarrier.arrive(turn_bars.index(1 - WG), count=1)
     # -- S_j done (wgmma groups retire in order; PV_{j-1} may stay in flight) --
     qk = warpgroup_mma_wait(num_outstanding=1, deps=(qk,))
@@ -1141,10 +1133,10 @@ def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_ba
     # -- every warp of this warpgroup is done with tile j-1: release its slot --
     gl.thread_barrier()
     if V_STAGES > 0:
-        mbarrier.arrive(empty_bars.index(s), count=1)
-        mbarrier.arrive(v_empty.index(sv), count=1)
+        mbarrier.arrive(empty_bars.index(s), count=1)  # K_j
+        mbarrier.arrive(v_empty.index(sv), count=1)  # V_{j-1}
     else:
-        mbarrier.arrive(empty_bars.index(sp), count=1)
+        mbarrier.arrive(empty_bars.index(sv), count=1)  # tile j-1's slot
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     p = gl.convert_layout(p_new.to(q2.dtype), p.type.layout)
     return acc, p, m_i, l_i
@@ -1224,22 +1216,16 @@ def _c_item(q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_
         trace_stamp(TRACE, 6, n_tiles - lo - 1)
     # -- last PV --
     t = n_tiles - 1 - shift
+    V_SLOTS: gl.constexpr = V_STAGES if V_STAGES > 0 else NUM_STAGES
+    sv = t % V_SLOTS
+    mbarrier.wait(v_bars.index(sv), (t // V_SLOTS) & 1)
+    acc = warpgroup_mma(p, v_smem.index(sv).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    gl.thread_barrier()
     if V_STAGES > 0:
-        sv = t % V_STAGES
-        mbarrier.wait(v_bars.index(sv), (t // V_STAGES) & 1)
-        acc = warpgroup_mma(p, v_smem.index(sv).reshape([BLOCK_N, HEAD_DIM]), acc,
-                            is_async=True)
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        gl.thread_barrier()
         mbarrier.arrive(v_empty.index(sv), count=1)
     else:
-        st = t % NUM_STAGES
-        mbarrier.wait(v_bars.index(st), (t // NUM_STAGES) & 1)
-        acc = warpgroup_mma(p, v_smem.index(st).reshape([BLOCK_N, HEAD_DIM]), acc,
-                            is_async=True)
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        gl.thread_barrier()
-        mbarrier.arrive(empty_bars.index(st), count=1)
+        mbarrier.arrive(empty_bars.index(sv), count=1)
     return acc, m_i, l_i
 
 
@@ -1554,45 +1540,24 @@ def _cp_load_q(q_desc, q_smem, q_bar, t, m_tiles, nheads, WG: gl.constexpr,
 
 
 @gluon.jit
-def _epilogue_regs(acc, m_i, l_i, O, stride_ob, stride_om, stride_oh, LSE, b, bh, h, start_m,
-                   seqlen_q, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr):
-    """``_epilogue``'s out = acc / l and lse, stored from registers (masked past seqlen_q)
-    instead of through the Q tile's shared memory: the persistent consumer's Q buffer
-    already holds the next item's tile."""
-    o_layout: gl.constexpr = acc.type.layout
-    empty = l_i == 0.0
-    l_safe = gl.where(empty, 1.0, l_i)
-    lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
-    o = acc / gl.convert_layout(l_safe, gl.SliceLayout(1, o_layout))[:, None]
-    rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, o_layout))
-    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-    o_rows = O + b.to(gl.int64) * stride_ob + h.to(gl.int64) * stride_oh + rows.to(
-        gl.int64) * stride_om
-    gl.store(o_rows[:, None] + cols[None, :], o.to(O.dtype.element_ty),
-             mask=(rows < seqlen_q)[:, None] & (cols < HEAD_DIM)[None, :])
-    lrows = start_m + gl.arange(0, BLOCK_M, layout=lse.type.layout)
-    gl.store(LSE + bh.to(gl.int64) * seqlen_q + lrows, lse, mask=lrows < seqlen_q)
-
-
-@gluon.jit
-def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride_om, stride_oh,
-                 LSE, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars, seqlen_q,
-                 seqlen_k, nheads, m_tiles, n_work, qk_scale, HEAD_DIM: gl.constexpr,
+def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, LSE, k_smem, v_smem, k_bars,
+                 v_bars, empty_bars, turn_bars, seqlen_q, seqlen_k, nheads, m_tiles, n_work,
+                 qk_scale, HEAD_DIM: gl.constexpr,
                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                  CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, left=0,
                  HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
                  K_FIRST: gl.constexpr = False, TRACE=None, o_desc=None,
-                 O_TMA: gl.constexpr = False, V_STAGES: gl.constexpr = 0, v_empty=None,
+                 V_STAGES: gl.constexpr = 0, v_empty=None,
                  o_smems=None, PAIRED: gl.constexpr = False):
     """``_c_consumer`` over the program's work items t = pid, pid + P, ... Ring positions
     (``pos0``: the item's first) and turns (``k0``: this warpgroup's turns so far) run on
     across items, so ``_c_step`` serves unchanged: it gets base - pos0 as its ``base`` and
-    k0 + its step as ``k``. Once the item's last S GEMM has retired, the next item's Q
-    tile is loaded into the same buffer, under the last PV and the epilogue, and O is
-    stored from registers. O_TMA: O goes through the Q buffer and a TMA store as in
-    ``_c_consumer`` (``_epilogue``), and the next Q is loaded after it. V_STAGES > 0
-    (the split ring, HopperFwdConfig.v_stages): O goes through its own buffer
-    (``o_smems``) and a TMA store, and the next Q loads right after the last PV. TRACE: as
+    k0 + its step as ``k``. O goes through the Q buffer and a TMA store as in
+    ``_c_consumer`` (``_epilogue``), and the next item's Q is loaded after the store has
+    read it. V_STAGES > 0 (the split ring, HopperFwdConfig.v_stages): O goes through its
+    own buffer (``o_smems``), and the next Q loads right after the last PV. (Session 20
+    also stored O from registers so that Q could load early: 4-byte stores, a tail of
+    3.0-3.2 us against 1.4-2.0, measured level with the one-shot grid; removed.) TRACE: as
     ``_c_consumer``'s, one row of 8 per (work item, warpgroup), the last field the
     program."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
@@ -1646,7 +1611,7 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
                 a, n_full, n_tiles, shift, k0, m_other, rows, seqlen_k, diag, qk_scale, WG,
                 HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, left, HAS_LEFT, cap_scale,
                 SOFTCAP, K_FIRST, row, V_STAGES, v_empty)
-        if (V_STAGES > 0 or not O_TMA) and t + step < end:
+        if V_STAGES > 0 and t + step < end:
             _cp_load_q(q_desc, q_smem, q_bar, t + step, m_tiles, nheads, WG, BLOCK_M, CAUSAL,
                        first, step, n_work, PAIRED)
         # -- empty turns up to the other warpgroup's count --
@@ -1655,20 +1620,16 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
             mbarrier.arrive(turn_bars.index(1 - WG), count=1)
         _c_release(k_bars, empty_bars, gl.maximum(n_tiles, lo), base + count, shift,
                    NUM_STAGES, V_STAGES, v_empty)
+        o_smem = q_smem
         if V_STAGES > 0:
-            _epilogue(acc, m_i, l_i, o_smems.index(WG), o_desc,
-                      LSE + bh.to(gl.int64) * seqlen_q, b, h, start_m, seqlen_q, BLOCK_M,
-                      HEAD_DIM)
-        elif O_TMA:
-            _epilogue(acc, m_i, l_i, q_smem, o_desc, LSE + bh.to(gl.int64) * seqlen_q, b, h,
-                      start_m, seqlen_q, BLOCK_M, HEAD_DIM)
+            o_smem = o_smems.index(WG)
+        _epilogue(acc, m_i, l_i, o_smem, o_desc, LSE + bh.to(gl.int64) * seqlen_q, b, h,
+                  start_m, seqlen_q, BLOCK_M, HEAD_DIM)
+        if V_STAGES == 0:
             gl.thread_barrier()  # the store has read the buffer: the next Q may land
             if t + step < end:
                 _cp_load_q(q_desc, q_smem, q_bar, t + step, m_tiles, nheads, WG, BLOCK_M,
                            CAUSAL, first, step, n_work, PAIRED)
-        else:
-            _epilogue_regs(acc, m_i, l_i, O, stride_ob, stride_om, stride_oh, LSE, b, bh, h,
-                           start_m, seqlen_q, BLOCK_M, HEAD_DIM)
         if TRACE is not None:
             trace_stamp(row, 5)
             trace_stamp(row, 0, smid())
@@ -1681,8 +1642,7 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, O, stride_ob, stride
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k", "left", "m_tiles", "n_work"])
 def _fwd_cp_kernel(
     q_desc, k_desc, v_desc,  # TMA descriptors: q (B, M, H, D); k, v (B, N, Hkv, D)
-    o_desc,  # TMA descriptor of out (O_TMA)
-    O, stride_ob, stride_om, stride_oh,  # out (B, M, H, D), stored from registers
+    o_desc,  # TMA descriptor of out (B, M, H, D)
     LSE,  # (B, H, M) fp32
     seqlen_q, seqlen_k, nheads, group, m_tiles, n_work, qk_scale,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -1690,7 +1650,6 @@ def _fwd_cp_kernel(
     MMA_REGS: gl.constexpr, PINGPONG: gl.constexpr,
     left=0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
     K_FIRST: gl.constexpr = False, TRACE=None,
-    O_TMA: gl.constexpr = False,  # O through the Q buffer and TMA (else from registers)
     V_STAGES: gl.constexpr = 0,  # HopperFwdConfig.v_stages: V's own ring, an O buffer
     PAIRED: gl.constexpr = False,  # HopperFwdConfig.paired: the causal paired item order
 ):
@@ -1700,15 +1659,14 @@ def _fwd_cp_kernel(
     pays, per program, the launch of a new CTA, its barrier setup and the first Q and K
     loads before any GEMM, and a ring that drains empty at the end; here the producer
     streams the next item's K / V into the ring while the consumers finish the current
-    one, and each consumer loads its next Q tile (after its O store with O_TMA, the
-    default: FLASHTILE_HOPPER_CP_EPILOGUE=regs stores O from registers instead). Dense
-    calls only (varlen keeps the one-shot grid).
+    one, and each consumer loads its next Q tile after its O store. Dense calls only
+    (varlen keeps the one-shot grid).
 
     Prediction (H200, bf16, hd 128, before any run): +2-4% at 4k (32 steps per item, ~1-2
     us of exposed start-up per item of ~60 us), +5-10% at 1k, under +1% at 16k; causal
     about the same, its balance left to the static item order. Measured (docs/
-    performance.md steps 59-61): with O from registers level non-causal, 0.72-0.96x
-    causal (the round robin's imbalance); with O_TMA +4% at 1k, level from 4k: shipped
+    performance.md steps 59-61): with O stored from registers level non-causal, 0.72-0.96x
+    causal (the round robin's imbalance); with O through TMA +4% at 1k, level from 4k: shipped
     at hd 128 non-causal below 4k. V_STAGES (a split ring with an O buffer) and PAIRED
     (the balanced causal order) are built, not yet measured."""
     gl.static_assert(gl.num_warps() == 4, "one consumer warpgroup per partition")
@@ -1717,17 +1675,17 @@ def _fwd_cp_kernel(
      o_smems) = _c_shared(q_desc, k_desc, v_desc, NUM_STAGES, V_STAGES)
     gl.warp_specialize(
         [
-            (_cp_consumer, (0, q_desc, q_smems, q_bars, O, stride_ob, stride_om, stride_oh,
-                            LSE, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
+            (_cp_consumer, (0, q_desc, q_smems, q_bars, LSE, k_smem, v_smem, k_bars,
+                            v_bars, empty_bars, turn_bars,
                             seqlen_q, seqlen_k, nheads, m_tiles, n_work, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG, left, HAS_LEFT,
-                            cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, O_TMA, V_STAGES,
+                            cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, V_STAGES,
                             v_empty, o_smems, PAIRED)),
-            (_cp_consumer, (1, q_desc, q_smems, q_bars, O, stride_ob, stride_om, stride_oh,
-                            LSE, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars,
+            (_cp_consumer, (1, q_desc, q_smems, q_bars, LSE, k_smem, v_smem, k_bars,
+                            v_bars, empty_bars, turn_bars,
                             seqlen_q, seqlen_k, nheads, m_tiles, n_work, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG, left, HAS_LEFT,
-                            cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, O_TMA, V_STAGES,
+                            cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, V_STAGES,
                             v_empty, o_smems, PAIRED)),
             (_cp_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
                             seqlen_q, seqlen_k, nheads, group, m_tiles, n_work, left,
@@ -1771,8 +1729,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                       NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal), **extra)
     if kernel is _fwd_cp_kernel:  # the persistent stage C (dense only)
         sig = dict(q_desc=desc(block_m), k_desc=desc(cfg.block_n), v_desc=desc(cfg.block_n),
-                   o_desc=desc(block_m), O=f"*{tys[dtype]}", stride_ob="i32",
-                   stride_om="i32", stride_oh="i32",
+                   o_desc=desc(block_m),
                    LSE="*fp32", seqlen_q="i32", seqlen_k="i32", nheads="i32", group="i32",
                    m_tiles="i32", n_work="i32", qk_scale="fp32", left="i32",
                    cap_scale="fp32")
@@ -1780,7 +1737,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         if cfg.paired and causal:  # the launch's choice for an even query-tile count
             constexprs["PAIRED"] = True
         sig.update({name: "constexpr" for name in constexprs})
-        attrs = {(kernel.arg_names.index(n),): [["tt.divisibility", 16]] for n in ("O", "LSE")}
+        attrs = {(kernel.arg_names.index("LSE"),): [["tt.divisibility", 16]]}
         src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs)
         return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                               options=dict(num_warps=num_warps))
