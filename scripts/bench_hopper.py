@@ -48,10 +48,10 @@ def gluon_configs(d, causal, s):
     if C_STAGES:
         cfg_c = dataclasses.replace(cfg_c, num_stages=C_STAGES)
     cfg_c = dataclasses.replace(cfg_c, **C_FIELDS)
-    # stage C on its one-shot grid, and on the persistent one (HopperFwdConfig.persistent,
-    # shipped at hd 128 non-causal below 4k)
-    out = {"gluon-C": dataclasses.replace(cfg_c, persistent=False),
-           "gluon-Cp": dataclasses.replace(cfg_c, persistent=True),
+    # stage C on its one-shot grid, and on the persistent one (HopperFwdConfig.persistent)
+    # with K and V in one ring and the round robin order
+    out = {"gluon-C": cfg_c.one_shot(),
+           "gluon-Cp": dataclasses.replace(cfg_c.one_shot(), persistent=True),
            # and with the split ring (V's own ring 2 deep, an O staging buffer; hd <= 128)
            # and, causal, the paired item order
            "gluon-Cs": dataclasses.replace(cfg_c, persistent=True, paired=causal,

@@ -131,7 +131,7 @@ def hopper_variants():
                 yield (f"hopper d{hd}{'-causal' if causal else ''} bfloat16 alt", hd, causal,
                        torch.bfloat16, alt, False)
             # stage C (ping-pong schedule): both dtypes at hd 64/128, bf16 at 256
-            cfg_c = configs.hopper_fwd_config_c(hd, causal, 4096)
+            cfg_c = configs.hopper_fwd_config_c(hd, causal, 4096).one_shot()
             for dt in (torch.bfloat16, torch.float16) if hd <= 128 else (torch.bfloat16,):
                 yield (f"hopper-C d{hd}{'-causal' if causal else ''} {str(dt)[6:]}", hd, causal,
                        dt, cfg_c, False)
@@ -147,7 +147,8 @@ def hopper_variants():
                    "window-varlen")
             # and stage C's (the window's config where the schedule runs C)
             yield (f"hopper-C-window d{hd}{'-causal' if causal else ''} bfloat16", hd, causal,
-                   torch.bfloat16, configs.hopper_fwd_config_c(hd, causal, 4096), "window")
+                   torch.bfloat16, configs.hopper_fwd_config_c(hd, causal, 4096).one_shot(),
+                   "window")
             # a softcap (SOFTCAP; on by default at hd 128 / 256), stages A and C; not the
             # register-capped stage A (hd 64 causal: 104 B of spills with tanh.approx), as
             # hd 64 softcaps run the portable forward
@@ -156,7 +157,7 @@ def hopper_variants():
                 yield (f"hopper-softcap d{hd}{'-causal' if causal else ''} bfloat16", hd,
                        causal, torch.bfloat16, cfg_a, "softcap")
             yield (f"hopper-C-softcap d{hd}{'-causal' if causal else ''} bfloat16", hd,
-                   causal, torch.bfloat16, configs.hopper_fwd_config_c(hd, causal, 4096),
+                   causal, torch.bfloat16, configs.hopper_fwd_config_c(hd, causal, 4096).one_shot(),
                    "softcap")
     # dropout (stage A uncapped, configs.hopper_fwd_dropout_config): the seed as host ints,
     # the on-device int64 pair (graph capture) or a dropout_bits_buffer (the words written)
@@ -169,16 +170,17 @@ def hopper_variants():
     # stage C waiting for K before its turn (HopperFwdConfig.c_k_wait_first, opt-in)
     for hd in (64, 128, 256):
         yield (f"hopper-C-kfirst d{hd}-causal bfloat16", hd, True, torch.bfloat16,
-               dataclasses.replace(configs.hopper_fwd_config_c(hd, True, 4096),
+               dataclasses.replace(configs.hopper_fwd_config_c(hd, True, 4096).one_shot(),
                                    c_k_wait_first=True), False)
     # stage C at hd 128 with the smaller ring (160 KB), for A/B runs
     yield ("hopper-C d128 bfloat16 ring2", 128, False, torch.bfloat16,
-           dataclasses.replace(configs.hopper_fwd_config_c(128, False, 4096), num_stages=2), False)
+           dataclasses.replace(configs.hopper_fwd_config_c(128, False, 4096).one_shot(),
+                               num_stages=2), False)
     # stage C on the persistent grid (HopperFwdConfig.persistent, _fwd_cp_kernel): every
     # head dim, both dtypes at hd 128, and with a window's left edge / a softcap
     for hd in (64, 128, 256):
         for causal in (False, True):
-            cfg_p = dataclasses.replace(configs.hopper_fwd_config_c(hd, causal, 4096),
+            cfg_p = dataclasses.replace(configs.hopper_fwd_config_c(hd, causal, 4096).one_shot(),
                                         persistent=True)
             tag = f"d{hd}{'-causal' if causal else ''}"
             for dt in (torch.bfloat16, torch.float16) if hd == 128 else (torch.bfloat16,):
@@ -186,9 +188,19 @@ def hopper_variants():
             if hd <= 128:  # the split ring (V's own ring, an O staging buffer)
                 yield (f"hopper-Cp-split {tag} bfloat16", hd, causal, torch.bfloat16,
                        dataclasses.replace(cfg_p, v_stages=2), False)
-            if causal:  # the paired item order (HopperFwdConfig.paired)
+            if causal:  # the paired item order (HopperFwdConfig.paired), alone and with
+                # the split ring (hd 128's shipped causal config below 8k)
                 yield (f"hopper-Cp-paired {tag} bfloat16", hd, causal, torch.bfloat16,
                        dataclasses.replace(cfg_p, paired=True), False)
+                if hd <= 128:
+                    yield (f"hopper-Cp-split-paired {tag} bfloat16", hd, causal,
+                           torch.bfloat16, dataclasses.replace(cfg_p, paired=True,
+                                                               v_stages=2), False)
+            if hd == 128:  # the shipped split ring with a window's left edge / a softcap
+                for extra in ("window", "softcap"):
+                    yield (f"hopper-Cp-split-{extra} {tag} bfloat16", hd, causal,
+                           torch.bfloat16, dataclasses.replace(cfg_p, v_stages=2,
+                                                               paired=causal), extra)
             if hd == 128:
                 yield (f"hopper-Cp-window {tag} bfloat16", hd, causal, torch.bfloat16, cfg_p,
                        "window")

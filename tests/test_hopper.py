@@ -133,11 +133,14 @@ def test_schedule_table():
     assert configs.hopper_fwd_schedule(128, True, 16384) == "C"
     assert configs.hopper_fwd_schedule(128, True, 1024) == "A"  # C measured 210 vs A 309
     assert configs.hopper_fwd_schedule(128, False, 1024) == "C"
-    # stage C's persistent grid below 4k non-causal at hd 128 (s20d), one-shot elsewhere
-    assert hopper_fwd.default_config(128, False, 1024).persistent
-    assert hopper_fwd.default_config(128, False, 2048).persistent
-    assert not hopper_fwd.default_config(128, False, 4096).persistent
-    assert not hopper_fwd.default_config(128, True, 4096).persistent
+    # stage C's persistent grid with the split ring below 4k non-causal and below 8k
+    # causal (paired) at hd 128 (s21a), one-shot elsewhere
+    for causal, s in ((False, 1024), (False, 2048), (True, 4096)):
+        cfg = configs.hopper_fwd_config_c(128, causal, s)
+        assert cfg.persistent and cfg.v_stages == 2 and cfg.paired == causal
+    for causal, s in ((False, 4096), (True, 8192), (True, 16384)):
+        cfg = configs.hopper_fwd_config_c(128, causal, s)
+        assert not (cfg.persistent or cfg.v_stages or cfg.paired)
     assert configs.hopper_fwd_schedule(256, True, 4096) == "A"
 
 
@@ -174,6 +177,14 @@ def test_persistent_kernel_choice(monkeypatch):
     assert hopper_fwd._kernel_args(cfg, persistent_ok=False)[0] is hopper_fwd._fwd_c_kernel
     monkeypatch.setenv("FLASHTILE_HOPPER_C_PERSISTENT", "0")
     assert hopper_fwd._kernel_args(on)[0] is hopper_fwd._fwd_c_kernel
+    # a paired config's call that cannot pair (causal, odd query-tile count): one-shot
+    # unless forced on
+    monkeypatch.delenv("FLASHTILE_HOPPER_C_PERSISTENT")
+    paired = configs.hopper_fwd_config_c(128, True, 4096)
+    assert hopper_fwd._kernel_args(paired)[0] is hopper_fwd._fwd_cp_kernel
+    assert hopper_fwd._kernel_args(paired, unpaired=True)[0] is hopper_fwd._fwd_c_kernel
+    monkeypatch.setenv("FLASHTILE_HOPPER_C_PERSISTENT", "1")
+    assert hopper_fwd._kernel_args(paired, unpaired=True)[0] is hopper_fwd._fwd_cp_kernel
     # stage A / B configs never take it
     assert hopper_fwd._kernel_args(configs.hopper_fwd_config(128, False, 4096))[0] is (
         hopper_fwd._fwd_kernel)
@@ -631,8 +642,7 @@ def test_stage_c_vs_reference(seqlen_q, seqlen_k, causal, head_dim, nheads_kv, d
     _gpu_sm90()
     if head_dim == 256 and seqlen_q == 4097:
         pytest.skip("hd 256 covered at the shorter lengths (the reference is slow)")
-    cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, seqlen_q),
-                              persistent=False)
+    cfg = configs.hopper_fwd_config_c(head_dim, causal, seqlen_q).one_shot()
     _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, nheads_kv, head_dim, causal, dtype, device,
                seed=seqlen_q * 13 + seqlen_k + head_dim)
 
@@ -717,7 +727,7 @@ def test_stage_c_persistent_vs_reference(epilogue, programs, seqlen_q, seqlen_k,
         pytest.skip("the split ring is built for hd 64 / 128 (hd 256's ring is 2 deep)")
     monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", programs)
     kernels = _record_kernels(monkeypatch)
-    cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, seqlen_q),
+    cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, seqlen_q).one_shot(),
                               persistent=True, v_stages=2 if epilogue == "split" else 0)
     _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, nheads_kv, head_dim, causal, dtype, device,
                seed=seqlen_q * 5 + seqlen_k + head_dim)
@@ -733,7 +743,7 @@ def test_stage_c_persistent_many_items(v_stages, head_dim, causal, device, monke
     an H200): the grid as shipped, each program walking two or more items; the shared
     ring and the split one (v_stages 2)."""
     _gpu_sm90()
-    cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, 4097),
+    cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, 4097).one_shot(),
                               persistent=True, v_stages=v_stages)
     _run_stage(cfg, 2, 4097, 4097, 4, 2, head_dim, causal, torch.bfloat16, device, seed=3)
 
@@ -749,8 +759,8 @@ def test_stage_c_persistent_paired_vs_reference(v_stages, programs, seqlen_q, se
     """The persistent grid's paired causal order (HopperFwdConfig.paired: a head's j-th
     longest query tile, then its j-th shortest) into NaN-poisoned buffers, so an item the
     order skipped shows: even query-tile counts (2, 8, 32: paired) and odd ones (1, 3:
-    the round robin), key-less rows, one program per SM or 1 / 3 programs; with the
-    split ring too (v_stages 2, hd 64 / 128)."""
+    the one-shot grid, as shipped), key-less rows, one program per SM or 1 / 3
+    programs; with the split ring too (v_stages 2, hd 64 / 128)."""
     _gpu_sm90()
     if v_stages and head_dim == 256:
         pytest.skip("the split ring is built for hd 64 / 128")
@@ -758,11 +768,12 @@ def test_stage_c_persistent_paired_vs_reference(v_stages, programs, seqlen_q, se
         pytest.skip("4096 with one program per SM at hd 64 / 128 (the reference is slow)")
     monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", programs)
     kernels = _record_kernels(monkeypatch)
-    cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, True, seqlen_q),
+    cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, True, seqlen_q).one_shot(),
                               persistent=True, paired=True, v_stages=v_stages)
     _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, 2, head_dim, True, torch.bfloat16, device,
                seed=seqlen_q * 3 + seqlen_k + head_dim)
-    assert kernels == [hopper_fwd._fwd_cp_kernel], kernels
+    even = (seqlen_q + 127) // 128 % 2 == 0
+    assert kernels == [hopper_fwd._fwd_cp_kernel if even else hopper_fwd._fwd_c_kernel], kernels
 
 
 PERSISTENT_CAP_CASES = [c for c in WINDOW_CASES + SOFTCAP_CASES if c.head_dim == 128]

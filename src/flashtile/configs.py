@@ -174,17 +174,18 @@ class HopperFwdConfig:
     c_k_wait_first: bool = False
     # stage C only: a persistent grid (ops/hopper_fwd._fwd_cp_kernel), one program per SM
     # walking its query tiles, the next tile's K / V and Q loaded under the current one's
-    # end. Dense calls (varlen keeps the one-shot grid). Opt-in until measured
+    # end. Dense calls (varlen keeps the one-shot grid); shipped per hopper_fwd_config_c
     persistent: bool = False
     # the persistent grid only: V through a ring of its own this deep (0: K and V share
     # the num_stages ring). The 224 KB of hd 128 then hold an O staging tile per
     # warpgroup besides Q (K ring 3, V ring 2), so the next item's Q loads right after
-    # the last PV while O leaves through TMA. Opt-in, not yet measured
+    # the last PV while O leaves through TMA. Measured in `s21a` (hopper_fwd_config_c)
     v_stages: int = 0
     # the persistent grid, causal calls with an even number of query tiles: each program
     # takes its items in pairs, a head's j-th longest query tile then its j-th shortest,
     # so that the round robin hands out equal work (the plain round robin leaves the
-    # busiest program 1/0.64-1/0.89 of the mean, `s20a`). Opt-in, not yet measured
+    # busiest program 1/0.64-1/0.89 of the mean, `s20a`). An odd count runs one-shot.
+    # Measured in `s21a` (hopper_fwd_config_c)
     paired: bool = False
 
     def __post_init__(self):
@@ -201,6 +202,10 @@ class HopperFwdConfig:
     def schedule(self) -> str:
         """'A' (one partition), 'B' (producer + lock-step consumers) or 'C' (ping-pong)."""
         return "C" if self.pingpong else "B" if self.warp_specialize else "A"
+
+    def one_shot(self) -> HopperFwdConfig:
+        """The same tiles on the one-shot grid (no persistent grid, split ring or pairs)."""
+        return dataclasses.replace(self, persistent=False, v_stages=0, paired=False)
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
         """Q tile + K and V rings (barriers are a few bytes); with v_stages, V's ring and
@@ -228,10 +233,21 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
         # 498.2 / 518.0 TFLOPS at 1k, 556.3 / 561.3 at 2k, 586.0 / 584.7 at 4k, 608.6 /
         # 609.9 at 16k: it saves part of each short item's fixed cost (scripts/
         # trace_stage_c.py: 5.2 -> 4.4 us per item); causal it loses (its static order is
-        # unbalanced, `s20a`)
+        # unbalanced, `s20a`).
+        # v_stages=2 (a V ring of its own, O staged apart, so the next Q loads right after
+        # the last PV) and, causal, the paired order: `s21a` (07c370f, 5 interleaved
+        # rounds) one-shot / persistent / split (+ paired causal) TFLOPS, non-causal 487.4
+        # / 511.5 / 533.7 at 1k, 543.9 / 559.7 / 564.7 at 2k, 579.7 / 581.0 / 585.1 at 4k,
+        # 603.5 / 603.3 / 592.6 at 16k; causal 341.4 / 285.8 / 357.3 at 1k, 442.4 / 424.5
+        # / 476.2 at 2k, 510.2 / 501.3 / 543.2 at 4k, 603.4 / 440.0 / 589.0 at 16k (the
+        # split ring's step is 1-4% slower, trace_stage_c.py: its V ring of 2, which long
+        # loops do not amortise). Causal with an odd query-tile count runs one-shot
+        long_rows = 4096 if not causal else 8192
+        persistent = seqlen_q < long_rows
         return HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True,
-                               c_k_wait_first=True,
-                               persistent=not causal and seqlen_q < 4096)
+                               c_k_wait_first=True, persistent=persistent,
+                               v_stages=2 if persistent else 0,
+                               paired=persistent and causal)
     # hd 256: the O accumulator (64 x 256 fp32) is 128 registers per thread; 64-key
     # tiles, ring of 2 (192 KB)
     return HopperFwdConfig(128, 64, 8, 2, warp_specialize=True, pingpong=True)

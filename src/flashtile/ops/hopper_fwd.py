@@ -235,7 +235,12 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
     ``left`` (a sliding window's left bound) and ``softcap`` need stage A or C."""
     head_dim, nheads, nheads_kv = q.shape[3], q.shape[2], k.shape[2]
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
-    kernel, block_m, num_warps, extra = _kernel_args(cfg, persistent_ok=not varlen)
+    m_tiles = triton.cdiv(rows, cfg.block_m)
+    # a paired config's causal call with an odd query-tile count: the round robin would
+    # be unbalanced (s20a), so the one-shot grid takes it unless the switch forces it on
+    odd = bool(cfg.paired and causal and m_tiles % 2)
+    kernel, block_m, num_warps, extra = _kernel_args(cfg, persistent_ok=not varlen,
+                                                     unpaired=odd)
     qk_scale = float(scale) * 1.4426950408889634
     if kernel is not _fwd_ws_kernel:
         extra = dict(extra, left=0 if left is None else int(left), HAS_LEFT=left is not None)
@@ -249,7 +254,6 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
             raise ValueError(f"a timeline is traced in stage C only: {cfg}")
         extra = dict(extra, TRACE=trace)
     if kernel is _fwd_cp_kernel:
-        m_tiles = triton.cdiv(rows, cfg.block_m)
         n_work = m_tiles * batch * nheads
         programs = min(n_work, PERSISTENT_PROGRAMS or sm_count(q.device))
         if cfg.paired and causal and m_tiles % 2 == 0:
@@ -466,15 +470,18 @@ def persistent_mode() -> str:
 PERSISTENT_PROGRAMS: int | None = None
 
 
-def _kernel_args(cfg, persistent_ok: bool = True):
+def _kernel_args(cfg, persistent_ok: bool = True, unpaired: bool = False):
     """(kernel, BLOCK_M constexpr = TMA box rows of q/o, num_warps, extra constexprs).
     Stage C launches one consumer warpgroup as the default partition (num_warps 4) and
     tiles q/o by warpgroup (block_m / 2 rows); a program still covers cfg.block_m rows.
-    ``persistent_ok``: False for varlen launches, which keep the one-shot grid."""
+    ``persistent_ok``: False for varlen launches, which keep the one-shot grid.
+    ``unpaired``: a paired config's call that cannot pair its items (causal, odd query-tile
+    count) takes the one-shot grid unless FLASHTILE_HOPPER_C_PERSISTENT forces it on."""
     if cfg.pingpong:
         pingpong = os.environ.get("FLASHTILE_HOPPER_C_PINGPONG", "1") not in ("", "0")
         mode = persistent_mode()
-        persistent = persistent_ok and (mode == "on" or (mode == "auto" and cfg.persistent))
+        persistent = persistent_ok and (
+            mode == "on" or (mode == "auto" and cfg.persistent and not unpaired))
         extra = dict(LOAD_REGS=cfg.load_regs, MMA_REGS=_mma_regs(cfg.load_regs),
                      PINGPONG=pingpong, K_FIRST=cfg.c_k_wait_first)
         if persistent:
