@@ -131,14 +131,14 @@ def test_schedule_table():
     assert hopper_fwd.default_config(64, True, 4096).max_regs == 128  # two programs / SM
     assert configs.hopper_fwd_schedule(128, False, 4096) == "C"
     assert configs.hopper_fwd_schedule(128, True, 16384) == "C"
-    assert configs.hopper_fwd_schedule(128, True, 1024) == "A"  # C measured 210 vs A 309
+    assert configs.hopper_fwd_schedule(128, True, 1024) == "C"  # paired split 355 vs A 320
     assert configs.hopper_fwd_schedule(128, False, 1024) == "C"
-    # stage C's persistent grid with the split ring below 4k non-causal and below 8k
-    # causal (paired) at hd 128 (s21a), one-shot elsewhere
-    for causal, s in ((False, 1024), (False, 2048), (True, 4096)):
+    # stage C's persistent grid with the split ring below 16k at hd 128, paired when
+    # causal (s21a / s21b), one-shot at 16k
+    for causal, s in ((False, 1024), (False, 8192), (True, 1024), (True, 8192)):
         cfg = configs.hopper_fwd_config_c(128, causal, s)
         assert cfg.persistent and cfg.v_stages == 2 and cfg.paired == causal
-    for causal, s in ((False, 4096), (True, 8192), (True, 16384)):
+    for causal, s in ((False, 16384), (True, 16384)):
         cfg = configs.hopper_fwd_config_c(128, causal, s)
         assert not (cfg.persistent or cfg.v_stages or cfg.paired)
     assert configs.hopper_fwd_schedule(256, True, 4096) == "A"
@@ -167,7 +167,7 @@ def test_persistent_kernel_choice(monkeypatch):
     """Stage C's persistent grid runs where its config asks (or the switch forces it),
     never for varlen launches; the one-shot stage C kernel otherwise."""
     monkeypatch.delenv("FLASHTILE_HOPPER_C_PERSISTENT", raising=False)
-    cfg = configs.hopper_fwd_config_c(128, False, 4096)
+    cfg = configs.hopper_fwd_config_c(128, False, 16384)
     on = dataclasses.replace(cfg, persistent=True)
     assert hopper_fwd._kernel_args(cfg)[0] is hopper_fwd._fwd_c_kernel
     assert hopper_fwd._kernel_args(on)[0] is hopper_fwd._fwd_cp_kernel

@@ -241,9 +241,10 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
         # 603.5 / 603.3 / 592.6 at 16k; causal 341.4 / 285.8 / 357.3 at 1k, 442.4 / 424.5
         # / 476.2 at 2k, 510.2 / 501.3 / 543.2 at 4k, 603.4 / 440.0 / 589.0 at 16k (the
         # split ring's step is 1-4% slower, trace_stage_c.py: its V ring of 2, which long
-        # loops do not amortise). Causal with an odd query-tile count runs one-shot
-        long_rows = 4096 if not causal else 8192
-        persistent = seqlen_q < long_rows
+        # loops do not amortise). `s21b` (4906dc1, 3 rounds) at 8k: one-shot / split
+        # 591.5 / 601.2 non-causal, 546.8 / 574.9 causal (paired). Causal with an odd
+        # query-tile count runs one-shot
+        persistent = seqlen_q < 16384
         return HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True,
                                c_k_wait_first=True, persistent=persistent,
                                v_stages=2 if persistent else 0,
@@ -313,11 +314,11 @@ def hopper_fwd_schedule(head_dim: int, causal: bool, seqlen_q: int) -> str:
         if seqlen_q < 1024:
             # 512: non-causal portable 295 vs A 266; causal A 226 vs portable 183
             return "A" if causal else "portable"
-        if causal and seqlen_q < 4096:
-            # causal 1k: C 210 (642a4af, `gpu_check.sh dispatch`) vs A 309 (836b108
-            # ladder); 2k: A 381, C not measured: the prediction "C >= A from 1k" failed
-            # at 1k, where each program's causal band is most of its tiles
-            return "A"
+        # causal 1k / 2k: A until session 21 (C 210 against A 309 at 1k in 642a4af, its
+        # one-shot grid's programs mostly causal band); the persistent split ring in the
+        # paired order (hopper_fwd_config_c) took it: `s21b` (4906dc1, 3 rounds) C paired
+        # split / one-shot / A 355.2 / 341.8 / 320.3 TFLOPS at 1k, 472.6 / 444.9 / 388.1
+        # at 2k (cuDNN 417.7 / 468.2)
         # C: 579/594 non-causal (A 470/484, cuDNN 587/604) and 536/580 causal (A 429/483,
         # cuDNN 515/552) at 4k/16k; non-causal 1k: C 489 vs A 422 (cuDNN 561, 642a4af)
         return "C"
