@@ -31,13 +31,14 @@ from flashtile.bench.flops import attn_flops, paper_shape, tflops
 from flashtile.ops import flash, hopper_fwd
 from flashtile.ops._common import next_pow2
 
-BACKENDS = ("gluon-C", "gluon-Cp", "gluon-Cs", "gluon-B", "gluon-A", "gluon-A*", "portable",
-            "sdpa-cudnn")
+BACKENDS = ("gluon-C", "gluon-Cp", "gluon-Cs", "gluon-Cs*", "gluon-B", "gluon-A", "gluon-A*",
+            "portable", "sdpa-cudnn")
 
 
 C_STAGES = None  # --c-stages: override stage C's ring depth (e.g. 2 at hd 128)
 A_FIELDS: dict = {}  # --a-config: override fields of the gluon-A column's config
 C_FIELDS: dict = {}  # --c-config: the same for the gluon-C column
+CS_FIELDS: dict = {}  # --cs-config: the gluon-Cs* column, gluon-Cs with these fields
 
 
 def gluon_configs(d, causal, s):
@@ -58,6 +59,8 @@ def gluon_configs(d, causal, s):
                                            v_stages=2 if d <= 128 else 1),
            "gluon-B": dataclasses.replace(cfg, warp_specialize=True),
            "gluon-A": dataclasses.replace(cfg, warp_specialize=False, **A_FIELDS)}
+    # the split ring with other fields (--cs-config, e.g. num_stages=2,v_stages=3)
+    out["gluon-Cs*"] = dataclasses.replace(out["gluon-Cs"], **CS_FIELDS)
     if "gluon-A*" in BACKENDS:
         # stage A with the compiler's register choice / capped at 128 (two programs per
         # SM), whichever the shipped config is not
@@ -100,13 +103,16 @@ def main() -> int:
                     "block_m=64,num_warps=4,block_n=64,num_stages=3,max_regs=128")
     ap.add_argument("--c-config", help="override gluon-C config fields, e.g. "
                     "block_n=64,num_stages=2")
+    ap.add_argument("--cs-config", help="the gluon-Cs* column: gluon-Cs with these fields, "
+                    "e.g. num_stages=2,v_stages=3")
     ap.add_argument("--rounds", type=int, default=1,
                     help="time every column in turn this many times per shape; medians")
     ap.add_argument("--only", nargs="+", choices=BACKENDS,
                     help="these columns only (sdpa-cudnn is always timed: the reference)")
     args = ap.parse_args()
     C_STAGES = args.c_stages
-    for text, fields in ((args.a_config, A_FIELDS), (args.c_config, C_FIELDS)):
+    for text, fields in ((args.a_config, A_FIELDS), (args.c_config, C_FIELDS),
+                         (args.cs_config, CS_FIELDS)):
         for item in filter(None, (text or "").split(",")):
             name, value = item.split("=")
             fields[name] = None if value == "None" else int(value)

@@ -196,6 +196,10 @@ def hopper_variants():
                     yield (f"hopper-Cp-split-paired {tag} bfloat16", hd, causal,
                            torch.bfloat16, dataclasses.replace(cfg_p, paired=True,
                                                                v_stages=2), False)
+            if hd == 128:  # the split ring the other way round (K ring 2, V ring 3; opt-in)
+                yield (f"hopper-Cp-split-k2v3 {tag} bfloat16", hd, causal, torch.bfloat16,
+                       dataclasses.replace(cfg_p, num_stages=2, v_stages=3, paired=causal),
+                       False)
             if hd == 128:  # the shipped split ring with a window's left edge / a softcap
                 for extra in ("window", "softcap"):
                     yield (f"hopper-Cp-split-{extra} {tag} bfloat16", hd, causal,

@@ -77,10 +77,10 @@ def analyse(trace: torch.Tensor, persistent: bool = False) -> dict:
 
 
 def measure(hd: int, s: int, causal: bool, dev, persistent: bool = False,
-            v_stages: int = 0) -> dict:
+            v_stages: int = 0, k_stages: int | None = None) -> dict:
     """One DESIGN.md shape: the plain and traced launch timed, then one traced launch
     analysed (``persistent``: stage C on the persistent grid; ``v_stages``: its split
-    ring)."""
+    ring; ``k_stages``: the K ring's depth, the config's when None)."""
     shape = paper_shape(s, hd, causal)
     b, h = shape.batch, shape.nheads
     q, k, v = (torch.randn(b, s, h, hd, device=dev, dtype=torch.bfloat16) for _ in range(3))
@@ -89,6 +89,8 @@ def measure(hd: int, s: int, causal: bool, dev, persistent: bool = False,
     cfg = dataclasses.replace(configs.hopper_fwd_config_c(hd, causal, s),
                               persistent=persistent, v_stages=v_stages,
                               paired=persistent and causal and PAIRED)
+    if k_stages:
+        cfg = dataclasses.replace(cfg, num_stages=k_stages)
     n_prog = triton.cdiv(s, cfg.block_m) * b * h
     trace = torch.zeros(n_prog * 2 * 8, dtype=torch.int64, device=dev)
 
@@ -113,9 +115,11 @@ def main() -> int:
     ap.add_argument("--causal", choices=("0", "1", "both"), default="0")
     ap.add_argument("--persistent", choices=("0", "1", "both"), default="0",
                     help="stage C one-shot (0), on the persistent grid (1), or both")
-    ap.add_argument("--cp-epilogue", nargs="+", default=["tma"], choices=("tma", "split"),
+    ap.add_argument("--cp-epilogue", nargs="+", default=["tma"],
+                    choices=("tma", "split", "k2v3"),
                     help="the persistent grid's epilogues to trace: O through the Q buffer "
-                    "and TMA, or through its own buffer beside a V ring of 2 (v_stages=2)")
+                    "and TMA, or through its own buffer beside a V ring of 2 (v_stages=2; "
+                    "k2v3: K ring 2, V ring 3)")
     ap.add_argument("--paired", action="store_true",
                     help="persistent causal rows in the paired item order (HopperFwdConfig."
                     "paired)")
@@ -132,8 +136,8 @@ def main() -> int:
             kinds = [(False, "")] * (args.persistent != "1") + [
                 (True, e) for e in args.cp_epilogue] * (args.persistent != "0")
             for s, (pers, epi) in ((s, k) for s in args.seqlens for k in kinds):
-                row = dict(measure(hd, s, causal, dev, pers, 2 if epi == "split" else 0),
-                           epilogue=epi)
+                v_stages, k_stages = {"split": (2, None), "k2v3": (3, 2)}.get(epi, (0, None))
+                row = dict(measure(hd, s, causal, dev, pers, v_stages, k_stages), epilogue=epi)
                 rows.append(row)
                 print(f"hd {hd} causal {int(causal)} {s:>6} p{int(pers)}{epi}: "
                       f"{row['plain_ms']:.3f} ms "

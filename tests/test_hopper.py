@@ -776,6 +776,29 @@ def test_stage_c_persistent_paired_vs_reference(v_stages, programs, seqlen_q, se
     assert kernels == [hopper_fwd._fwd_cp_kernel if even else hopper_fwd._fwd_c_kernel], kernels
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("programs", [None, 3], ids=["per-sm", "3progs"])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(1, 1), (1000, 1000), (300, 40), (239, 113),
+                                               (2048, 2048)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_stage_c_persistent_k2v3_vs_reference(programs, seqlen_q, seqlen_k, causal, head_dim,
+                                              device, monkeypatch):
+    """The split ring the other way round (K ring 2, V ring 3: num_stages=2, v_stages=3;
+    opt-in, session 21), paired when causal as shipped, into NaN-poisoned buffers: ring
+    positions across items with the two rings out of step, key-less rows, ragged tiles."""
+    _gpu_sm90()
+    monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", programs)
+    kernels = _record_kernels(monkeypatch)
+    cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, seqlen_q).one_shot(),
+                              persistent=True, num_stages=2, v_stages=3, paired=causal)
+    _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, 2, head_dim, causal, torch.bfloat16, device,
+               seed=seqlen_q * 5 + seqlen_k + head_dim + 1)
+    even = (seqlen_q + 127) // 128 % 2 == 0
+    assert kernels == [hopper_fwd._fwd_cp_kernel if even or not causal
+                       else hopper_fwd._fwd_c_kernel], kernels
+
+
 PERSISTENT_CAP_CASES = [c for c in WINDOW_CASES + SOFTCAP_CASES if c.head_dim == 128]
 
 

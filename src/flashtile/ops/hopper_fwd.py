@@ -1151,14 +1151,20 @@ def _c_step(j, k, acc, p, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, empty_ba
 
 @gluon.jit
 def _c_release(k_bars, empty_bars, lo, hi, shift, NUM_STAGES: gl.constexpr,
-               V_STAGES: gl.constexpr = 0, v_empty=None):
+               V_STAGES: gl.constexpr = 0, v_empty=None, v_bars=None):
     """Key tiles [lo, hi) that only the other warpgroup needs (tile j at ring position
     j - shift): release each once it is loaded, so its slot completes its 2 arrivals in
-    order (V_STAGES > 0: its K slot and its V slot)."""
+    order. V_STAGES > 0: its K slot once K_j is loaded and its V slot once V_j is (K_j's
+    landing only says the producer got past V_{j-1}'s slot; an arrival on V_j's slot
+    before V_j lands could count toward the slot's previous tile while the other
+    warpgroup still reads it). Neither wait can deadlock: the tiles released at an item's
+    start are at most one ahead of the other warpgroup's first (a window's left edge,
+    64 rows apart, 128-key tiles), and those at its end come after all its turns."""
     for j in range(lo, hi):
         mbarrier.wait(k_bars.index((j - shift) % NUM_STAGES), ((j - shift) // NUM_STAGES) & 1)
         mbarrier.arrive(empty_bars.index((j - shift) % NUM_STAGES), count=1)
         if V_STAGES > 0:
+            mbarrier.wait(v_bars.index((j - shift) % V_STAGES), ((j - shift) // V_STAGES) & 1)
             mbarrier.arrive(v_empty.index((j - shift) % V_STAGES), count=1)
 
 
@@ -1606,7 +1612,7 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, LSE, k_smem, v_smem,
         m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
         l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
-        _c_release(k_bars, empty_bars, base, lo, shift, NUM_STAGES, V_STAGES, v_empty)
+        _c_release(k_bars, empty_bars, base, lo, shift, NUM_STAGES, V_STAGES, v_empty, v_bars)
         mbarrier.wait(q_bar, it & 1)
         if TRACE is not None:
             trace_stamp(row, 2)
@@ -1626,7 +1632,7 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, LSE, k_smem, v_smem,
             _c_turn_wait(turn_bars, k0 + c, m_other, WG)
             mbarrier.arrive(turn_bars.index(1 - WG), count=1)
         _c_release(k_bars, empty_bars, gl.maximum(n_tiles, lo), base + count, shift,
-                   NUM_STAGES, V_STAGES, v_empty)
+                   NUM_STAGES, V_STAGES, v_empty, v_bars)
         o_smem = q_smem
         if V_STAGES > 0:
             o_smem = o_smems.index(WG)
