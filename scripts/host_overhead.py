@@ -212,7 +212,8 @@ def _gluon_step(hd, causal, group, batch, seqlen, dt=torch.bfloat16):
 
 def check_gluon_launch() -> int:
     """ops/_gluon_common.launch (the cached Gluon launch) must launch the kernel Triton's
-    run() picks: the Gluon forward (every schedule the table ships at hd 64 / 128) and
+    run() picks: the Gluon forward (every schedule the table ships at hd 64 / 128, the
+    persistent stage C on 132 programs) and
     the two-kernel backward (the lse2 preprocess that lse2_pre ships with, dK/dV, dQ), MHA
     and GQA (the expanded dK/dV programs), causal or not, two batches and two lengths,
     each call on new tensors.
@@ -220,12 +221,14 @@ def check_gluon_launch() -> int:
     from flashtile.ops import _gluon_common, flash, hopper_bwd, hopper_fwd
 
     kernels = {"fwd": hopper_fwd._fwd_kernel, "fwd_ws": hopper_fwd._fwd_ws_kernel,
-               "fwd_c": hopper_fwd._fwd_c_kernel, "dkdv": hopper_bwd._bwd_dkdv_kernel,
+               "fwd_c": hopper_fwd._fwd_c_kernel, "fwd_cp": hopper_fwd._fwd_cp_kernel,
+               "dkdv": hopper_bwd._bwd_dkdv_kernel,
                "dq": hopper_bwd._bwd_dq_kernel,
                "delta": flash._attn_bwd_preprocess_lse2_kernel}
     for name, fn in kernels.items():
         stub_compile(fn, name)
     picked: dict = {}
+    hopper_fwd.PERSISTENT_PROGRAMS = 132  # the persistent stage C's grid: an H200's SMs
     _gluon_common._FAST_LAUNCH_DEVICES = ("cuda", "cpu")
     _gluon_common._run_compiled = lambda kernel, grid, stream, args: picked.__setitem__(
         kernel.name, (kernel, args))

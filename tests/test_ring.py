@@ -128,7 +128,13 @@ def _run_case(case: RingCase, group):
     (o64, l64, g64), (olp, llp, glp) = refs
     scale = max(float(t.detach().abs().max()) for t in (o64, *g64))
     atol = 2.0**-22 * case.head_dim * scale  # as validate.run_case
-    checks = [check_close("out", out, o64, olp), check_close("lse", lse, l64, llp)]
+    # the ring merges each rank's partial lse with fp32 log-sum-exps the one-pass reference
+    # does not do: one fp32 ulp of the largest lse on top of the rule (fp32 cases fell 1
+    # ulp outside it, 2.4e-7 against 1.9e-7, on one CPU and within it on another)
+    finite = torch.isfinite(l64)
+    lse_atol = 2.0**-22 * float(l64[finite].abs().max()) if finite.any() else 0.0
+    checks = [check_close("out", out, o64, olp),
+              check_close("lse", lse, l64, llp, atol=lse_atol)]
     checks += [check_close(n, g, r, lp, atol=atol)
                for n, g, r, lp in zip(("dq", "dk", "dv"), grads, g64, glp)]
     return checks
