@@ -66,11 +66,19 @@ def analyse(trace: torch.Tensor, persistent: bool = False) -> dict:
     for ps in by_sm.values():
         ps.sort(key=lambda p: p["start"])
         gaps += [(b["start"] - a["end"]) / 1e3 for a, b in zip(ps, ps[1:])]
-    span = (max(p["end"] for p in progs) - min(p["start"] for p in progs)) / 1e3
+    t0 = min(p["start"] for p in progs)
+    span = (max(p["end"] for p in progs) - t0) / 1e3
+    # balance across SMs: the share of SM time in the span no program covers (items that
+    # overlap on a persistent program count twice), and how long the last SM runs past
+    # the median SM's end (the drain)
+    busy = sum((p["end"] - p["start"]) / 1e3 for p in progs)
+    last = sorted((max(p["end"] for p in ps) - t0) / 1e3 for ps in by_sm.values())
     step = med(per_wg["per_step"])
     program = med([(p["end"] - p["start"]) / 1e3 for p in progs])
     steps = med([max(w[6] for w in p["wgs"]) for p in progs])
     return dict(programs=len(progs), sms=len(by_sm), span_us=span, program_us=program,
+                idle_pct=100.0 * (1.0 - busy / (span * len(by_sm))),
+                drain_us=last[-1] - last[(len(last) - 1) // 2],
                 steps=steps, step_us=step, fixed_us=program - steps * step,
                 gap_us=med(gaps), **{k + "_us": med(v) for k, v in per_wg.items()
                                     if k != "per_step"})
@@ -144,17 +152,19 @@ def main() -> int:
                       f"({row['tflops']:.0f} TFLOPS), traced {row['traced_ms']:.3f}; "
                       + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
                                   for k, v in row.items() if k.endswith("_us")
-                                  or k in ("programs", "sms", "steps")), flush=True)
+                                  or k in ("programs", "sms", "steps", "idle_pct")), flush=True)
                 torch.cuda.empty_cache()
     print("\nper program, medians (us): q wait | prologue | loops (steps x step) | tail | "
-          "fixed = program - steps x step | gap to the next program on the SM")
+          "fixed = program - steps x step | gap to the next program on the SM | SM time "
+          "idle in the span | drain past the median SM's end")
     for r in rows:
         print(f"hd {r['head_dim']} c{r['causal']} {r['seqlen']:>6} p{r['persistent']}"
               f"{r['epilogue']}: "
               f"{r['q_wait_us']:.2f} | "
               f"{r['prologue_us']:.2f} | {r['loops_us']:.2f} ({r['steps']:.0f} x "
               f"{r['step_us']:.3f}) | {r['tail_us']:.2f} | fixed {r['fixed_us']:.2f} "
-              f"({r['fixed_us'] / r['step_us']:.1f} steps) | gap {r['gap_us']:.2f}")
+              f"({r['fixed_us'] / r['step_us']:.1f} steps) | gap {r['gap_us']:.2f} | "
+              f"idle {r['idle_pct']:.1f}% | drain {r['drain_us']:.2f}")
     if args.csv:
         write_rows(args.csv, rows)
     return 0

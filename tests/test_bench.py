@@ -416,3 +416,30 @@ def test_clock_sampler(monkeypatch):
     with clocks.ClockSampler() as sampler:
         pass
     assert sampler.samples == [] and "no samples" in sampler.summary()
+
+
+def test_trace_stage_c_analyse():
+    """scripts/trace_stage_c.py's analysis of a stage C timeline (rows of 8 ns stamps
+    per (item, warpgroup): SM, start, Q ready, prologue done, loops done, end, steps,
+    program): phase medians, the gap between programs on an SM, the idle share of the
+    SMs' time and the drain past the median SM's end, on a hand-made timeline of 2 SMs
+    (SM 0: programs over 0-1 us and 1.2-2 us; SM 1: one over 0-3 us)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "trace_stage_c.py"
+    spec = importlib.util.spec_from_file_location("trace_stage_c", path)
+    trace = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(trace)
+    rows = []
+    for sm, start, end in ((0, 10, 1010), (0, 1210, 2010), (1, 10, 3010)):
+        w = [sm, start, start + 100, start + 200, end - 100, end, 5, sm]
+        rows.append([w, w])
+    r = trace.analyse(torch.tensor(rows, dtype=torch.int64))
+    assert (r["programs"], r["sms"]) == (3, 2)
+    assert r["span_us"] == pytest.approx(3.0)
+    assert r["gap_us"] == pytest.approx(0.2)  # SM 0: 1.010 -> 1.210
+    assert r["idle_pct"] == pytest.approx(20.0)  # 4.8 us busy of 2 x 3.0
+    assert r["drain_us"] == pytest.approx(1.0)  # SM 1 ends at 3.0, the median SM at 2.0
+    assert r["q_wait_us"] == pytest.approx(0.1) and r["prologue_us"] == pytest.approx(0.1)
+    assert r["program_us"] == pytest.approx(1.0)  # median of 1.0, 0.8, 3.0
