@@ -53,9 +53,9 @@ def gluon_configs(d, causal, s):
     # with K and V in one ring and the round robin order
     out = {"gluon-C": cfg_c.one_shot(),
            "gluon-Cp": dataclasses.replace(cfg_c.one_shot(), persistent=True),
-           # and with the split ring (V's own ring 2 deep, an O staging buffer; hd <= 128)
-           # and, causal, the paired item order
-           "gluon-Cs": dataclasses.replace(cfg_c, persistent=True, paired=causal,
+           # and with the split ring (K ring 3, V's own ring 2 deep, an O staging buffer;
+           # hd <= 128) and, causal, the paired item order
+           "gluon-Cs": dataclasses.replace(cfg_c.one_shot(), persistent=True, paired=causal,
                                            v_stages=2 if d <= 128 else 1),
            "gluon-B": dataclasses.replace(cfg, warp_specialize=True),
            "gluon-A": dataclasses.replace(cfg, warp_specialize=False, **A_FIELDS)}

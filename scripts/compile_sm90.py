@@ -200,11 +200,12 @@ def hopper_variants():
                 yield (f"hopper-Cp-split-k2v3 {tag} bfloat16", hd, causal, torch.bfloat16,
                        dataclasses.replace(cfg_p, num_stages=2, v_stages=3, paired=causal),
                        False)
-            if hd == 128:  # the shipped split ring with a window's left edge / a softcap
+            if hd == 128:  # the shipped split ring (non-causal K 2 / V 3, causal K 3 /
+                # V 2 paired) with a window's left edge / a softcap
                 for extra in ("window", "softcap"):
                     yield (f"hopper-Cp-split-{extra} {tag} bfloat16", hd, causal,
-                           torch.bfloat16, dataclasses.replace(cfg_p, v_stages=2,
-                                                               paired=causal), extra)
+                           torch.bfloat16, configs.hopper_fwd_config_c(hd, causal, 4096),
+                           extra)
             if hd == 128:
                 yield (f"hopper-Cp-window {tag} bfloat16", hd, causal, torch.bfloat16, cfg_p,
                        "window")

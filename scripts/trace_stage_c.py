@@ -94,7 +94,7 @@ def measure(hd: int, s: int, causal: bool, dev, persistent: bool = False,
     q, k, v = (torch.randn(b, s, h, hd, device=dev, dtype=torch.bfloat16) for _ in range(3))
     out = torch.empty_like(q)
     lse = torch.empty(b, h, s, device=dev)
-    cfg = dataclasses.replace(configs.hopper_fwd_config_c(hd, causal, s),
+    cfg = dataclasses.replace(configs.hopper_fwd_config_c(hd, causal, s).one_shot(),
                               persistent=persistent, v_stages=v_stages,
                               paired=persistent and causal and PAIRED)
     if k_stages:

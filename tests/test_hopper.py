@@ -134,10 +134,11 @@ def test_schedule_table():
     assert configs.hopper_fwd_schedule(128, True, 1024) == "C"  # paired split 355 vs A 320
     assert configs.hopper_fwd_schedule(128, False, 1024) == "C"
     # stage C's persistent grid with the split ring below 16k at hd 128, paired when
-    # causal (s21a / s21b), one-shot at 16k
+    # causal (s21a / s21b), one-shot at 16k; K ring 2 / V ring 3 when not causal (s22a)
     for causal, s in ((False, 1024), (False, 8192), (True, 1024), (True, 8192)):
         cfg = configs.hopper_fwd_config_c(128, causal, s)
-        assert cfg.persistent and cfg.v_stages == 2 and cfg.paired == causal
+        assert cfg.persistent and cfg.paired == causal
+        assert (cfg.num_stages, cfg.v_stages) == ((3, 2) if causal else (2, 3))
     for causal, s in ((False, 16384), (True, 16384)):
         cfg = configs.hopper_fwd_config_c(128, causal, s)
         assert not (cfg.persistent or cfg.v_stages or cfg.paired)
@@ -161,6 +162,13 @@ def test_stage_c_config_checked():
     split = configs.HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True,
                                     persistent=True, v_stages=2)
     assert split.smem_bytes(128) == (2 * 128 + 5 * 128) * 128 * 2 <= 227 * 1024
+    # the one-shot grid (varlen, odd causal tile counts, the switch) shares one ring as
+    # deep as the deeper of the split ring's two, in the same shared memory
+    k2v3 = dataclasses.replace(split, num_stages=2, v_stages=3)
+    for cfg in (split, k2v3):
+        one = cfg.one_shot()
+        assert (one.num_stages, one.v_stages, one.persistent) == (3, 0, False)
+        assert one.smem_bytes(128) <= cfg.smem_bytes(128)
 
 
 def test_persistent_kernel_choice(monkeypatch):

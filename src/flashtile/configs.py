@@ -204,8 +204,11 @@ class HopperFwdConfig:
         return "C" if self.pingpong else "B" if self.warp_specialize else "A"
 
     def one_shot(self) -> HopperFwdConfig:
-        """The same tiles on the one-shot grid (no persistent grid, split ring or pairs)."""
-        return dataclasses.replace(self, persistent=False, v_stages=0, paired=False)
+        """The same tiles on the one-shot grid (no persistent grid, split ring or pairs):
+        K and V share one ring as deep as the deeper of a split ring's two (the same
+        shared memory: hd 128's K 2 / V 3 and K 3 / V 2 both become a ring of 3)."""
+        return dataclasses.replace(self, persistent=False, v_stages=0, paired=False,
+                                   num_stages=max(self.num_stages, self.v_stages))
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
         """Q tile + K and V rings (barriers are a few bytes); with v_stages, V's ring and
@@ -243,11 +246,18 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
         # split ring's step is 1-4% slower, trace_stage_c.py: its V ring of 2, which long
         # loops do not amortise). `s21b` (4906dc1, 3 rounds) at 8k: one-shot / split
         # 591.5 / 601.2 non-causal, 546.8 / 574.9 causal (paired). Causal with an odd
-        # query-tile count runs one-shot
+        # query-tile count runs one-shot.
+        # Non-causal, the split ring the other way round (K ring 2, V ring 3): `s22a`
+        # (2bbb2e4, 5 interleaved rounds) one-shot / K3 V2 / K2 V3 TFLOPS 481.3 / 524.7 /
+        # 526.7 at 1k, 574.3 / 582.0 / 590.0 at 4k, 596.6 / 584.4 / 584.5 at 8k (cuDNN
+        # 597.0), 596.5 / 592.2 / 597.3 at 16k; trace_stage_c.py step at 16k 1.876 (K3 V2)
+        # against 1.738 us (V holds its slot through PV, a step longer than K). Causal
+        # keeps K3 V2: 534.6 / 527.3 at 4k, 567.8 / 562.8 at 8k
         persistent = seqlen_q < 16384
-        return HopperFwdConfig(128, 128, 8, 3, warp_specialize=True, pingpong=True,
-                               c_k_wait_first=True, persistent=persistent,
-                               v_stages=2 if persistent else 0,
+        k2v3 = persistent and not causal
+        return HopperFwdConfig(128, 128, 8, 2 if k2v3 else 3, warp_specialize=True,
+                               pingpong=True, c_k_wait_first=True, persistent=persistent,
+                               v_stages=(3 if k2v3 else 2) if persistent else 0,
                                paired=persistent and causal)
     # hd 256: the O accumulator (64 x 256 fp32) is 128 registers per thread; 64-key
     # tiles, ring of 2 (192 KB)

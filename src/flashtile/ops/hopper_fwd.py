@@ -272,7 +272,7 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
         _desc(k, cfg.block_n), _desc(v, cfg.block_n), _desc(out, block_m),
         lse, *varlen_ptrs, seqlen_q, seqlen_k, nheads, nheads // nheads_kv,
         qk_scale, HEAD_DIM=head_dim, BLOCK_M=block_m,
-        BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal),
+        BLOCK_N=cfg.block_n, NUM_STAGES=cfg.one_shot().num_stages, CAUSAL=bool(causal),
         num_warps=num_warps, **extra, **_options(cfg), **varlen,
     )
 
@@ -1729,7 +1729,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
     from triton.experimental.gluon._runtime import GluonASTSource
 
     cfg = config or configs.hopper_fwd_config(head_dim, causal, 4096)
-    kernel, block_m, num_warps, extra = _kernel_args(cfg)
+    kernel, block_m, num_warps, extra = _kernel_args(cfg, persistent_ok=not varlen)
     gdt = _GL_DTYPES[dtype]
     tys = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 
@@ -1738,8 +1738,9 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         layout = gl.NVMMASharedLayout.get_default_for(block, gdt)
         return f"tensordesc<{tys[dtype]}[{','.join(map(str, block))}],{layout!r}>"
 
+    stages = cfg.num_stages if kernel is _fwd_cp_kernel else cfg.one_shot().num_stages
     constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
-                      NUM_STAGES=cfg.num_stages, CAUSAL=bool(causal), **extra)
+                      NUM_STAGES=stages, CAUSAL=bool(causal), **extra)
     if kernel is _fwd_cp_kernel:  # the persistent stage C (dense only)
         sig = dict(q_desc=desc(block_m), k_desc=desc(cfg.block_n), v_desc=desc(cfg.block_n),
                    o_desc=desc(block_m),
