@@ -8,6 +8,10 @@ Triton backward and SDPA's cuDNN backend, side by side in one process.
 Shapes of DESIGN.md section 6 (bf16, 16k tokens, hidden 2048). FLOPs: backward 2.5x
 forward, forward+backward 3.5x (flashtile.bench.flops). Timed, per shape:
     gluon-bwd      hopper_attention_backward (preprocess + dK/dV + dQ kernels)
+    gluon-reduce   the same, deterministic=False's one-kernel tiles
+                   (configs.hopper_bwd_reduce_config: dQ by racing TMA reduce-adds in the
+                   dK/dV kernel; zeroing and casting the fp32 dQ included)
+    ft-fwd+reduce  the dispatched forward + gluon-reduce
     portable-bwd   flash.attention_backward with the portable kernels
     ft-fwd+gluon   the dispatched forward (Gluon on sm_90) + the Gluon backward
     ft-fwd+port    the same forward + the portable backward
@@ -45,11 +49,11 @@ from flashtile.bench.flops import attn_flops, paper_shape, tflops
 from flashtile.ops import flash, hopper_bwd
 from flashtile.ops._common import next_pow2
 
-TIMED = ("gluon-bwd", "fused-det", "fused-nd", "fused-det-dfr", "fused-nd-dfr",
-         "portable-bwd", "ft-fwd+gluon",
+TIMED = ("gluon-bwd", "gluon-reduce", "fused-det", "fused-nd", "fused-det-dfr",
+         "fused-nd-dfr", "portable-bwd", "ft-fwd+gluon", "ft-fwd+reduce",
          "ft-fwd+fused", "ft-fwd+port", "cudnn-fwd", "cudnn-fwd+bwd")
-MODE = {"gluon-bwd": "bwd", "fused-det": "bwd", "fused-nd": "bwd", "fused-det-dfr": "bwd",
-        "fused-nd-dfr": "bwd", "portable-bwd": "bwd",
+MODE = {"gluon-bwd": "bwd", "gluon-reduce": "bwd", "fused-det": "bwd", "fused-nd": "bwd",
+        "fused-det-dfr": "bwd", "fused-nd-dfr": "bwd", "portable-bwd": "bwd",
         "cudnn-fwd": "fwd", "cudnn-bwd": "bwd"}
 # the fused kernels, deterministic (ordered adds) or not: name -> (config, deterministic)
 # (-dfr: with HopperBwdConfig.dq_defer, each step's dQ GEMMs issued ahead of its S^T)
@@ -68,6 +72,18 @@ def closures(q, k, v, dout, causal, overrides):
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         return hopper_bwd.hopper_attention_backward(dout, q, k, v, o, l_, None, causal, dq,
                                                     dk, dv, config=cfg)
+
+    # deterministic=False's one-kernel tiles (dQ by TMA reduce-adds; None at hd 256), with
+    # the --config overrides that apply to them
+    rcfg = configs.hopper_bwd_reduce_config(d, causal, s, h // k.shape[2])
+    if rcfg is not None:
+        rcfg = dataclasses.replace(rcfg, **{
+            k_: v_ for k_, v_ in overrides.items() if k_ in ("num_stages", "gqa_expand")})
+
+    def reduce_bwd(o=out, l_=lse):
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        return hopper_bwd.hopper_attention_backward(dout, q, k, v, o, l_, None, causal, dq,
+                                                    dk, dv, config=rcfg, deterministic=False)
 
     fcfg = configs.hopper_bwd_fused_config(d, causal)  # None: no fused tiles (hd 256)
     if fcfg is not None:
@@ -106,8 +122,11 @@ def closures(q, k, v, dout, causal, overrides):
         "fused-det": fused(True), "fused-nd": fused(False),
         "fused-det-dfr": fused(True, True), "fused-nd-dfr": fused(False, True),
         "ft-fwd+fused": fwd_then(fused(True))}
+    reduce_fns = {} if rcfg is None else {"gluon-reduce": reduce_bwd,
+                                          "ft-fwd+reduce": fwd_then(reduce_bwd)}
     return cfg, {
         "gluon-bwd": gluon_bwd,
+        **reduce_fns,
         "portable-bwd": portable_bwd,
         "ft-fwd+gluon": fwd_then(gluon_bwd),
         "ft-fwd+port": fwd_then(portable_bwd),
@@ -121,7 +140,7 @@ def compare(fns, timed=TIMED) -> tuple[str, bool]:
     deterministic fused backward twice (bitwise equal?), the racing one twice."""
     ref = fns["portable-bwd"]()
     msgs, ok = [], True
-    for kind in ("gluon-bwd",) + tuple(FUSED):
+    for kind in ("gluon-bwd", "gluon-reduce") + tuple(FUSED):
         if kind not in timed or kind not in fns:
             continue
         got = fns[kind]()
@@ -135,7 +154,7 @@ def compare(fns, timed=TIMED) -> tuple[str, bool]:
         if kind != "gluon-bwd":
             again = fns[kind]()
             same = all(torch.equal(a, b) for a, b in zip(got, again))
-            if FUSED[kind]:  # the deterministic one must repeat bitwise
+            if FUSED.get(kind, False):  # the deterministic one must repeat bitwise
                 ok &= same
             parts.append("repeat bitwise " + ("equal" if same else "DIFFERENT"))
         msgs.append(f"{kind}: " + ", ".join(parts))

@@ -309,6 +309,11 @@ def hopper_bwd_variants():
                 # dropout read from the forward's bit words (DROPOUT)
                 yield (f"{tag} bfloat16 dropout", hd, causal, torch.bfloat16,
                        configs.hopper_bwd_config(hd, causal, 4096, dropout=True))
+            reduce = configs.hopper_bwd_reduce_config(hd, causal, 4096)
+            if reduce is not None:  # deterministic=False: dQ in the dK/dV kernel (one kernel)
+                yield f"{tag} bfloat16 reduce", hd, causal, torch.bfloat16, reduce
+                yield (f"{tag} bfloat16 reduce gqa-expand", hd, causal, torch.bfloat16,
+                       dataclasses.replace(reduce, gqa_expand=True))
             fused = configs.hopper_bwd_fused_config(hd, causal)
             if fused not in (None, cfg):  # the fused kernel's tiles (not shipped), ordered
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused

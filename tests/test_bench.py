@@ -96,7 +96,8 @@ def test_cli_shape_selection():
 
 def test_registry_lists_backends():
     names = backends.backend_names()
-    assert names == ["flashtile", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex"]
+    assert names == ["flashtile", "flashtile-nd", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient",
+                     "flex"]
     with pytest.raises(KeyError, match="known: flashtile"):
         backends.get_backend("cutlass")
     with pytest.raises(ValueError, match="already registered"):

@@ -440,10 +440,17 @@ class HopperBwdConfig:
     # tiles per head (ptxas sm_90, hd 64 with stats_tma and lse2_pre: ~36 of the step's
     # 364 instructions branched around). On at hd 64 / 128 (`bwdab`: +0-2% over lse2_pre)
     group_branch: bool = False
+    # the dK/dV kernel also computes each tile pair's dQ = dS K (dS^T through shared
+    # memory; 5 GEMMs per tile pair instead of 7, no dQ kernel) and adds it to an fp32
+    # buffer by TMA reduce-adds, racing between key tiles: deterministic=False only
+    # (ops/hopper_bwd.py, DQ_REDUCE; the dq_* fields unused)
+    dq_reduce: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""
         dkdv = (2 * self.block_n + 2 * self.num_stages * self.block_m) * head_dim
+        if self.dq_reduce:  # the dS^T tile, and the fp32 dQ staging tile (2 x 16 bits)
+            dkdv += self.block_n * self.block_m + 2 * self.block_m * head_dim
         if self.d_split > 1:  # staging tiles for the dK / dV column block's TMA stores
             dkdv += 2 * self.block_n * head_dim // self.d_split
         dq = (2 * self.dq_block_m + 2 * self.dq_num_stages * self.dq_block_n) * head_dim
@@ -507,6 +514,30 @@ def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig | No
     if head_dim > 128:
         return None
     return HopperBwdConfig(64, 128, 4, 2, 0, 0, 4, 0, fused=True)
+
+
+def hopper_bwd_reduce_config(head_dim: int, causal: bool, seqlen_k: int,
+                             group: int = 1) -> HopperBwdConfig | None:
+    """The one-kernel backward of ``deterministic=False`` calls (HopperBwdConfig.dq_reduce:
+    the dK/dV kernel also computes dQ = dS K and adds it to fp32 by TMA reduce-adds, 5
+    GEMMs per tile pair, no dQ kernel): the two-kernel dK/dV tiles on 128 keys over two
+    warpgroups, so that each reduce-add carries 128 keys' worth of dQ (half the L2
+    traffic of 64-key programs), one program per SM. Resources (ptxas -v, sm_90,
+    2026-12-01): hd 128 255 registers, 48 / 108 B spilled (non-causal / causal; the dS^T
+    tile double-buffered: single, the loop-invariant wgmma descriptors of its fixed
+    address spilled 208 B), 193 KB; hd 64 180 / 208 registers, no spills, 113 KB. None
+    above hd 128 (a 128-key dK and dV do not fit). Not yet measured."""
+    if head_dim > 128:
+        return None
+    base = hopper_bwd_config(head_dim, causal, seqlen_k, group)
+    return dataclasses.replace(base, block_n=128, num_warps=8, max_regs=None,
+                               prefetch_stats=False, dq_reduce=True)
+
+
+def hopper_bwd_reduce_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
+    """Where ``deterministic=False`` calls take ``hopper_bwd_reduce_config`` by default:
+    nowhere until measured (FLASHTILE_HOPPER_BWD_REDUCE=1 forces it on)."""
+    return False
 
 
 # From this many keys dense GQA at hd 64 runs the dK/dV kernel's group loop instead of

@@ -142,6 +142,19 @@ def flashtile_backend(q, k, v, causal: bool, *, dout=None) -> Closures:
     return _closures(attn, (q, k, v), _fixed_dout(q, dout))
 
 
+@register("flashtile-nd")
+def flashtile_nd_backend(q, k, v, causal: bool, *, dout=None) -> Closures:
+    """``flash_attn_func(..., deterministic=False)``: the backward may add dQ with racing
+    reduce-adds (configs.hopper_bwd_reduce_preferred, FLASHTILE_HOPPER_BWD_REDUCE), as
+    SDPA's flash and cuDNN backwards do."""
+    from ..ops.flash import flash_attn_func
+
+    def attn(q_, k_, v_):
+        return flash_attn_func(q_, k_, v_, causal=causal, deterministic=False)
+
+    return _closures(attn, (q, k, v), _fixed_dout(q, dout))
+
+
 def _sdpa_factory(member: str, label: str) -> Factory:
     """Factory for SDPA pinned to ``SDPBackend.<member>`` (no silent fallback)."""
 

@@ -95,8 +95,11 @@ def flash_attn_func(
             i + off - left <= j <= i + off + right (off = seqlen_k - seqlen_q);
             -1 is unbounded on that side. causal=True sets right = 0.
         softcap: if > 0, scores become softcap * tanh(scores / softcap) before masking.
-        deterministic: the backward is always deterministic here (no atomics); the
-            flag is accepted for flash-attn compatibility.
+        deterministic: True (the default): the backward's gradients are bitwise the
+            same from call to call. False lets the sm_90 backward compute dQ in its
+            dK/dV kernel and add it up with racing fp32 reduce-adds where that measured
+            faster (configs.hopper_bwd_reduce_preferred), as flash-attn's default does;
+            elsewhere the flag changes nothing.
         return_lse: also return lse, (batch, nheads, seqlen_q) float32, natural log of
             the softmax normaliser (-inf on fully masked rows); not differentiable.
 
@@ -208,11 +211,13 @@ class FlashAttnFunction(torch.autograd.Function):
                 dq, dk, dv = attention_backward(
                     dout, q, k, v, out, lse, softmax_scale=scale, window_size=(left, right),
                     softcap=softcap, dropout_p=dropout_p, rng_state=rng,
+                    deterministic=deterministic,
                 )
         else:
             rng_state = rng_saved[0] if rng_saved else torch.tensor(ctx.rng, dtype=torch.int64)
             dq, dk, dv = torch.ops.flashtile.flash_attn_bwd(
-                dout, q, k, v, out, lse, rng_state, scale, left, right, softcap, dropout_p
+                dout, q, k, v, out, lse, rng_state, scale, left, right, softcap, dropout_p,
+                deterministic,
             )
         return dq, dk, dv, None, None, None, None, None, None
 
@@ -264,18 +269,20 @@ def _(q, k, v, softmax_scale, window_left, window_right, softcap, dropout_p):
 def _flash_attn_bwd_op(
     dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
     lse: torch.Tensor, rng_state: torch.Tensor, softmax_scale: float, window_left: int | None,
-    window_right: int | None, softcap: float, dropout_p: float,
+    window_right: int | None, softcap: float, dropout_p: float, deterministic: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return attention_backward(
         dout, q, k, v, out, lse, softmax_scale=softmax_scale,
         window_size=(window_left, window_right), softcap=softcap, dropout_p=dropout_p,
         rng_state=tuple(rng_state.tolist()),  # a CPU tensor: no device sync
+        deterministic=deterministic,
     )
 
 
 @_flash_attn_bwd_op.register_fake
 def _(
-    dout, q, k, v, out, lse, rng_state, softmax_scale, window_left, window_right, softcap, dropout_p
+    dout, q, k, v, out, lse, rng_state, softmax_scale, window_left, window_right, softcap,
+    dropout_p, deterministic=True,
 ):
     return (
         torch.empty_like(q, memory_format=torch.contiguous_format),
@@ -713,11 +720,15 @@ def _fwd_tiles(
 def attention_backward(
     dout, q, k, v, out, lse, *, softmax_scale=None, causal=False, window_size=(None, None),
     softcap=0.0, dropout_p=0.0, rng_state=(0, 0), dq=None, dk=None, dv=None, config=None,
+    deterministic=True,
 ):
     """Launch the backward kernels; no autograd. Returns ``(dq, dk, dv)``.
 
     ``dout`` like ``out`` (any strides with a contiguous last dim); ``lse`` as returned
     by ``attention_forward``; ``rng_state`` the forward's (seed, offset).
+    ``deterministic=False`` lets the sm_90 backward add dQ with racing reduce-adds
+    where configs.hopper_bwd_reduce_preferred measured that faster (dQ then differs in
+    its last bits from call to call); every other path is deterministic either way.
     """
     if causal:
         window_size = (window_size[0], 0)
@@ -753,6 +764,7 @@ def attention_backward(
         return hopper_bwd.hopper_attention_backward(
             dout, q, k, v, out, lse, softmax_scale, window_size[1] == 0, dq, dk, dv,
             left=window_size[0], softcap=softcap, dropout_p=dropout_p, bits=bits,
+            deterministic=deterministic,
         )
     delta_shape = (batch, nheads, seqlen_q)
     key = None

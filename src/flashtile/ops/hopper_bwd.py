@@ -232,13 +232,16 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     dropout_bits_buffer after its header), read by both kernels (two-kernel backward).
     Call only when ``hopper_bwd_supported`` holds. Returns ``(dq, dk, dv)``.
     With a fused config (``config.fused``) dQ goes through fp32 atomics, in key-tile
-    order unless ``deterministic=False``; the two-kernel path is deterministic anyway."""
+    order unless ``deterministic=False``; the two-kernel path is deterministic anyway.
+    ``deterministic=False`` picks the one-kernel dQ_REDUCE tiles where
+    ``reduce_mode`` allows them (``default_config``); an explicit ``config`` with
+    ``dq_reduce`` runs them regardless (A/B runs)."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
     if dropout_p > 0 and bits is None:
         raise ValueError("dropout in the Gluon backward needs the forward's bit words")
     cfg = config or default_config(head_dim, causal, seqlen_k, nheads // nheads_kv,
-                                   bool(softcap), dropout_p > 0)
+                                   bool(softcap), dropout_p > 0, deterministic)
     if not _tma_ok(dout):  # e.g. an expanded (stride 0) gradient from a .sum()
         dout = dout.contiguous()
     lse = lse.contiguous()  # the kernels index it as (B * H, M)
@@ -397,6 +400,12 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         flag = dict(flag, BITS=bits, keep_scale=1.0 / (1.0 - float(dropout_p)), DROPOUT=True)
     cols = head_dim // cfg.d_split  # dK / dV columns per launch (all but at hd 256)
     dk_t, dv_t, key_heads, dkdv_flag = outs[1], outs[2], nheads_kv, dict(flag)
+    dq_acc = None
+    if cfg.dq_reduce:  # dQ in the dK/dV kernel, racing TMA reduce-adds into fp32
+        if varlen is not None or cfg.d_split > 1 or bits is not None:
+            raise ValueError(f"dq_reduce: dense calls, whole head dims, no dropout: {cfg}")
+        dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+        dkdv_flag.update(dq_desc=tma_desc(dq_acc, cfg.block_m), DQ_REDUCE=True)
     if cfg.gqa_expand and group > 1:
         # per-query-head partials (HopperBwdConfig.gqa_expand), summed over groups below;
         # varlen: zeroed, as the rows no sequence's program writes must sum to the zeros
@@ -437,6 +446,9 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         for part, grad in ((dk_t, outs[1]), (dv_t, outs[2])):
             torch.sum(part.view(k.shape[0], k.shape[1], nheads_kv, group, head_dim), dim=3,
                       out=grad)
+    if dq_acc is not None:
+        outs[0].copy_(dq_acc)
+        return
     launch(
         _bwd_dq_kernel, (triton.cdiv(rows_q, cfg.dq_block_m), batch * nheads), q.device,
         tma_desc(q, cfg.dq_block_m), tma_desc(k, cfg.dq_block_n),
@@ -519,9 +531,20 @@ def dropout_mode() -> str:
 OVERRIDES_ENV_VAR = "FLASHTILE_HOPPER_BWD_OVERRIDES"
 
 
+REDUCE_ENV_VAR = "FLASHTILE_HOPPER_BWD_REDUCE"
+
+
+def reduce_mode() -> str:
+    """"auto" (FLASHTILE_HOPPER_BWD_REDUCE unset: ``configs.hopper_bwd_reduce_preferred``
+    decides where ``deterministic=False`` calls take the one-kernel dQ_REDUCE tiles),
+    "on" (=1: every such call they cover) or "off" (=0)."""
+    return env_mode(REDUCE_ENV_VAR)
+
+
 def default_config(head_dim: int, causal: bool, seqlen_k: int,
                    group: int = 1, softcap: bool = False,
-                   dropout: bool = False) -> configs.HopperBwdConfig:
+                   dropout: bool = False, deterministic: bool = True
+                   ) -> configs.HopperBwdConfig:
     """The shipped tiles (configs.hopper_bwd_config: the two-kernel backward);
     FLASHTILE_HOPPER_BWD_FUSED=1 picks the fused kernel's (configs.hopper_bwd_fused_config).
     ``softcap``: the tiles of a softcapped call (configs.hopper_bwd_config's: uncapped at
@@ -529,17 +552,22 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int,
     FLASHTILE_HOPPER_BWD_OVERRIDES="max_regs=none,..." replaces fields of either, for A/B
     runs of whole models (configs.parse_overrides). Memoised per environment value, as
     hopper_fwd.default_config."""
+    mode = "off" if deterministic or dropout else reduce_mode()
+    reduce = mode == "on" or (mode == "auto" and configs.hopper_bwd_reduce_preferred(
+        head_dim, causal, seqlen_k))
     return _default_config(head_dim, causal, seqlen_k, group,
                            os.environ.get(FUSED_ENV_VAR) == "1",
                            os.environ.get(OVERRIDES_ENV_VAR, ""), softcap=softcap,
-                           dropout=dropout)
+                           dropout=dropout, reduce=reduce)
 
 
 @functools.lru_cache(maxsize=1024)
 def _default_config(head_dim, causal, seqlen_k, group, fused, overrides, expand=True,
-                    softcap=False, dropout=False):
-    # no fused tiles (None) at hd 256: the two-kernel backward runs there
+                    softcap=False, dropout=False, reduce=False):
+    # no fused tiles (None) at hd 256: the two-kernel backward runs there; no dQ_REDUCE
+    # tiles (None) there either
     cfg = (fused and configs.hopper_bwd_fused_config(head_dim, causal)
+           or reduce and configs.hopper_bwd_reduce_config(head_dim, causal, seqlen_k, group)
            or configs.hopper_bwd_config(head_dim, causal, seqlen_k, group, expand, softcap,
                                         dropout))
     return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
@@ -864,9 +892,14 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                cap_scale=1.0, SOFTCAP: gl.constexpr = False,
                EARLY_EXPECT: gl.constexpr = False, STATS: gl.constexpr = False, stats=None,
                nheads=0, LSE2_PRE: gl.constexpr = False, GROUP_BRANCH: gl.constexpr = False,
-               bits=0, keep_scale=1.0, DROPOUT: gl.constexpr = False):
+               bits=0, keep_scale=1.0, DROPOUT: gl.constexpr = False, dqr=None,
+               DQ_REDUCE: gl.constexpr = False, dq_scale=1.0):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
+    DQ_REDUCE (``dqr`` = (dS^T tile, fp32 dQ staging tile, dQ accumulator descriptor)):
+    also this tile pair's dQ = dq_scale * dS K, the fifth GEMM (dS^T through shared
+    memory, every warpgroup's keys), added to the fp32 dQ by a TMA reduce-add (racing
+    with the other key tiles' programs; ``_dq_reduce``).
     DROPOUT: the forward's keep decisions from its bit blocks (``bits``: base, blocks
     per band, the key tile's first key; _gluon_common.bits_words_mma, bits_masks_t), P^T
     and dP^T of the dropped entries zeroed, with ``keep_scale`` = 1 / (1 - p) taken out
@@ -950,17 +983,56 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     ds_t = p_t * (dp_t - delta[None, :])
     if SOFTCAP:
         ds_t = ds_t * grad_t
-    ds_op = gl.convert_layout(ds_t.to(q_buf.dtype), a_layout)
+    ds_lp = ds_t.to(q_buf.dtype)
+    ds_op = gl.convert_layout(ds_lp, a_layout)
     dk = warpgroup_mma(ds_op, q_b, dk, is_async=True)
-    dv, dk, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, p_op, ds_op))
+    if DQ_REDUCE:  # -- dQ = dS K over all BLOCK_N keys (dS^T of every warpgroup) --
+        ds_smem = dqr[0].index(it % 2)
+        ds_smem.store(ds_lp)
+        fence_async_shared()  # generic-proxy stores -> visible to wgmma
+        gl.thread_barrier()  # every warpgroup's keys are in
+        # dV done (its P^T operand's registers free) before dQ's accumulator is taken
+        dv, p_op = warpgroup_mma_wait(num_outstanding=1, deps=(dv, p_op))
+        dq = warpgroup_mma(ds_smem.permute((1, 0)), k2,
+                           gl.zeros([BLOCK_M, HEAD_DIM], gl.float32,
+                                    _dq_mma_layout(gl.num_warps(), HEAD_DIM)),
+                           use_acc=False, is_async=True)
+        dk, ds_op, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ds_op, dq))
+    else:
+        dv, dk, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, p_op, ds_op))
     # -- refill: every warpgroup must be done with slot s before TMA overwrites it --
     nxt = it + NUM_STAGES
     _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, nxt, n_m, m_lo, b, hk,
                group, nxt < n_iter, BLOCK_M, NUM_STAGES, False, EARLY_EXPECT, True, STATS,
                stats, nheads, GROUP_BRANCH, LSE2_PRE)
+    if DQ_REDUCE:
+        _dq_reduce(dq * dq_scale, dqr[1], dqr[2], [b, (m_lo + j) * BLOCK_M, bh - b * nheads, 0],
+                   BLOCK_M, HEAD_DIM)
     if PREFETCH and not STATS:
         return dk, dv, lse2_next, delta_next
     return dk, dv, lse2_in, delta_in
+
+
+@gluon.constexpr_function
+def _dq_mma_layout(num_warps, head_dim):
+    """wgmma accumulator layout of a DQ_REDUCE step's dQ tile (64 query rows, head_dim
+    columns): one warpgroup per head_dim / (num_warps / 4) columns."""
+    wgs = num_warps // 4
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, wgs],
+                                     instr_shape=[16, head_dim // wgs, 16])
+
+
+@gluon.jit
+def _dq_reduce(dq, dq_smem, dq_desc, coords, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """Add a finished dQ tile to the fp32 accumulator: registers -> the staging tile (once
+    the previous reduce has read it) -> TMA reduce-add at ``coords`` (rows past the
+    sequence end clipped); the next call (or the epilogue's store_wait) waits for it."""
+    tma.store_wait(pendings=0)  # the previous reduce has read the staging tile
+    gl.thread_barrier()
+    dq_smem.reshape([BLOCK_M, HEAD_DIM]).store(dq)
+    fence_async_shared()  # generic-proxy stores -> visible to the TMA engine
+    gl.thread_barrier()
+    tma_reduce_add(dq_desc, coords, dq_smem)
 
 
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
@@ -984,6 +1056,8 @@ def _bwd_dkdv_kernel(
     GROUP_BRANCH: gl.constexpr = False,  # HopperBwdConfig.group_branch
     BITS=None, keep_scale=1.0,  # DROPOUT: the forward's bit words (after the header)
     DROPOUT: gl.constexpr = False,  # attention dropout read from BITS (dense only)
+    dq_desc=None,  # DQ_REDUCE: TMA over the fp32 dQ accumulator (B, M, H, D), zeroed
+    DQ_REDUCE: gl.constexpr = False,  # HopperBwdConfig.dq_reduce: dQ here (5 GEMMs)
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -1030,6 +1104,16 @@ def _bwd_dkdv_kernel(
         lse2 = 0.0
         delta = 0.0
     gl.static_assert(not (DROPOUT and (VARLEN or D_SPLIT > 1)), "dropout: dense, whole D")
+    gl.static_assert(not (DQ_REDUCE and (VARLEN or D_SPLIT > 1)), "dq_reduce: dense, whole D")
+    if DQ_REDUCE:  # this step's dS^T (all keys) and the dQ staging tile
+        dqr = (gl.allocate_shared_memory(q_desc.dtype, [2, BLOCK_N, BLOCK_M],
+                                         _ds_smem_layout(BLOCK_N, BLOCK_M, q_desc.dtype)),
+               gl.allocate_shared_memory(gl.float32, dq_desc.block_type.shape,
+                                         dq_desc.layout), dq_desc)
+        dq_scale = sm_scale * keep_scale if DROPOUT else sm_scale
+    else:
+        dqr = 0
+        dq_scale = 1.0
     for g in range(0, q_group):
         bh = bh0 + g
         if DROPOUT:  # this head's bit blocks (_common.BITS_PAD), and the key tile
@@ -1044,7 +1128,7 @@ def _bwd_dkdv_kernel(
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
-                bits, keep_scale, DROPOUT)
+                bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale)
         for j in range(n_band, n_mid):
             dk, dv, lse2, delta = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
@@ -1052,7 +1136,7 @@ def _bwd_dkdv_kernel(
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, False, PREFETCH, D_SPLIT, HALF, True, 0, False, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
-                bits, keep_scale, DROPOUT)
+                bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
@@ -1062,7 +1146,7 @@ def _bwd_dkdv_kernel(
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
-                bits, keep_scale, DROPOUT)
+                bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale)
 
     if DROPOUT:  # the steps' P^T o M and dS^T left out 1 / (1 - p)
         dv = dv * keep_scale
@@ -1633,6 +1717,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         "dq": (_bwd_dq_kernel, cfg.dq_block_m, cfg.dq_block_n, cfg.dq_num_stages,
                cfg.dq_num_warps, cfg.dq_max_regs, ["q", "k", "v", "do", "dq"]),
     }
+    if cfg.dq_reduce:  # dQ in the dK/dV kernel: no dQ kernel
+        jobs = {"dkdv": jobs["dkdv"][:-1] + (jobs["dkdv"][-1] + ["dq"],)}
     if cfg.fused:  # 64-row K / V boxes (one consumer warpgroup's keys)
         jobs = {"fused": (_bwd_fused_kernel, cfg.block_m, cfg.block_n // 2, cfg.num_stages,
                           cfg.num_warps, cfg.max_regs,
@@ -1644,7 +1730,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         rows = dict(q=bm, do=bm, dq=bm, k=bn, v=bn, dk=bn, dv=bn, dqacc=bm)
         width = dict(dk=head_dim // cfg.d_split, dv=head_dim // cfg.d_split,
                      dqacc=head_dim // 2)
-        types = {f"{d}_desc": desc_signature(torch.float32 if d == "dqacc" else dtype,
+        fp32 = ("dqacc", "dq") if cfg.dq_reduce else ("dqacc",)  # fp32 accumulators
+        types = {f"{d}_desc": desc_signature(torch.float32 if d in fp32 else dtype,
                                              rows[d], width.get(d, head_dim))
                  for d in descs}
         types.update(scalars)
@@ -1668,6 +1755,10 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             if cfg.gqa_expand:
                 constexprs["EXPAND"] = True
             constexprs["GROUP_BRANCH"] = bool(_group_branch(cfg, varlen))
+            if cfg.dq_reduce:
+                constexprs["DQ_REDUCE"] = True
+            else:
+                constexprs["dq_desc"] = None
         if name != "fused":
             constexprs["EARLY_EXPECT"] = bool(cfg.early_expect)
             types["left"] = "i32"

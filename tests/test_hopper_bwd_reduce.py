@@ -1,0 +1,195 @@
+"""The one-kernel Gluon backward of ``deterministic=False`` calls (ops/hopper_bwd.py,
+``HopperBwdConfig.dq_reduce``): the dK/dV kernel also computes each tile pair's dQ = dS K
+and adds it to an fp32 buffer with racing TMA reduce-adds, so no dQ kernel runs.
+
+CPU (every CI run): which calls take it (``deterministic=False`` only, never with dropout,
+FLASHTILE_HOPPER_BWD_REDUCE on / off / measured table), its tiles, and that the
+``deterministic`` flag reaches the launcher through flash_attn_func and the custom op.
+Its sm_90 builds are compiled in tests/test_hopper_bwd.py (variants named "reduce").
+GPU (``gpu`` marker): dq / dk / dv within the DESIGN.md bound of the float64 reference
+through the public API and through the launcher, into NaN-filled buffers, with GQA (group
+loop and expanded programs), ragged and tiny lengths, windows and softcaps.
+"""
+
+import dataclasses
+
+import pytest
+import torch
+
+import flashtile
+from flashtile import configs
+from flashtile.ops import flash, hopper_bwd
+from flashtile.validate import check_close, make_qkv
+from sm90 import IS_SM90
+
+# ----------------------------------------------------------------------------------
+# CPU: tiles and dispatch
+# ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_reduce_config(head_dim, causal):
+    """128 keys over two warpgroups (16 rows per warp), no dQ kernel fields used, within
+    227 KB; the two-kernel tiles' statistics options kept; none at hd 256."""
+    cfg = configs.hopper_bwd_reduce_config(head_dim, causal, 4096)
+    base = configs.hopper_bwd_config(head_dim, causal, 4096)
+    assert cfg.dq_reduce and not cfg.fused and cfg.block_n == 16 * cfg.num_warps == 128, cfg
+    assert cfg.max_regs is None and not cfg.prefetch_stats, cfg
+    assert (cfg.stats_tma, cfg.lse2_pre, cfg.block_m) == (base.stats_tma, base.lse2_pre,
+                                                          base.block_m)
+    assert cfg.smem_bytes(head_dim)[0] <= 227 * 1024, cfg.smem_bytes(head_dim)
+    assert configs.hopper_bwd_reduce_config(256, causal, 4096) is None
+
+
+@pytest.mark.parametrize("value,mode", [(None, "auto"), ("0", "off"), ("1", "on")])
+def test_reduce_mode_env(monkeypatch, value, mode):
+    if value is None:
+        monkeypatch.delenv(hopper_bwd.REDUCE_ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(hopper_bwd.REDUCE_ENV_VAR, value)
+    assert hopper_bwd.reduce_mode() == mode
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_default_config_reduce(monkeypatch, head_dim):
+    """deterministic=True never takes the reduce tiles, deterministic=False does when the
+    mode is on (or the measured table says so), not with dropout, not at hd 256, not
+    when switched off."""
+    monkeypatch.delenv(hopper_bwd.OVERRIDES_ENV_VAR, raising=False)
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
+    two_kernel = configs.hopper_bwd_config(head_dim, False, 4096)
+    monkeypatch.setenv(hopper_bwd.REDUCE_ENV_VAR, "1")
+    assert hopper_bwd.default_config(head_dim, False, 4096) == two_kernel
+    got = hopper_bwd.default_config(head_dim, False, 4096, deterministic=False)
+    assert got.dq_reduce == (head_dim <= 128), got
+    dropout = hopper_bwd.default_config(head_dim, False, 4096, dropout=True,
+                                        deterministic=False)
+    assert not dropout.dq_reduce, dropout
+    monkeypatch.setenv(hopper_bwd.REDUCE_ENV_VAR, "0")
+    assert not hopper_bwd.default_config(head_dim, False, 4096,
+                                         deterministic=False).dq_reduce
+    monkeypatch.delenv(hopper_bwd.REDUCE_ENV_VAR)
+    auto = hopper_bwd.default_config(head_dim, True, 16384, deterministic=False)
+    assert auto.dq_reduce == (head_dim <= 128
+                              and configs.hopper_bwd_reduce_preferred(head_dim, True, 16384))
+
+
+@pytest.mark.parametrize("custom_op", [False, True])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_deterministic_reaches_backward(monkeypatch, custom_op, deterministic):
+    """flash_attn_func's ``deterministic`` arrives at flash.attention_backward, through
+    the eager launchers and through the torch.library op (EAGER_FAST_PATH off)."""
+    seen = []
+    real = flash.attention_backward
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("deterministic"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(flash, "attention_backward", spy)
+    monkeypatch.setattr(flash, "EAGER_FAST_PATH", not custom_op)
+    q = torch.randn(1, 9, 2, 16, requires_grad=True)
+    k = torch.randn(1, 11, 2, 16, requires_grad=True)
+    v = torch.randn(1, 11, 2, 16, requires_grad=True)
+    flashtile.flash_attn_func(q, k, v, deterministic=deterministic).sum().backward()
+    assert seen == [deterministic]
+
+
+# ----------------------------------------------------------------------------------
+# GPU: numerics
+# ----------------------------------------------------------------------------------
+
+
+def _gpu_sm90():
+    if not IS_SM90:
+        pytest.skip("needs an sm_90 GPU (H100/H200)")
+
+
+def _ref_checks(grads, q, k, v, dout, causal, **kw):
+    """dq / dk / dv against the float64 and input-precision references (DESIGN.md rule)."""
+    from flashtile import reference
+
+    refs = []
+    for upcast in (True, False):
+        inp = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        o = reference.flash_attn_func(*inp, causal=causal, upcast=upcast, **kw)
+        refs.append(torch.autograd.grad(o, inp, dout.to(o.dtype)))
+    scale = max(float(g.abs().max()) for g in refs[0])
+    atol = 2.0**-22 * q.shape[-1] * scale
+    return [check_close(name, g, r64, rlp, atol=atol)
+            for name, g, r64, rlp in zip(("dq", "dk", "dv"), grads, *refs)]
+
+
+SHAPES = [  # (batch, seqlen_q, seqlen_k, nheads, nheads_kv)
+    (2, 1029, 1100, 8, 2),  # GQA 4:1, ragged ends, several query tiles per key tile
+    (2, 70, 200, 4, 4),  # two query tiles, two key tiles
+    (3, 1, 130, 4, 1),  # one query row, MQA
+    (1, 4097, 4097, 4, 4),  # long loops, one row past the last full tile
+    (2, 300, 40, 4, 2),  # causal: rows that see no key (dq 0)
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("expand", [False, True])
+def test_reduce_vs_reference(head_dim, causal, shape, expand, device):
+    """The launcher with the reduce tiles (GQA through the group loop or the expanded
+    programs), NaN-filled gradient buffers: every element written, all three gradients
+    within the DESIGN.md bound of the float64 reference."""
+    _gpu_sm90()
+    batch, sq, sk, h, hkv = shape
+    if expand and h == hkv:
+        pytest.skip("gqa_expand needs GQA")
+    cfg = dataclasses.replace(configs.hopper_bwd_reduce_config(head_dim, causal, sk, h // hkv),
+                              gqa_expand=expand)
+    q, k, v = make_qkv(batch, sq, sk, h, hkv, head_dim, torch.bfloat16, device,
+                       seed=head_dim + sq + 3 * sk)
+    dout = torch.randn_like(q)
+    out, lse = flash.attention_forward(q, k, v, causal=causal)
+    grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+    hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, causal, *grads,
+                                         config=cfg, deterministic=False)
+    torch.cuda.synchronize()
+    checks = _ref_checks(grads, q, k, v, dout, causal)
+    msg = "; ".join(map(str, checks))
+    assert not any(g.isnan().any() for g in grads), "unwritten or NaN gradient: " + msg
+    assert all(c.ok for c in checks), msg
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("left,softcap", [(None, 0.0), (100, 0.0), (None, 20.0), (300, 30.0)])
+def test_reduce_public_api(head_dim, causal, left, softcap, device, monkeypatch):
+    """flash_attn_func(deterministic=False) with FLASHTILE_HOPPER_BWD_REDUCE=1 runs the
+    reduce tiles (spied) and its gradients are within the bound of the reference, with
+    sliding windows and softcaps too; deterministic=True keeps the two-kernel tiles."""
+    _gpu_sm90()
+    monkeypatch.setenv(hopper_bwd.REDUCE_ENV_VAR, "1")
+    monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
+    used = []
+    real = hopper_bwd._launch_split
+
+    def spy(*args, **kwargs):
+        used.append(args[7].dq_reduce)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hopper_bwd, "_launch_split", spy)
+    window = (-1, -1) if left is None else (left, 0 if causal else -1)
+    q, k, v = make_qkv(2, 1029, 1100, 8, 2, head_dim, torch.bfloat16, device,
+                       seed=head_dim + (left or 0))
+    dout = torch.randn_like(q)
+    for deterministic in (False, True):
+        inp = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        o = flashtile.flash_attn_func(*inp, causal=causal, window_size=window,
+                                      softcap=softcap, deterministic=deterministic)
+        grads = torch.autograd.grad(o, inp, dout)
+        torch.cuda.synchronize()
+        checks = _ref_checks(grads, q, k, v, dout, causal, window_size=window,
+                             softcap=softcap)
+        assert all(c.ok for c in checks), f"deterministic={deterministic}: " + "; ".join(
+            map(str, checks))
+    assert used == [True, False], used
