@@ -314,6 +314,8 @@ def hopper_bwd_variants():
                 yield f"{tag} bfloat16 reduce", hd, causal, torch.bfloat16, reduce
                 yield (f"{tag} bfloat16 reduce gqa-expand", hd, causal, torch.bfloat16,
                        dataclasses.replace(reduce, gqa_expand=True))
+                yield (f"{tag} bfloat16 reduce late", hd, causal, torch.bfloat16,
+                       dataclasses.replace(reduce, reduce_late=True))
             fused = configs.hopper_bwd_fused_config(hd, causal)
             if fused not in (None, cfg):  # the fused kernel's tiles (not shipped), ordered
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused

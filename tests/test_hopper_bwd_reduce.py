@@ -135,16 +135,18 @@ SHAPES = [  # (batch, seqlen_q, seqlen_k, nheads, nheads_kv)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("expand", [False, True])
-def test_reduce_vs_reference(head_dim, causal, shape, expand, device):
+@pytest.mark.parametrize("late", [False, True])
+def test_reduce_vs_reference(head_dim, causal, shape, expand, late, device):
     """The launcher with the reduce tiles (GQA through the group loop or the expanded
-    programs), NaN-filled gradient buffers: every element written, all three gradients
-    within the DESIGN.md bound of the float64 reference."""
+    programs; each dQ added at its step's end or, reduce_late, under the next step's S^T),
+    NaN-filled gradient buffers: every element written, all three gradients within the
+    DESIGN.md bound of the float64 reference."""
     _gpu_sm90()
     batch, sq, sk, h, hkv = shape
     if expand and h == hkv:
         pytest.skip("gqa_expand needs GQA")
     cfg = dataclasses.replace(configs.hopper_bwd_reduce_config(head_dim, causal, sk, h // hkv),
-                              gqa_expand=expand)
+                              gqa_expand=expand, reduce_late=late)
     q, k, v = make_qkv(batch, sq, sk, h, hkv, head_dim, torch.bfloat16, device,
                        seed=head_dim + sq + 3 * sk)
     dout = torch.randn_like(q)

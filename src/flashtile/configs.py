@@ -445,6 +445,9 @@ class HopperBwdConfig:
     # buffer by TMA reduce-adds, racing between key tiles: deterministic=False only
     # (ops/hopper_bwd.py, DQ_REDUCE; the dq_* fields unused)
     dq_reduce: bool = False
+    # dq_reduce: each step adds the previous step's dQ tile (staging store and reduce-add)
+    # under its own S^T GEMM instead of at its end, off the tensor cores' path
+    reduce_late: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

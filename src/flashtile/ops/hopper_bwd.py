@@ -405,7 +405,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         if varlen is not None or cfg.d_split > 1 or bits is not None:
             raise ValueError(f"dq_reduce: dense calls, whole head dims, no dropout: {cfg}")
         dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-        dkdv_flag.update(dq_desc=tma_desc(dq_acc, cfg.block_m), DQ_REDUCE=True)
+        dkdv_flag.update(dq_desc=tma_desc(dq_acc, cfg.block_m), DQ_REDUCE=True,
+                         DQ_LATE=bool(cfg.reduce_late))
     if cfg.gqa_expand and group > 1:
         # per-query-head partials (HopperBwdConfig.gqa_expand), summed over groups below;
         # varlen: zeroed, as the rows no sequence's program writes must sum to the zeros
@@ -893,13 +894,18 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                EARLY_EXPECT: gl.constexpr = False, STATS: gl.constexpr = False, stats=None,
                nheads=0, LSE2_PRE: gl.constexpr = False, GROUP_BRANCH: gl.constexpr = False,
                bits=0, keep_scale=1.0, DROPOUT: gl.constexpr = False, dqr=None,
-               DQ_REDUCE: gl.constexpr = False, dq_scale=1.0):
+               DQ_REDUCE: gl.constexpr = False, dq_scale=1.0, dql=0,
+               DQ_LATE: gl.constexpr = False):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     DQ_REDUCE (``dqr`` = (dS^T tile, fp32 dQ staging tile, dQ accumulator descriptor)):
     also this tile pair's dQ = dq_scale * dS K, the fifth GEMM (dS^T through shared
     memory, every warpgroup's keys), added to the fp32 dQ by a TMA reduce-add (racing
-    with the other key tiles' programs; ``_dq_reduce``).
+    with the other key tiles' programs; ``_dq_reduce``). DQ_LATE (HopperBwdConfig.
+    reduce_late): the step returns its dQ tile and coordinates (``dql`` = (dQ, row, head))
+    instead, and adds the previous step's under this one's S^T GEMM (none when it = 0;
+    the kernel adds the last one after the loops), so the staging store leaves the
+    tensor cores' path. Returns (dk, dv, lse2, delta, dql).
     DROPOUT: the forward's keep decisions from its bit blocks (``bits``: base, blocks
     per band, the key tile's first key; _gluon_common.bits_words_mma, bits_masks_t), P^T
     and dP^T of the dropped entries zeroed, with ``keep_scale`` = 1 / (1 - p) taken out
@@ -925,6 +931,10 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
     mbarrier.wait(q_bars.index(s), phase)
     s_t = warpgroup_mma(k2, q_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
+    if DQ_LATE:  # the previous step's dQ, added under S^T
+        if it > 0:
+            _dq_reduce(dql[0] * dq_scale, dqr[1], dqr[2], [b, dql[1], dql[2], 0], BLOCK_M,
+                       HEAD_DIM)
     mbarrier.wait(do_bars.index(s), phase)
     dp_t = warpgroup_mma(v2, do_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
     if DROPOUT:  # this tile's bit-block words, loaded under the GEMMs
@@ -1005,12 +1015,14 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, nxt, n_m, m_lo, b, hk,
                group, nxt < n_iter, BLOCK_M, NUM_STAGES, False, EARLY_EXPECT, True, STATS,
                stats, nheads, GROUP_BRANCH, LSE2_PRE)
-    if DQ_REDUCE:
+    if DQ_LATE:
+        dql = (dq, (m_lo + j) * BLOCK_M, bh - b * nheads)
+    elif DQ_REDUCE:
         _dq_reduce(dq * dq_scale, dqr[1], dqr[2], [b, (m_lo + j) * BLOCK_M, bh - b * nheads, 0],
                    BLOCK_M, HEAD_DIM)
     if PREFETCH and not STATS:
-        return dk, dv, lse2_next, delta_next
-    return dk, dv, lse2_in, delta_in
+        return dk, dv, lse2_next, delta_next, dql
+    return dk, dv, lse2_in, delta_in, dql
 
 
 @gluon.constexpr_function
@@ -1058,6 +1070,7 @@ def _bwd_dkdv_kernel(
     DROPOUT: gl.constexpr = False,  # attention dropout read from BITS (dense only)
     dq_desc=None,  # DQ_REDUCE: TMA over the fp32 dQ accumulator (B, M, H, D), zeroed
     DQ_REDUCE: gl.constexpr = False,  # HopperBwdConfig.dq_reduce: dQ here (5 GEMMs)
+    DQ_LATE: gl.constexpr = False,  # HopperBwdConfig.reduce_late: each dQ a step late
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -1114,6 +1127,12 @@ def _bwd_dkdv_kernel(
     else:
         dqr = 0
         dq_scale = 1.0
+    gl.static_assert(DQ_REDUCE or not DQ_LATE, "reduce_late: with dq_reduce")
+    if DQ_LATE:  # (dQ, row, head) of the previous step, none yet
+        dql = (gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, _dq_mma_layout(gl.num_warps(),
+                                                                         HEAD_DIM)), 0, 0)
+    else:
+        dql = 0
     for g in range(0, q_group):
         bh = bh0 + g
         if DROPOUT:  # this head's bit blocks (_common.BITS_PAD), and the key tile
@@ -1122,32 +1141,35 @@ def _bwd_dkdv_kernel(
         else:
             bits = 0
         for j in range(0, n_band):
-            dk, dv, lse2, delta = _dkdv_step(
+            dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
-                bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale)
+                bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE)
         for j in range(n_band, n_mid):
-            dk, dv, lse2, delta = _dkdv_step(
+            dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, False, PREFETCH, D_SPLIT, HALF, True, 0, False, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
-                bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale)
+                bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
-            dk, dv, lse2, delta = _dkdv_step(
+            dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
-                bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale)
+                bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE)
 
+    if DQ_LATE:  # the last step's dQ (n_iter >= 1)
+        _dq_reduce(dql[0] * dq_scale, dqr[1], dqr[2], [b, dql[1], dql[2], 0], BLOCK_M,
+                   HEAD_DIM)
     if DROPOUT:  # the steps' P^T o M and dS^T left out 1 / (1 - p)
         dv = dv * keep_scale
         dk = dk * keep_scale
@@ -1756,7 +1778,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                 constexprs["EXPAND"] = True
             constexprs["GROUP_BRANCH"] = bool(_group_branch(cfg, varlen))
             if cfg.dq_reduce:
-                constexprs["DQ_REDUCE"] = True
+                constexprs.update(DQ_REDUCE=True, DQ_LATE=bool(cfg.reduce_late))
             else:
                 constexprs["dq_desc"] = None
         if name != "fused":
