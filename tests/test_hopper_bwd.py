@@ -56,7 +56,7 @@ SOFTCAP_SPILL_LIMIT = {"d128": 240, "d128-causal": 320}
 DROPOUT_SPILL_LIMIT = {"d128": 112, "d128-causal": 208}
 # the one-kernel dQ_REDUCE tiles (deterministic=False; 8 warps on 128 keys, 255 registers
 # at hd 128): 48 / 108 bytes at hd 128, none at hd 64 (ptxas, session 23)
-REDUCE_SPILL_LIMIT = {"d128": 96, "d128-causal": 160}
+REDUCE_SPILL_LIMIT = {"d128": 96, "d128-causal": 160}  # (late: 52 / 100)
 
 
 # ----------------------------------------------------------------------------------

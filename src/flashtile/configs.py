@@ -525,22 +525,35 @@ def hopper_bwd_reduce_config(head_dim: int, causal: bool, seqlen_k: int,
     the dK/dV kernel also computes dQ = dS K and adds it to fp32 by TMA reduce-adds, 5
     GEMMs per tile pair, no dQ kernel): the two-kernel dK/dV tiles on 128 keys over two
     warpgroups, so that each reduce-add carries 128 keys' worth of dQ (half the L2
-    traffic of 64-key programs), one program per SM. Resources (ptxas -v, sm_90,
-    2026-12-01): hd 128 255 registers, 48 / 108 B spilled (non-causal / causal; the dS^T
-    tile double-buffered: single, the loop-invariant wgmma descriptors of its fixed
-    address spilled 208 B), 193 KB; hd 64 180 / 208 registers, no spills, 113 KB. None
-    above hd 128 (a 128-key dK and dV do not fit). Not yet measured."""
+    traffic of 64-key programs), one program per SM; each dQ added under the next step's
+    S^T GEMM (reduce_late). Resources (ptxas -v, sm_90, 2026-12-01): hd 128 255
+    registers, 52 / 100 B spilled (non-causal / causal; the dS^T tile double-buffered:
+    single, the loop-invariant wgmma descriptors of its fixed address spilled 208 B),
+    193 KB; hd 64 184 / 206 registers, no spills, 113 KB. None above hd 128 (a 128-key
+    dK and dV do not fit).
+    `s23b` (ce00629, bench_hopper_bwd --ab, 5 interleaved rounds), backward TFLOPS at
+    1k / 2k / 4k / 8k / 16k, two-kernel -> reduce -> reduce_late: hd 128 non-causal
+    414.4 / 451.4 / 448.8 / 442.2 / 455.2 -> 387.0 / 423.7 / 456.2 / 492.4 / 509.7 ->
+    400.0 / 447.5 / 475.0 / 499.9 / 508.3; causal 346.4 / 408.3 / 444.3 / 440.1 / 466.3
+    -> 268.9 / 314.4 / 361.2 / 400.7 / 425.8 -> 249.3 / 298.6 / 335.5 / 365.6 / 393.4;
+    hd 64 non-causal 404.1 .. 415.9 -> 289.2 .. 374.9 -> 308.5 .. 389.4 (-24% .. -6%),
+    causal -27% .. -6% late. (`s23a`, ef00a84, one do_bench each: hd 128 non-causal 4k /
+    16k two-kernel 437.4 / 451.6, reduce 484.0 / 512.3.)"""
     if head_dim > 128:
         return None
     base = hopper_bwd_config(head_dim, causal, seqlen_k, group)
     return dataclasses.replace(base, block_n=128, num_warps=8, max_regs=None,
-                               prefetch_stats=False, dq_reduce=True)
+                               prefetch_stats=False, dq_reduce=True, reduce_late=True)
 
 
 def hopper_bwd_reduce_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
-    """Where ``deterministic=False`` calls take ``hopper_bwd_reduce_config`` by default:
-    nowhere until measured (FLASHTILE_HOPPER_BWD_REDUCE=1 forces it on)."""
-    return False
+    """Where ``deterministic=False`` calls take ``hopper_bwd_reduce_config`` by default
+    (FLASHTILE_HOPPER_BWD_REDUCE=1 forces it on, =0 off): hd 128 non-causal from 4k keys,
+    where `s23b` measured it +5.8% / +13.0% / +11.7% over the two-kernel backward at 4k /
+    8k / 16k (-3.5% / -0.9% at 1k / 2k). Causal and hd 64 lose everywhere measured (one
+    8-warp program per SM against two or three one-warpgroup ones; see
+    hopper_bwd_reduce_config)."""
+    return head_dim == 128 and not causal and seqlen_k >= 4096
 
 
 # From this many keys dense GQA at hd 64 runs the dK/dV kernel's group loop instead of
