@@ -16,7 +16,11 @@ Layers, top to bottom:
     hopper_bwd_supported          does this backward take the Gluon path? (sm_90, table)
     hopper_attention_backward     launcher: (dq, dk, dv), no autograd; flash's
                                   attention_backward calls it first when supported
-    _bwd_dkdv_kernel              one program per key tile: K, V resident, Q/dO streamed
+    _bwd_dkdv_kernel              one program per key tile: K, V resident, Q/dO streamed;
+                                  with DQ_REDUCE (deterministic=False, hd 128 non-causal
+                                  from 4k: configs.hopper_bwd_reduce_preferred) 128 keys
+                                  over two warpgroups that also compute dQ = dS K and add
+                                  it by TMA reduce-adds into fp32 (no dQ kernel)
     _bwd_dq_kernel                one program per query tile: Q, dO resident, K/V streamed
     hopper_varlen_backward        (opt-in, FLASHTILE_HOPPER_VARLEN_BWD=1) the two kernels
                                   over packed varlen sequences: VARLEN programs build TMA
