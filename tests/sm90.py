@@ -79,3 +79,29 @@ def assert_within_2m6(names, got, want) -> None:
     for name, a, b in zip(names, got, want):
         scale = float(b.abs().max())
         assert float((a.float() - b.float()).abs().max()) <= 2.0**-6 * scale, name
+
+
+def require_sm90() -> None:
+    """Skip the calling test unless an sm_90 GPU (H100/H200) is here."""
+    import pytest
+
+    if not IS_SM90:
+        pytest.skip("needs an sm_90 GPU (H100/H200)")
+
+
+def grad_ref_checks(grads, q, k, v, dout, causal, **kw):
+    """dq / dk / dv against the float64 and input-precision references (DESIGN.md rule,
+    flashtile.validate.check_close); ``kw`` for reference.flash_attn_func (window_size,
+    softcap, dropout_p, dropout_mask)."""
+    from flashtile import reference
+    from flashtile.validate import check_close
+
+    refs = []
+    for upcast in (True, False):
+        inp = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        o = reference.flash_attn_func(*inp, causal=causal, upcast=upcast, **kw)
+        refs.append(torch.autograd.grad(o, inp, dout.to(o.dtype)))
+    scale = max(float(g.abs().max()) for g in refs[0])
+    atol = 2.0**-22 * q.shape[-1] * scale
+    return [check_close(name, g, r64, rlp, atol=atol)
+            for name, g, r64, rlp in zip(("dq", "dk", "dv"), grads, *refs)]

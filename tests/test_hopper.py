@@ -20,7 +20,13 @@ from conftest import HAS_CUDA
 from flashtile import configs, reference
 from flashtile.ops import flash, hopper_fwd
 from flashtile.validate import Case, check_close, make_qkv, run_case
-from sm90 import IS_SM90, assert_sm90_build, compile_records, compile_script
+from sm90 import (
+    IS_SM90,
+    assert_sm90_build,
+    compile_records,
+    compile_script,
+    require_sm90,
+)
 
 VARIANTS = [name for name, *_ in compile_script().hopper_variants()]
 
@@ -424,11 +430,6 @@ def hopper_calls(monkeypatch):
     return calls
 
 
-def _gpu_sm90():
-    if not IS_SM90:
-        pytest.skip("needs an sm_90 GPU (H100/H200)")
-
-
 def _record_launches(monkeypatch):
     """Spy on hopper_fwd._launch: the list of (config, keyword arguments) of each Gluon
     forward launch, so a test proves which stage ran with which window / softcap."""
@@ -459,7 +460,7 @@ def test_hopper_vs_reference(case, device, hopper_calls, monkeypatch):
     table picks the portable kernel): out and lse (and, where the case has a backward,
     dq/dk/dv of the portable backward fed the Gluon lse) within the DESIGN.md bound of
     the float64 reference."""
-    _gpu_sm90()
+    require_sm90()
     _force_gluon(monkeypatch, case.head_dim, case.causal, case.seqlen_q)
     result = run_case(case, device)
     assert hopper_calls, f"{case.name}: the Gluon path was not taken"
@@ -486,7 +487,7 @@ def test_hopper_window_vs_reference(case, device, hopper_calls, monkeypatch):
     and lse, and where the case has one the portable backward fed them, within the
     DESIGN.md bound of the float64 reference. Windows of 0 keys to longer than the
     sequence, ragged and unequal lengths."""
-    _gpu_sm90()
+    require_sm90()
     monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW", raising=False)  # on by default
     _force_gluon(monkeypatch, case.head_dim, case.causal, case.seqlen_q)
     result = run_case(case, device)
@@ -501,7 +502,7 @@ def test_hopper_c_window_vs_reference(case, device, monkeypatch):
     each consumer warpgroup's left-edge tiles masked, the producer loading from the
     first warpgroup's left edge, the second releasing the tiles left of its own. out and
     lse (and the portable backward fed them) within the DESIGN.md bound."""
-    _gpu_sm90()
+    require_sm90()
     monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW", raising=False)
     monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", "C")
     stages = _record_launches(monkeypatch)
@@ -532,7 +533,7 @@ def test_hopper_softcap_vs_reference(case, device, monkeypatch):
     softcapped calls run the portable forward by default): out and lse, and the portable
     backward fed them, within the DESIGN.md bound of the float64 reference; strong (2)
     and mild (30) caps, with and without a sliding window."""
-    _gpu_sm90()
+    require_sm90()
     monkeypatch.delenv("FLASHTILE_HOPPER_SOFTCAP", raising=False)
     monkeypatch.delenv("FLASHTILE_HOPPER_WINDOW", raising=False)
     _force_gluon(monkeypatch, case.head_dim, case.causal, case.seqlen_q)
@@ -548,7 +549,7 @@ def test_hopper_softcap_vs_reference(case, device, monkeypatch):
 @pytest.mark.parametrize("seqlen_q,seqlen_k", [(300, 40), (129, 1), (1, 700)])
 def test_hopper_fully_masked_rows(seqlen_q, seqlen_k, device, hopper_calls, monkeypatch):
     """Causal with seqlen_q > seqlen_k leaves top rows with no key: out 0, lse -inf."""
-    _gpu_sm90()
+    require_sm90()
     _force_gluon(monkeypatch, 64, True, seqlen_q)
     case = Case(seqlen_q=seqlen_q, seqlen_k=seqlen_k, head_dim=64, causal=True,
                 dtype=torch.bfloat16, backward=False)
@@ -606,7 +607,7 @@ def _run_stage(cfg, batch, seqlen_q, seqlen_k, nheads, nheads_kv, head_dim, caus
 def test_stages_vs_reference(schedule, head_dim, causal, seqlen_q, seqlen_k, device):
     """Every kernel (the shipped config forced to stage A or B; stage C's own config),
     into NaN-poisoned buffers: every output element written and within the bound."""
-    _gpu_sm90()
+    require_sm90()
     cfg = _stage_config(schedule, head_dim, causal, seqlen_q)
     _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, 2, head_dim, causal, torch.bfloat16, device,
                seed=seqlen_q * 7 + head_dim)
@@ -623,7 +624,7 @@ def test_stage_a_exp2_emu_vs_reference(exp2_emu, head_dim, causal, seqlen_q, seq
     (HopperFwdConfig.exp2_emu quarters, _gluon_common.exp2_fma): every output written
     and within the bound, fully masked rows included (exp2_fma gives exactly 0 below
     -127, so their l stays 0)."""
-    _gpu_sm90()
+    require_sm90()
     cfg = dataclasses.replace(_stage_config("A", head_dim, causal, seqlen_q),
                               exp2_emu=exp2_emu)
     _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, 2, head_dim, causal, torch.bfloat16, device,
@@ -647,7 +648,7 @@ def test_stage_c_vs_reference(seqlen_q, seqlen_k, causal, head_dim, nheads_kv, d
     config: ragged lengths, a program whose second warpgroup tile is past the end (seqlen
     1, 17), causal rows with no key (seqlen_q > seqlen_k), the causal drain of the shorter
     warpgroup, GQA and MQA, fp16 and bf16."""
-    _gpu_sm90()
+    require_sm90()
     if head_dim == 256 and seqlen_q == 4097:
         pytest.skip("hd 256 covered at the shorter lengths (the reference is slow)")
     cfg = configs.hopper_fwd_config_c(head_dim, causal, seqlen_q).one_shot()
@@ -665,7 +666,7 @@ def test_stage_c_k_wait_first_vs_reference(seqlen_q, seqlen_k, causal, head_dim,
     c_k_wait_first: each step waits for its K tile before its tensor-core turn; on at hd
     128, off at hd 64 / 256), so both orders stay tested: every output written and within
     the bound, GQA, ragged and key-less rows."""
-    _gpu_sm90()
+    require_sm90()
     if head_dim == 256 and seqlen_q == 4097:
         pytest.skip("hd 256 covered at the shorter lengths (the reference is slow)")
     shipped = configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
@@ -680,7 +681,7 @@ def test_stage_c_k_wait_first_vs_reference(seqlen_q, seqlen_k, causal, head_dim,
 def test_stage_c_free_running_vs_reference(head_dim, causal, device, monkeypatch):
     """Stage C with the ping-pong turns off (FLASHTILE_HOPPER_C_PINGPONG=0, the A/B
     switch for the schedule alone): the same numbers."""
-    _gpu_sm90()
+    require_sm90()
     monkeypatch.setenv("FLASHTILE_HOPPER_C_PINGPONG", "0")
     cfg = configs.hopper_fwd_config_c(head_dim, causal, 1000)
     _run_stage(cfg, 2, 1000, 1000, 4, 2, head_dim, causal, torch.bfloat16, device, seed=9)
@@ -691,7 +692,7 @@ def test_stage_c_free_running_vs_reference(head_dim, causal, device, monkeypatch
 def test_stage_c_ring2_vs_reference(causal, device):
     """Stage C at hd 128 with the 2-slot ring (the bench's alternative): slot reuse every
     other tile, the tightest ring protocol."""
-    _gpu_sm90()
+    require_sm90()
     cfg = dataclasses.replace(configs.hopper_fwd_config_c(128, causal, 1000), num_stages=2)
     _run_stage(cfg, 2, 1000, 1000, 4, 2, 128, causal, torch.bfloat16, device, seed=5)
 
@@ -730,7 +731,7 @@ def test_stage_c_persistent_vs_reference(epilogue, programs, seqlen_q, seqlen_k,
     end); O through the Q buffer and TMA (the next Q loaded after the store), or
     ("split", HopperFwdConfig.v_stages=2, hd 64 / 128) through its own buffer beside a V
     ring of its own; GQA and MQA, bf16 and fp16."""
-    _gpu_sm90()
+    require_sm90()
     if epilogue == "split" and head_dim == 256:
         pytest.skip("the split ring is built for hd 64 / 128 (hd 256's ring is 2 deep)")
     monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", programs)
@@ -750,7 +751,7 @@ def test_stage_c_persistent_many_items(v_stages, head_dim, causal, device, monke
     """One program per SM with more work items than SMs (2 x 4 heads x 33 tiles = 264 on
     an H200): the grid as shipped, each program walking two or more items; the shared
     ring and the split one (v_stages 2)."""
-    _gpu_sm90()
+    require_sm90()
     cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, 4097).one_shot(),
                               persistent=True, v_stages=v_stages)
     _run_stage(cfg, 2, 4097, 4097, 4, 2, head_dim, causal, torch.bfloat16, device, seed=3)
@@ -769,7 +770,7 @@ def test_stage_c_persistent_paired_vs_reference(v_stages, programs, seqlen_q, se
     order skipped shows: even query-tile counts (2, 8, 32: paired) and odd ones (1, 3:
     the one-shot grid, as shipped), key-less rows, one program per SM or 1 / 3
     programs; with the split ring too (v_stages 2, hd 64 / 128)."""
-    _gpu_sm90()
+    require_sm90()
     if v_stages and head_dim == 256:
         pytest.skip("the split ring is built for hd 64 / 128")
     if seqlen_q == 4096 and (programs is not None or head_dim == 256):
@@ -795,7 +796,7 @@ def test_stage_c_persistent_k2v3_vs_reference(programs, seqlen_q, seqlen_k, caus
     """The split ring the other way round (K ring 2, V ring 3: num_stages=2, v_stages=3;
     opt-in, session 21), paired when causal as shipped, into NaN-poisoned buffers: ring
     positions across items with the two rings out of step, key-less rows, ragged tiles."""
-    _gpu_sm90()
+    require_sm90()
     monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", programs)
     kernels = _record_kernels(monkeypatch)
     cfg = dataclasses.replace(configs.hopper_fwd_config_c(head_dim, causal, seqlen_q).one_shot(),
@@ -817,7 +818,7 @@ def test_stage_c_persistent_window_softcap(case, device, monkeypatch):
     FLASHTILE_HOPPER_C_PERSISTENT=1, 3 programs: each walks many items, each item with
     its own left-edge tiles), flash_attn_func's full call: out and lse (and the backward
     fed them) within the DESIGN.md bound."""
-    _gpu_sm90()
+    require_sm90()
     for var in ("FLASHTILE_HOPPER_WINDOW", "FLASHTILE_HOPPER_SOFTCAP"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", "C")
@@ -835,7 +836,7 @@ def test_stage_c_persistent_window_softcap(case, device, monkeypatch):
 def test_hopper_vs_portable(head_dim, causal, device, monkeypatch):
     """The Gluon and the portable forward on the same inputs: both within the bound of
     the reference, and within the sum of their bounds of each other."""
-    _gpu_sm90()
+    require_sm90()
     q, k, v = make_qkv(2, 1537, 1537, 8, 2, head_dim, torch.bfloat16, device, seed=head_dim)
     out_h, lse_h = flash.attention_forward(q, k, v, causal=causal)
     monkeypatch.setenv("FLASHTILE_DISABLE_HOPPER", "1")
@@ -854,7 +855,7 @@ def test_hopper_vs_portable(head_dim, causal, device, monkeypatch):
 @pytest.mark.gpu
 def test_hopper_out_buffer_not_tma_addressable(device):
     """An out= view whose row stride TMA cannot address is written through a copy."""
-    _gpu_sm90()
+    require_sm90()
     q, k, v = make_qkv(1, 100, 100, 2, 2, 64, torch.bfloat16, device)
     out = torch.full((1, 100, 2, 68), float("nan"), dtype=q.dtype, device=device)[..., :64]
     flash.attention_forward(q, k, v, causal=True, out=out)
@@ -865,7 +866,7 @@ def test_hopper_out_buffer_not_tma_addressable(device):
 
 @pytest.mark.gpu
 def test_hopper_no_recompile_on_seqlen_or_batch(device):
-    _gpu_sm90()
+    require_sm90()
     kernels = (hopper_fwd._fwd_kernel, hopper_fwd._fwd_ws_kernel, hopper_fwd._fwd_c_kernel)
 
     def n_compiled():  # device_caches: device -> (kernel_cache, key_cache, target, ...)

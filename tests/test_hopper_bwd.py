@@ -18,13 +18,15 @@ import flashtile
 from conftest import HAS_CUDA
 from flashtile import configs
 from flashtile.ops import flash, hopper_bwd
-from flashtile.validate import Case, check_close, make_qkv, run_case
+from flashtile.validate import Case, make_qkv, run_case
 from sm90 import (
     IS_SM90,
     assert_sm90_build,
     assert_within_2m6,
     compile_records,
     compile_script,
+    grad_ref_checks,
+    require_sm90,
     training_runs,
 )
 
@@ -373,11 +375,6 @@ GPU_ADVERSARIAL = [
 ]
 
 
-def _gpu_sm90():
-    if not IS_SM90:
-        pytest.skip("needs an sm_90 GPU (H100/H200)")
-
-
 @pytest.fixture(params=["split", "fused"])
 def gluon_bwd(monkeypatch, request):
     """Opt in to the Gluon backward, the two-kernel ("split") or the fused one (dQ through
@@ -403,7 +400,7 @@ def test_hopper_bwd_vs_reference(case, device, gluon_bwd):
     """flash_attn_func forward + backward with the Gluon backward: out, lse, dq, dk, dv
     within the DESIGN.md bound of the float64 reference (the summary carries every
     error and bound)."""
-    _gpu_sm90()
+    require_sm90()
     result = run_case(case, device)
     assert gluon_bwd, f"{case.name}: the Gluon backward was not taken"
     assert result.ok, result.summary()
@@ -441,7 +438,7 @@ def test_hopper_bwd_window_vs_reference(case, device, monkeypatch):
     forced on): dq / dk / dv within the DESIGN.md bound of the float64 reference, with
     the window's far-edge query tiles (dK/dV) and left-edge key tiles (dQ) masked; MHA
     and MQA (expanded programs), windows of 0 keys to longer than the sequence."""
-    _gpu_sm90()
+    require_sm90()
     monkeypatch.setenv("FLASHTILE_HOPPER_WINDOW", "1")
     monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
@@ -470,7 +467,7 @@ def test_hopper_bwd_softcap_vs_reference(case, device, monkeypatch):
     FLASHTILE_HOPPER_BWD=1: forced on): dS scaled by 1 - tanh^2 of the capped scores in
     both kernels, dq / dk / dv within the DESIGN.md bound of the float64 reference;
     strong (2) and mild (30) caps, with and without a sliding window, MHA and MQA."""
-    _gpu_sm90()
+    require_sm90()
     monkeypatch.setenv("FLASHTILE_HOPPER_SOFTCAP", "1")
     monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
@@ -513,24 +510,6 @@ def _grads(q, k, v, causal, dout, poison=False):
     return flash.attention_backward(dout, q, k, v, out, lse, causal=causal, **bufs)
 
 
-def _ref_checks(grads, q, k, v, dout, causal, **kw):
-    """dq/dk/dv against the float64 and input-precision references (DESIGN.md rule);
-    ``kw`` for reference.flash_attn_func (dropout_p, dropout_mask)."""
-    from flashtile import reference
-
-    checks = []
-    refs = []
-    for upcast in (True, False):
-        inp = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-        o = reference.flash_attn_func(*inp, causal=causal, upcast=upcast, **kw)
-        refs.append(torch.autograd.grad(o, inp, dout.to(o.dtype)))
-    scale = max(float(g.abs().max()) for g in refs[0])
-    atol = 2.0**-22 * q.shape[-1] * scale
-    for name, g, r64, rlp in zip(("dq", "dk", "dv"), grads, *refs):
-        checks.append(check_close(name, g, r64, rlp, atol=atol))
-    return checks
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim", hopper_bwd.HOPPER_BWD_HEAD_DIMS)
 @pytest.mark.parametrize("causal", [False, True])
@@ -538,14 +517,14 @@ def _ref_checks(grads, q, k, v, dout, causal, **kw):
 def test_hopper_bwd_poisoned_buffers(head_dim, causal, seqlen_q, seqlen_k, device, gluon_bwd):
     """Into NaN-filled dq/dk/dv (GQA 4:2): every element written and within the bound;
     (300, 40) causal leaves query rows with no key (their dq must be 0)."""
-    _gpu_sm90()
+    require_sm90()
     q, k, v = make_qkv(2, seqlen_q, seqlen_k, 4, 2, head_dim, torch.bfloat16, device,
                        seed=seqlen_q * 7 + head_dim)
     dout = torch.randn_like(q)
     grads = _grads(q, k, v, causal, dout, poison=True)
     torch.cuda.synchronize()
     assert gluon_bwd, "the Gluon backward was not taken"
-    checks = _ref_checks(grads, q, k, v, dout, causal)
+    checks = grad_ref_checks(grads, q, k, v, dout, causal)
     msg = "; ".join(map(str, checks))
     assert not any(g.isnan().any() for g in grads), "unwritten or NaN gradient: " + msg
     assert all(c.ok for c in checks), msg
@@ -557,7 +536,7 @@ def test_hopper_bwd_poisoned_buffers(head_dim, causal, seqlen_q, seqlen_k, devic
 def test_hopper_bwd_deterministic(head_dim, causal, device, gluon_bwd):
     """Two runs on the same inputs (GQA 8:2, so the dK/dV group loop sums 4 heads) give
     bitwise equal gradients."""
-    _gpu_sm90()
+    require_sm90()
     q, k, v = make_qkv(2, 1537, 1537, 8, 2, head_dim, torch.bfloat16, device, seed=head_dim)
     dout = torch.randn_like(q)
     first = _grads(q, k, v, causal, dout)
@@ -575,7 +554,7 @@ def test_hopper_bwd_deterministic(head_dim, causal, device, gluon_bwd):
 def test_hopper_bwd_vs_portable(head_dim, causal, fused, device, monkeypatch):
     """Gluon (split or fused) and portable backward on the same inputs: both within the
     bound of the reference, and within the sum of their bounds of each other."""
-    _gpu_sm90()
+    require_sm90()
     monkeypatch.setenv(hopper_bwd.FUSED_ENV_VAR, fused)
     q, k, v = make_qkv(2, 1029, 1029, 8, 2, head_dim, torch.bfloat16, device, seed=head_dim)
     dout = torch.randn_like(q)
@@ -584,8 +563,8 @@ def test_hopper_bwd_vs_portable(head_dim, causal, fused, device, monkeypatch):
     g_h = _grads(q, k, v, causal, dout)
     monkeypatch.setenv(hopper_bwd.ENV_VAR, "0")
     g_p = _grads(q, k, v, causal, dout)
-    ch = _ref_checks(g_h, q, k, v, dout, causal)
-    cp = _ref_checks(g_p, q, k, v, dout, causal)
+    ch = grad_ref_checks(g_h, q, k, v, dout, causal)
+    cp = grad_ref_checks(g_p, q, k, v, dout, causal)
     msg = "gluon: " + "; ".join(map(str, ch)) + " | portable: " + "; ".join(map(str, cp))
     assert all(c.ok for c in ch + cp), msg
     for name, a, b, c1, c2 in zip(("dq", "dk", "dv"), g_h, g_p, ch, cp):
@@ -600,7 +579,7 @@ def test_fused_bwd_racing(head_dim, causal, device):
     """The fused backward with deterministic=False: dQ added by TMA reduce-adds
     (HopperBwdConfig.dq_tma_reduce; the ordered mode uses the writer warps' atomics).
     GQA 8:2, ragged lengths: dq / dk / dv within the DESIGN.md bound of the reference."""
-    _gpu_sm90()
+    require_sm90()
     cfg = configs.hopper_bwd_fused_config(head_dim, causal)
     assert cfg.dq_tma_reduce
     q, k, v = make_qkv(2, 1029, 1100, 8, 2, head_dim, torch.bfloat16, device, seed=head_dim)
@@ -610,7 +589,7 @@ def test_fused_bwd_racing(head_dim, causal, device):
     hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, causal, *grads,
                                          config=cfg, deterministic=False)
     torch.cuda.synchronize()
-    checks = _ref_checks(grads, q, k, v, dout, causal)
+    checks = grad_ref_checks(grads, q, k, v, dout, causal)
     assert all(c.ok for c in checks), "; ".join(map(str, checks))
 
 
@@ -625,7 +604,7 @@ def test_fused_bwd_defer(head_dim, causal, deterministic, seqlen_q, seqlen_k, de
     loop): GQA 8:2, ragged lengths, one and two query tiles per key tile, NaN-filled
     buffers; dq / dk / dv within the DESIGN.md bound of the reference, and the ordered
     mode bitwise repeatable."""
-    _gpu_sm90()
+    require_sm90()
     cfg = dataclasses.replace(configs.hopper_bwd_fused_config(head_dim, causal),
                               dq_defer=True)
     q, k, v = make_qkv(2, seqlen_q, seqlen_k, 8, 2, head_dim, torch.bfloat16, device,
@@ -639,7 +618,7 @@ def test_fused_bwd_defer(head_dim, causal, deterministic, seqlen_q, seqlen_k, de
                                              config=cfg, deterministic=deterministic)
         runs.append(grads)
     torch.cuda.synchronize()
-    checks = _ref_checks(runs[0], q, k, v, dout, causal)
+    checks = grad_ref_checks(runs[0], q, k, v, dout, causal)
     assert all(c.ok for c in checks), "; ".join(map(str, checks))
     if deterministic:
         assert all(torch.equal(a, b) for a, b in zip(*runs))
@@ -662,7 +641,7 @@ def test_stats_tma(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, extra, devic
     the reference. lse2_pre: the lse rows in log2 units from the delta preprocess;
     group_branch: no integer division for single-head programs (the GQA case here runs
     expanded programs, group 1 each)."""
-    _gpu_sm90()
+    require_sm90()
     base = dataclasses.replace(configs.hopper_bwd_config(head_dim, causal, 4096,
                                                          8 // nheads_kv), stats_tma=False,
                                lse2_pre=False, group_branch=False)
@@ -671,7 +650,7 @@ def test_stats_tma(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, extra, devic
                        seed=head_dim + seqlen_q + nheads_kv)
     dout = torch.randn_like(q)
     runs = _grads_per_config(q, k, v, dout, causal, (cfg, base))
-    checks = _ref_checks(runs[0], q, k, v, dout, causal)
+    checks = grad_ref_checks(runs[0], q, k, v, dout, causal)
     assert all(c.ok for c in checks), "; ".join(map(str, checks))
     for name, a, b in zip(("dq", "dk", "dv"), runs[0], runs[1]):
         assert torch.equal(a, b), name
@@ -684,7 +663,7 @@ def test_stats_tma(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, extra, devic
 def test_stats_tma_masks(head_dim, causal, left, softcap, device):
     """stats_tma with a sliding window's left bound and / or a softcap: bitwise the
     global-load path, ragged lengths, GQA 4:1."""
-    _gpu_sm90()
+    require_sm90()
     q, k, v = make_qkv(2, 1028, 1100, 8, 2, head_dim, torch.bfloat16, device, seed=head_dim)
     dout = torch.randn_like(q)
     out, lse = flash.attention_forward(q, k, v, causal=causal, softcap=softcap,
@@ -728,7 +707,7 @@ def test_gqa_expand(head_dim, causal, group, device):
     configs.GQA_LOOP_MIN_SEQLEN keys: at hd 64 capped at 168 registers). Ragged lengths,
     NaN-filled gradient buffers: both within the DESIGN.md bound of the reference, and
     dk / dv within rounding of each other."""
-    _gpu_sm90()
+    require_sm90()
     base = configs.hopper_bwd_config(head_dim, causal, configs.GQA_LOOP_MIN_SEQLEN, group)
     base = dataclasses.replace(base, gqa_expand=False)
     cfg = dataclasses.replace(base, gqa_expand=True)
@@ -737,7 +716,7 @@ def test_gqa_expand(head_dim, causal, group, device):
     dout = torch.randn_like(q)
     runs = _grads_per_config(q, k, v, dout, causal, (cfg, base))
     for run in runs:
-        checks = _ref_checks(run, q, k, v, dout, causal)
+        checks = grad_ref_checks(run, q, k, v, dout, causal)
         assert all(c.ok for c in checks), "; ".join(map(str, checks))
     for name, a, b in zip(("dk", "dv"), runs[0][1:], runs[1][1:]):
         scale = float(b.abs().max())
@@ -748,7 +727,7 @@ def test_gqa_expand(head_dim, causal, group, device):
 def test_hopper_bwd_buffers_not_tma_addressable(device, gluon_bwd):
     """dq= / dk= views whose row stride TMA cannot address, and a dout with one, are
     handled through copies."""
-    _gpu_sm90()
+    require_sm90()
     q, k, v = make_qkv(1, 100, 100, 2, 2, 64, torch.bfloat16, device)
     out, lse = flash.attention_forward(q, k, v, causal=True)
     wide = torch.randn(1, 100, 2, 68, dtype=q.dtype, device=device)
@@ -757,7 +736,7 @@ def test_hopper_bwd_buffers_not_tma_addressable(device, gluon_bwd):
     dk = torch.full_like(wide, float("nan"))[..., :64]
     grads = flash.attention_backward(dout, q, k, v, out, lse, causal=True, dq=dq, dk=dk)
     assert gluon_bwd and grads[0] is dq and grads[1] is dk
-    checks = _ref_checks(grads, q, k, v, dout.contiguous(), True)
+    checks = grad_ref_checks(grads, q, k, v, dout.contiguous(), True)
     assert all(c.ok for c in checks), "; ".join(map(str, checks))
 
 
@@ -848,7 +827,7 @@ def test_dropout_bits_gluon(head_dim, causal, nheads_kv, expand, device):
     loop), dq / dk / dv within the DESIGN.md bound of the reference replaying the
     kernel's mask (flash.dropout_mask), and within 2^-6 of the largest magnitude of the
     portable backward reading the same words."""
-    _gpu_sm90()
+    require_sm90()
     p, sq, sk = 0.2, 1029, 1100
     q, k, v = make_qkv(2, sq, sk, 4, nheads_kv, head_dim, torch.bfloat16, device,
                        seed=head_dim + nheads_kv)
@@ -865,7 +844,7 @@ def test_dropout_bits_gluon(head_dim, causal, nheads_kv, expand, device):
     torch.cuda.synchronize()
     assert not any(g.isnan().any() for g in grads)
     keep = flash.dropout_mask((1234, 567), 2, 4, sq, sk, p, device)
-    checks = _ref_checks(grads, q, k, v, dout, causal, dropout_p=p, dropout_mask=keep)
+    checks = grad_ref_checks(grads, q, k, v, dout, causal, dropout_p=p, dropout_mask=keep)
     assert all(c.ok for c in checks), "; ".join(map(str, checks))
     portable = flash.attention_backward(
         dout, q, k, v, out, lse, causal=causal, dropout_p=p, rng_state=(words, 0),
@@ -880,7 +859,7 @@ def test_dropout_bits_gluon_autograd(head_dim, device, monkeypatch):
     the Gluon backward runs (causal, 1024 keys): the same torch seed gives the same
     output and gradients within rounding with the Gluon backward reading the bits and
     with the portable one (FLASHTILE_HOPPER_BWD_DROPOUT=0); the Gluon kernels ran."""
-    _gpu_sm90()
+    require_sm90()
     monkeypatch.setenv(flash.DROPOUT_BITS_ENV_VAR, "1")
     q, k, v = make_qkv(4, 1024, 1024, 6, 6, head_dim, torch.bfloat16, device, seed=7)
     dout = torch.randn_like(q)

@@ -19,8 +19,8 @@ import torch
 import flashtile
 from flashtile import configs
 from flashtile.ops import flash, hopper_bwd
-from flashtile.validate import check_close, make_qkv
-from sm90 import IS_SM90
+from flashtile.validate import make_qkv
+from sm90 import grad_ref_checks, require_sm90
 
 # ----------------------------------------------------------------------------------
 # CPU: tiles and dispatch
@@ -101,26 +101,6 @@ def test_deterministic_reaches_backward(monkeypatch, custom_op, deterministic):
 # ----------------------------------------------------------------------------------
 
 
-def _gpu_sm90():
-    if not IS_SM90:
-        pytest.skip("needs an sm_90 GPU (H100/H200)")
-
-
-def _ref_checks(grads, q, k, v, dout, causal, **kw):
-    """dq / dk / dv against the float64 and input-precision references (DESIGN.md rule)."""
-    from flashtile import reference
-
-    refs = []
-    for upcast in (True, False):
-        inp = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-        o = reference.flash_attn_func(*inp, causal=causal, upcast=upcast, **kw)
-        refs.append(torch.autograd.grad(o, inp, dout.to(o.dtype)))
-    scale = max(float(g.abs().max()) for g in refs[0])
-    atol = 2.0**-22 * q.shape[-1] * scale
-    return [check_close(name, g, r64, rlp, atol=atol)
-            for name, g, r64, rlp in zip(("dq", "dk", "dv"), grads, *refs)]
-
-
 SHAPES = [  # (batch, seqlen_q, seqlen_k, nheads, nheads_kv)
     (2, 1029, 1100, 8, 2),  # GQA 4:1, ragged ends, several query tiles per key tile
     (2, 70, 200, 4, 4),  # two query tiles, two key tiles
@@ -141,7 +121,7 @@ def test_reduce_vs_reference(head_dim, causal, shape, expand, late, device):
     programs; each dQ added at its step's end or, reduce_late, under the next step's S^T),
     NaN-filled gradient buffers: every element written, all three gradients within the
     DESIGN.md bound of the float64 reference."""
-    _gpu_sm90()
+    require_sm90()
     batch, sq, sk, h, hkv = shape
     if expand and h == hkv:
         pytest.skip("gqa_expand needs GQA")
@@ -155,7 +135,7 @@ def test_reduce_vs_reference(head_dim, causal, shape, expand, late, device):
     hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, causal, *grads,
                                          config=cfg, deterministic=False)
     torch.cuda.synchronize()
-    checks = _ref_checks(grads, q, k, v, dout, causal)
+    checks = grad_ref_checks(grads, q, k, v, dout, causal)
     msg = "; ".join(map(str, checks))
     assert not any(g.isnan().any() for g in grads), "unwritten or NaN gradient: " + msg
     assert all(c.ok for c in checks), msg
@@ -169,7 +149,7 @@ def test_reduce_public_api(head_dim, causal, left, softcap, device, monkeypatch)
     """flash_attn_func(deterministic=False) with FLASHTILE_HOPPER_BWD_REDUCE=1 runs the
     reduce tiles (spied) and its gradients are within the bound of the reference, with
     sliding windows and softcaps too; deterministic=True keeps the two-kernel tiles."""
-    _gpu_sm90()
+    require_sm90()
     monkeypatch.setenv(hopper_bwd.REDUCE_ENV_VAR, "1")
     monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
     used = []
@@ -190,7 +170,7 @@ def test_reduce_public_api(head_dim, causal, left, softcap, device, monkeypatch)
                                       softcap=softcap, deterministic=deterministic)
         grads = torch.autograd.grad(o, inp, dout)
         torch.cuda.synchronize()
-        checks = _ref_checks(grads, q, k, v, dout, causal, window_size=window,
+        checks = grad_ref_checks(grads, q, k, v, dout, causal, window_size=window,
                              softcap=softcap)
         assert all(c.ok for c in checks), f"deterministic={deterministic}: " + "; ".join(
             map(str, checks))

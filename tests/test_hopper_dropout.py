@@ -18,7 +18,7 @@ from flashtile import configs
 from flashtile.ops import _common, flash, hopper_fwd
 from flashtile.ops._gluon_common import dropout_thr16
 from flashtile.validate import check_close, make_qkv
-from sm90 import IS_SM90, assert_within_2m6, training_runs
+from sm90 import assert_within_2m6, require_sm90, training_runs
 
 # ----------------------------------------------------------------------------------
 # CPU
@@ -151,11 +151,6 @@ def test_dropout_reaches_the_gluon_forward(monkeypatch, rng):
 # ----------------------------------------------------------------------------------
 
 
-def _gpu_sm90():
-    if not IS_SM90:
-        pytest.skip("needs an sm_90 GPU (H100/H200)")
-
-
 def _visible(seqlen_q, seqlen_k, causal, device):
     if not causal:
         return torch.ones(seqlen_q, seqlen_k, dtype=torch.bool, device=device)
@@ -178,7 +173,7 @@ def test_gluon_dropout_forward(head_dim, causal, seqlen_q, seqlen_k, rng, device
     dropout partition (FLASHTILE_HOPPER_DROPOUT_WS=1), the consumers reading its blocks."""
     from flashtile import reference
 
-    _gpu_sm90()
+    require_sm90()
     monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT", "1")
     monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT_WS", "1" if rng == "bits-ws" else "0")
     p, seed, offset = 0.2, 1234, 567
@@ -227,7 +222,7 @@ def test_gluon_dropout_training(head_dim, causal, ws, device, monkeypatch):
     same torch seed gives the portable forward's output within rounding
     (FLASHTILE_HOPPER_DROPOUT=0: the same mask) and gradients within 2^-6 of its largest
     magnitude. ws: the dropout partition drawing (FLASHTILE_HOPPER_DROPOUT_WS=1)."""
-    _gpu_sm90()
+    require_sm90()
     monkeypatch.setenv("FLASHTILE_HOPPER_DROPOUT_WS", ws)
     heads = 384 // head_dim
     q, k, v = make_qkv(4, 1024, 1024, heads, heads, head_dim, torch.bfloat16, device, seed=3)

@@ -9,19 +9,7 @@
 #    for the three (the 1k rows are ~1 ms calls whose host time may show as run-to-run
 #    noise); a drop only in this tree would be session 21's forward in training calls.
 source scripts/suites/lib/steps.sh
-timeout 100 python3 - >"$out/validate_tail.log" 2>&1 <<'PY' || status=1
-import torch
-from flashtile.validate import case_grid, run_case, with_
-cases = [with_(c, batch=2) for c in case_grid(full=False)][33:]
-bad = 0
-for c in cases:
-    r = run_case(c, torch.device("cuda"))
-    bad += not r.ok
-    print(c.name, "ok" if r.ok else "FAILED " + r.summary(), flush=True)
-print(f"covering grid cases 34-{33 + len(cases)}: {len(cases) - bad} passed, {bad} failed")
-raise SystemExit(1 if bad else 0)
-PY
-cat "$out/validate_tail.log" | tail -6
+validate_covering_tail validate_tail 100 34
 ab() {  # TAG PYTHONPATH [VAR=VALUE]
   local tag=$1 path=$2
   shift 2

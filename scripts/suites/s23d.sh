@@ -10,19 +10,7 @@
 source scripts/suites/lib/steps.sh
 gpu_pytest pytest_s23d 120 2 6 tests/test_varlen.py -k \
   "(test_varlen_gpu and causal and softcap and heads1 and (64 or 256)) or test_varlen_hopper_auto"
-timeout 100 python3 - >"$out/validate_tail.log" 2>&1 <<'PY' || status=1
-import torch
-from flashtile.validate import case_grid, run_case, with_
-cases = [with_(c, batch=2) for c in case_grid(full=False)][33:]
-bad = 0
-for c in cases:
-    r = run_case(c, torch.device("cuda"))
-    bad += not r.ok
-    print(c.name, "ok" if r.ok else "FAILED " + r.summary(), flush=True)
-print(f"covering grid cases 34-{33 + len(cases)}: {len(cases) - bad} passed, {bad} failed")
-raise SystemExit(1 if bad else 0)
-PY
-tail -n 1 "$out/validate_tail.log"
+validate_covering_tail validate_tail 100 34
 timeout 200 python3 -m flashtile.cli bench --rounds 3 --head-dims 128 64 --seqlens 4096 16384 \
   --backends flashtile flashtile-nd sdpa-cudnn --commit "$commit" --csv "$out/bench_nd.csv" \
   >"$out/bench_nd.log" 2>&1 || status=1

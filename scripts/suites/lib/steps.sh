@@ -16,6 +16,27 @@ validate_covering() {
     || status=1
   tr '\r' '\n' <"$out/$1.log" | grep -v "it/s\]$" | tail -n 3
 }
+# validate_covering_tail LOG LIMIT FIRST: the covering grid's cases from FIRST (1-based) on,
+# as `flashtile validate --grid covering` runs them (batch 2), log $out/LOG.log: the rest of
+# a run its time limit cut; prints the count line.
+validate_covering_tail() {
+  timeout "$2" python3 - "$3" >"$out/$1.log" 2>&1 <<'PY' || status=1
+import sys
+import torch
+from flashtile.validate import case_grid, run_case, with_
+first = int(sys.argv[1])
+cases = [with_(c, batch=2) for c in case_grid(full=False)][first - 1:]
+bad = 0
+for c in cases:
+    r = run_case(c, torch.device("cuda"))
+    bad += not r.ok
+    print(c.name, "ok" if r.ok else "FAILED " + r.summary(), flush=True)
+print(f"covering grid cases {first}-{first - 1 + len(cases)}: {len(cases) - bad} passed, "
+      f"{bad} failed")
+raise SystemExit(1 if bad else 0)
+PY
+  tail -n 1 "$out/$1.log"
+}
 # dropout_gpu_tests: the dropout GPU tests of sessions 18-19: the Gluon forward's
 # (test_hopper_dropout.py), the Gluon backward's (-k dropout), test_flash's dropout / bits
 # / capture / plan tests on CUDA (the whole file's tests that run there, GPU-marked or
