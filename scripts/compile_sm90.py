@@ -314,8 +314,11 @@ def hopper_bwd_variants():
                 yield f"{tag} bfloat16 reduce", hd, causal, torch.bfloat16, reduce
                 yield (f"{tag} bfloat16 reduce gqa-expand", hd, causal, torch.bfloat16,
                        dataclasses.replace(reduce, gqa_expand=True))
-                yield (f"{tag} bfloat16 reduce late", hd, causal, torch.bfloat16,
-                       dataclasses.replace(reduce, reduce_late=True))
+                yield (f"{tag} bfloat16 reduce early", hd, causal, torch.bfloat16,
+                       dataclasses.replace(reduce, reduce_late=False))
+                if not causal:  # deterministic: ordered adds (non-causal only)
+                    yield (f"{tag} bfloat16 reduce ordered", hd, causal, torch.bfloat16,
+                           configs.hopper_bwd_reduce_config(hd, causal, 4096, ordered=True))
             fused = configs.hopper_bwd_fused_config(hd, causal)
             if fused not in (None, cfg):  # the fused kernel's tiles (not shipped), ordered
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused

@@ -56,9 +56,12 @@ SOFTCAP_SPILL_LIMIT = {"d128": 240, "d128-causal": 320}
 # none at hd 64 (uncapped, 222 / 251 registers; 216 / 248 bytes under the 168 cap), 80 /
 # 172 at hd 128 (ptxas); the dQ kernel none
 DROPOUT_SPILL_LIMIT = {"d128": 112, "d128-causal": 208}
-# the one-kernel dQ_REDUCE tiles (deterministic=False; 8 warps on 128 keys, 255 registers
-# at hd 128): 48 / 108 bytes at hd 128, none at hd 64 (ptxas, session 23)
-REDUCE_SPILL_LIMIT = {"d128": 96, "d128-causal": 160}  # (late: 52 / 100)
+# the one-kernel dQ_REDUCE tiles (8 warps on 128 keys, 255 registers at hd 128), each dQ
+# added a step late: 52 / 100 bytes at hd 128 (non-causal / causal; 172 with GQA
+# expanded programs causal), none at hd 64; with
+# the ordered adds 148 at hd 128 (ptxas, session 23)
+REDUCE_SPILL_LIMIT = {"d128": 96, "d128-causal": 200}
+ORDERED_SPILL_LIMIT = {"d128": 200}
 
 
 # ----------------------------------------------------------------------------------
@@ -94,7 +97,7 @@ def test_compiles_for_sm90(name, compiled):
     if " dropout " in name:
         limit = DROPOUT_SPILL_LIMIT if name.endswith(" dkdv") else {}
     if " reduce" in name:
-        limit = REDUCE_SPILL_LIMIT
+        limit = ORDERED_SPILL_LIMIT if " ordered" in name else REDUCE_SPILL_LIMIT
     assert_sm90_build(name, rec, limit.get(tag, 0))
 
 

@@ -1,14 +1,18 @@
-"""The one-kernel Gluon backward of ``deterministic=False`` calls (ops/hopper_bwd.py,
-``HopperBwdConfig.dq_reduce``): the dK/dV kernel also computes each tile pair's dQ = dS K
-and adds it to an fp32 buffer with racing TMA reduce-adds, so no dQ kernel runs.
+"""The one-kernel Gluon backward (ops/hopper_bwd.py, ``HopperBwdConfig.dq_reduce``): the
+dK/dV kernel also computes each tile pair's dQ = dS K and adds it to an fp32 buffer with
+TMA reduce-adds, so no dQ kernel runs. The adds race for ``deterministic=False`` calls;
+with ``reduce_ordered`` (opt-in: FLASHTILE_HOPPER_BWD_REDUCE_ORDERED=1) each query tile's
+adds come in a fixed order (rotated visiting order, per-tile counters): deterministic.
 
 CPU (every CI run): which calls take it (``deterministic=False`` only, never with dropout,
 FLASHTILE_HOPPER_BWD_REDUCE on / off / measured table), its tiles, and that the
 ``deterministic`` flag reaches the launcher through flash_attn_func and the custom op.
 Its sm_90 builds are compiled in tests/test_hopper_bwd.py (variants named "reduce").
-GPU (``gpu`` marker): dq / dk / dv within the DESIGN.md bound of the float64 reference
-through the public API and through the launcher, into NaN-filled buffers, with GQA (group
-loop and expanded programs), ragged and tiny lengths, windows and softcaps.
+The ordered mode's add order is checked on the CPU through a transcription of its
+integer formulas. GPU (``gpu`` marker): dq / dk / dv within the DESIGN.md bound of the
+float64 reference through the public API and through the launcher, into NaN-filled
+buffers, with GQA (group loop and expanded programs), ragged and tiny lengths, windows and
+softcaps; the ordered mode bitwise repeatable, and its fallback past one key tile per SM.
 """
 
 import dataclasses
@@ -73,6 +77,57 @@ def test_default_config_reduce(monkeypatch, head_dim):
     auto = hopper_bwd.default_config(head_dim, True, 16384, deterministic=False)
     assert auto.dq_reduce == (head_dim <= 128
                               and configs.hopper_bwd_reduce_preferred(head_dim, True, 16384))
+
+
+def _rotation(t, n_m, n_kt):  # ops/hopper_bwd._reduce_rotation, transcribed
+    return t * n_m // n_kt
+
+
+def _rank(t, sj, n_m, n_kt):  # _reduce_rank with _rank_base / _rotations_upto, transcribed
+    def upto(x):
+        wrap = int(x >= n_m)
+        return wrap * n_kt + ((x - wrap * n_m + 1) * n_kt + n_m - 1) // n_m
+
+    rot = _rotation(t, n_m, n_kt)
+    return upto(rot + sj) + t - (rot * n_kt + n_m - 1) // n_m - upto(rot)
+
+
+@pytest.mark.parametrize("n_m,n_kt", [(1, 1), (2, 1), (64, 32), (256, 128), (17, 9),
+                                      (9, 9), (2, 8), (3, 7), (1, 5), (100, 3)])
+def test_ordered_ranks(n_m, n_kt):
+    """The ordered reduce's add order (a Python transcription of the kernel's integer
+    formulas): for every query tile the n_kt programs' ranks are 0 .. n_kt - 1 (each
+    waits for exactly its predecessors; no two wait for the same count), and they follow
+    the programs' arrival in lock step (the step each reaches the tile, then key tile
+    order), so no program waits on one that reaches the tile later."""
+    for j in range(n_m):
+        arrivals = []
+        for t in range(n_kt):
+            sj = (j - _rotation(t, n_m, n_kt)) % n_m  # the step at which t visits tile j
+            arrivals.append((sj, t, _rank(t, sj, n_m, n_kt)))
+        ranks = [r for *_, r in sorted(arrivals)]
+        assert ranks == list(range(n_kt)), (j, sorted(arrivals))
+
+
+def test_default_config_ordered(monkeypatch):
+    """FLASHTILE_HOPPER_BWD_REDUCE_ORDERED=1: deterministic non-causal calls take the
+    reduce tiles with ordered adds, causal ones and dropout keep the two-kernel tiles,
+    deterministic=False the racing reduce; unset, the measured table."""
+    monkeypatch.delenv(hopper_bwd.OVERRIDES_ENV_VAR, raising=False)
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
+    monkeypatch.setenv(hopper_bwd.ORDERED_ENV_VAR, "1")
+    monkeypatch.setenv(hopper_bwd.REDUCE_ENV_VAR, "1")
+    got = hopper_bwd.default_config(128, False, 4096)
+    assert got.dq_reduce and got.reduce_ordered and got.reduce_late, got
+    assert hopper_bwd.default_config(128, True, 4096) == configs.hopper_bwd_config(128, True,
+                                                                                   4096)
+    assert not hopper_bwd.default_config(128, False, 4096, dropout=True).dq_reduce
+    racing = hopper_bwd.default_config(128, False, 4096, deterministic=False)
+    assert racing.dq_reduce and not racing.reduce_ordered, racing
+    assert not hopper_bwd.default_config(128, False, 4096, ordered=False).dq_reduce
+    monkeypatch.delenv(hopper_bwd.ORDERED_ENV_VAR)
+    auto = hopper_bwd.default_config(128, False, 16384)
+    assert auto.dq_reduce == configs.hopper_bwd_ordered_preferred(128, False, 16384)
 
 
 @pytest.mark.parametrize("custom_op", [False, True])
@@ -175,3 +230,75 @@ def test_reduce_public_api(head_dim, causal, left, softcap, device, monkeypatch)
         assert all(c.ok for c in checks), f"deterministic={deterministic}: " + "; ".join(
             map(str, checks))
     assert used == [True, False], used
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("shape", SHAPES[:4] + [(2, 100, 1000, 4, 4), (1, 333, 16384, 2, 1)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("expand", [False, True])
+def test_ordered_vs_reference(head_dim, shape, expand, device):
+    """The ordered reduce (deterministic): rotated query tiles, adds in a fixed order per
+    tile, ties when there are fewer query tiles than key tiles (100 x 1000, 1 x 130),
+    128 key tiles per head (16k keys); NaN-filled buffers, within the DESIGN.md bound of
+    the float64 reference, and three runs bitwise equal."""
+    require_sm90()
+    batch, sq, sk, h, hkv = shape
+    if expand and h == hkv:
+        pytest.skip("gqa_expand needs GQA")
+    cfg = dataclasses.replace(configs.hopper_bwd_reduce_config(head_dim, False, sk, h // hkv,
+                                                               ordered=True),
+                              gqa_expand=expand)
+    q, k, v = make_qkv(batch, sq, sk, h, hkv, head_dim, torch.bfloat16, device,
+                       seed=head_dim + sq + 7 * sk)
+    assert hopper_bwd.reduce_ordered_ok(q, k, False, None, cfg)
+    dout = torch.randn_like(q)
+    out, lse = flash.attention_forward(q, k, v)
+    runs = []
+    for _ in range(3):
+        grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+        hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, False, *grads,
+                                             config=cfg)
+        runs.append(grads)
+    torch.cuda.synchronize()
+    checks = grad_ref_checks(runs[0], q, k, v, dout, False)
+    msg = "; ".join(map(str, checks))
+    assert not any(g.isnan().any() for g in runs[0]), "unwritten or NaN gradient: " + msg
+    assert all(c.ok for c in checks), msg
+    for name, a, b, c in zip(("dq", "dk", "dv"), *runs):
+        assert torch.equal(a, b) and torch.equal(a, c), f"{name} differs between runs"
+
+
+@pytest.mark.gpu
+def test_ordered_public_api_and_fallback(device, monkeypatch):
+    """FLASHTILE_HOPPER_BWD_REDUCE_ORDERED=1: flash_attn_func's default (deterministic)
+    backward runs the ordered reduce (spied), bitwise repeatable and within the bound;
+    with more key tiles per head than SMs (all of a head's programs must be resident) it
+    falls back to the two-kernel backward."""
+    require_sm90()
+    monkeypatch.setenv(hopper_bwd.ORDERED_ENV_VAR, "1")
+    monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
+    used = []
+    real = hopper_bwd._launch_split
+
+    def spy(*args, **kwargs):
+        used.append(args[7].reduce_ordered)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hopper_bwd, "_launch_split", spy)
+    from flashtile.ops._common import sm_count
+
+    too_many = 128 * sm_count(torch.device(device)) + 1  # one key tile more than SMs
+    for sk, ordered in ((1100, True), (too_many, False)):
+        q, k, v = make_qkv(1, 130, sk, 2, 2, 128, torch.bfloat16, device, seed=sk)
+        dout = torch.randn_like(q)
+        grads = []
+        for _ in range(2):
+            inp = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+            o = flashtile.flash_attn_func(*inp)
+            grads.append(torch.autograd.grad(o, inp, dout))
+        torch.cuda.synchronize()
+        checks = grad_ref_checks(grads[0], q, k, v, dout, False)
+        assert all(c.ok for c in checks), f"{sk} keys: " + "; ".join(map(str, checks))
+        assert all(torch.equal(a, b) for a, b in zip(*grads)), f"{sk} keys: not repeatable"
+        assert used[-2:] == [ordered, ordered], (sk, used)

@@ -448,6 +448,11 @@ class HopperBwdConfig:
     # dq_reduce: each step adds the previous step's dQ tile (staging store and reduce-add)
     # under its own S^T GEMM instead of at its end, off the tensor cores' path
     reduce_late: bool = False
+    # dq_reduce with reduce_late: deterministic adds. Each program visits its head's
+    # query tiles in a rotated order, and the adds into a query tile wait their turn in
+    # a fixed order on a per-tile counter (ops/hopper_bwd.py, DQ_ORDERED): bitwise
+    # repeatable dQ. Non-causal, no window, at most one key tile per SM per head
+    reduce_ordered: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""
@@ -520,7 +525,7 @@ def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig | No
 
 
 def hopper_bwd_reduce_config(head_dim: int, causal: bool, seqlen_k: int,
-                             group: int = 1) -> HopperBwdConfig | None:
+                             group: int = 1, ordered: bool = False) -> HopperBwdConfig | None:
     """The one-kernel backward of ``deterministic=False`` calls (HopperBwdConfig.dq_reduce:
     the dK/dV kernel also computes dQ = dS K and adds it to fp32 by TMA reduce-adds, 5
     GEMMs per tile pair, no dQ kernel): the two-kernel dK/dV tiles on 128 keys over two
@@ -543,7 +548,8 @@ def hopper_bwd_reduce_config(head_dim: int, causal: bool, seqlen_k: int,
         return None
     base = hopper_bwd_config(head_dim, causal, seqlen_k, group)
     return dataclasses.replace(base, block_n=128, num_warps=8, max_regs=None,
-                               prefetch_stats=False, dq_reduce=True, reduce_late=True)
+                               prefetch_stats=False, dq_reduce=True, reduce_late=True,
+                               reduce_ordered=ordered)
 
 
 def hopper_bwd_reduce_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
@@ -554,6 +560,14 @@ def hopper_bwd_reduce_preferred(head_dim: int, causal: bool, seqlen_k: int) -> b
     8-warp program per SM against two or three one-warpgroup ones; see
     hopper_bwd_reduce_config)."""
     return head_dim == 128 and not causal and seqlen_k >= 4096
+
+
+def hopper_bwd_ordered_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
+    """Where deterministic calls take ``hopper_bwd_reduce_config(..., ordered=True)`` by
+    default: nowhere until measured (FLASHTILE_HOPPER_BWD_REDUCE_ORDERED=1 forces it on
+    where ops/hopper_bwd.reduce_ordered_ok allows: non-causal, no window, at most one
+    key tile per SM)."""
+    return False
 
 
 # From this many keys dense GQA at hd 64 runs the dK/dV kernel's group loop instead of

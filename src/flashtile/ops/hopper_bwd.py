@@ -107,6 +107,7 @@ from ._common import (
     device_ctx,
     env_mode,
     is_interpreting,
+    sm_count,
     tanh_f32,
 )
 from ._gluon_common import (
@@ -246,6 +247,11 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
         raise ValueError("dropout in the Gluon backward needs the forward's bit words")
     cfg = config or default_config(head_dim, causal, seqlen_k, nheads // nheads_kv,
                                    bool(softcap), dropout_p > 0, deterministic)
+    if cfg.reduce_ordered and config is None and not reduce_ordered_ok(q, k, causal, left,
+                                                                       cfg):
+        # the ordered adds wait on other programs of their head: all must be resident
+        cfg = default_config(head_dim, causal, seqlen_k, nheads // nheads_kv, bool(softcap),
+                             dropout_p > 0, True, ordered=False)
     if not _tma_ok(dout):  # e.g. an expanded (stride 0) gradient from a .sum()
         dout = dout.contiguous()
     lse = lse.contiguous()  # the kernels index it as (B * H, M)
@@ -411,6 +417,15 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
         dkdv_flag.update(dq_desc=tma_desc(dq_acc, cfg.block_m), DQ_REDUCE=True,
                          DQ_LATE=bool(cfg.reduce_late))
+        if cfg.reduce_ordered:  # one counter per (batch, query head, query tile)
+            if not reduce_ordered_ok(q, k, causal, left, cfg):
+                raise ValueError(f"reduce_ordered: non-causal, no window, at most one key "
+                                 f"tile per SM ({triton.cdiv(seqlen_k, cfg.block_n)} here): "
+                                 f"{cfg}")
+            dkdv_flag.update(SEM=torch.zeros((batch * nheads, triton.cdiv(seqlen_q,
+                                                                          cfg.block_m)),
+                                             dtype=torch.int32, device=q.device),
+                             DQ_ORDERED=True)
     if cfg.gqa_expand and group > 1:
         # per-query-head partials (HopperBwdConfig.gqa_expand), summed over groups below;
         # varlen: zeroed, as the rows no sequence's program writes must sum to the zeros
@@ -537,6 +552,7 @@ OVERRIDES_ENV_VAR = "FLASHTILE_HOPPER_BWD_OVERRIDES"
 
 
 REDUCE_ENV_VAR = "FLASHTILE_HOPPER_BWD_REDUCE"
+ORDERED_ENV_VAR = "FLASHTILE_HOPPER_BWD_REDUCE_ORDERED"
 
 
 def reduce_mode() -> str:
@@ -546,9 +562,25 @@ def reduce_mode() -> str:
     return env_mode(REDUCE_ENV_VAR)
 
 
+def ordered_mode() -> str:
+    """"auto" (FLASHTILE_HOPPER_BWD_REDUCE_ORDERED unset: ``configs.hopper_bwd_ordered_preferred``
+    decides where deterministic calls take the one-kernel tiles with ordered adds), "on"
+    (=1: wherever ``reduce_ordered_ok`` allows) or "off" (=0)."""
+    return env_mode(ORDERED_ENV_VAR)
+
+
+def reduce_ordered_ok(q, k, causal, left, cfg) -> bool:
+    """Can the ordered reduce run this call? Non-causal without a window (every program
+    visits every query tile, in its rotated order), and at most one 128-key program per
+    SM for each head (its programs wait on each other's adds, so all of a head's must be
+    resident at once: one per SM, the 193 KB of shared memory)."""
+    return (not causal and left is None and q.is_cuda
+            and triton.cdiv(k.shape[1], cfg.block_n) <= sm_count(q.device))
+
+
 def default_config(head_dim: int, causal: bool, seqlen_k: int,
                    group: int = 1, softcap: bool = False,
-                   dropout: bool = False, deterministic: bool = True
+                   dropout: bool = False, deterministic: bool = True, ordered: bool = True
                    ) -> configs.HopperBwdConfig:
     """The shipped tiles (configs.hopper_bwd_config: the two-kernel backward);
     FLASHTILE_HOPPER_BWD_FUSED=1 picks the fused kernel's (configs.hopper_bwd_fused_config).
@@ -557,13 +589,19 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int,
     FLASHTILE_HOPPER_BWD_OVERRIDES="max_regs=none,..." replaces fields of either, for A/B
     runs of whole models (configs.parse_overrides). Memoised per environment value, as
     hopper_fwd.default_config."""
-    mode = "off" if deterministic or dropout else reduce_mode()
-    reduce = mode == "on" or (mode == "auto" and configs.hopper_bwd_reduce_preferred(
-        head_dim, causal, seqlen_k))
+    if deterministic:  # the ordered adds (reduce_ordered), non-causal only
+        mode = "off" if dropout or causal or not ordered else ordered_mode()
+        reduce = mode == "on" or (mode == "auto" and configs.hopper_bwd_ordered_preferred(
+            head_dim, causal, seqlen_k))
+    else:
+        mode = "off" if dropout else reduce_mode()
+        reduce = mode == "on" or (mode == "auto" and configs.hopper_bwd_reduce_preferred(
+            head_dim, causal, seqlen_k))
     return _default_config(head_dim, causal, seqlen_k, group,
                            os.environ.get(FUSED_ENV_VAR) == "1",
                            os.environ.get(OVERRIDES_ENV_VAR, ""), softcap=softcap,
-                           dropout=dropout, reduce=reduce)
+                           dropout=dropout, reduce=reduce and ("ordered" if deterministic
+                                                               else "racing"))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -572,7 +610,8 @@ def _default_config(head_dim, causal, seqlen_k, group, fused, overrides, expand=
     # no fused tiles (None) at hd 256: the two-kernel backward runs there; no dQ_REDUCE
     # tiles (None) there either
     cfg = (fused and configs.hopper_bwd_fused_config(head_dim, causal)
-           or reduce and configs.hopper_bwd_reduce_config(head_dim, causal, seqlen_k, group)
+           or reduce and configs.hopper_bwd_reduce_config(head_dim, causal, seqlen_k, group,
+                                                          ordered=reduce == "ordered")
            or configs.hopper_bwd_config(head_dim, causal, seqlen_k, group, expand, softcap,
                                         dropout))
     return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
@@ -699,7 +738,8 @@ def _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, it, n_m, m_lo,
                group, pred, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr,
                REVERSE: gl.constexpr, EARLY: gl.constexpr = False,
                BARRIER: gl.constexpr = False, STATS: gl.constexpr = False, stats=None,
-               nheads=0, GROUP_BRANCH: gl.constexpr = False, LSE2_PRE: gl.constexpr = False):
+               nheads=0, GROUP_BRANCH: gl.constexpr = False, LSE2_PRE: gl.constexpr = False,
+               rot=0, ROT: gl.constexpr = False):
     """TMA-load the Q and dO tiles of iteration ``it`` (head hk * group + it // n_m,
     query tile m_lo + it % n_m, or m_lo + n_m - 1 - it % n_m if REVERSE) into ring slot
     it % NUM_STAGES (skipped if not pred). EARLY, BARRIER: as in
@@ -711,7 +751,9 @@ def _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, it, n_m, m_lo,
     head); the preprocess's (B * H * tiles, 2 * BLOCK_M) blocks) behind its own barrier
     (Triton's barrier pass puts a bar.sync between two copies that signal one barrier).
     GROUP_BRANCH: one query head per program (group 1, a runtime value) takes a branch
-    without the integer division (~36 instructions per step; HopperBwdConfig.group_branch)."""
+    without the integer division (~36 instructions per step; HopperBwdConfig.group_branch).
+    ROT: the query tiles rotated by ``rot`` (tile (j + rot) mod n_m at step j; the
+    ordered reduce's visiting order, ``_reduce_rotation``)."""
     s = it % NUM_STAGES
     if GROUP_BRANCH:
         if group == 1:
@@ -725,6 +767,8 @@ def _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, it, n_m, m_lo,
         j = it % n_m
     if REVERSE:
         j = n_m - 1 - j
+    if ROT:
+        j = _rotate(j, rot, n_m)
     start_m = (m_lo + j) * BLOCK_M
     if STATS and LSE2_PRE:  # one (lse2, delta) box behind its own barrier
         st_desc, st_ring, st_bars, n_blocks = stats
@@ -753,6 +797,13 @@ def _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, it, n_m, m_lo,
     else:
         load_pair(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, s, b, start_m, h, pred,
                   EARLY, BARRIER)
+
+
+@gluon.jit
+def _rotate(j, rot, n_m):
+    """(j + rot) mod n_m for 0 <= j, rot < n_m, without a division."""
+    j = j + rot
+    return j - n_m * (j >= n_m).to(gl.int32)
 
 
 @gluon.jit
@@ -796,7 +847,7 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
                     EXPAND: gl.constexpr = False, left=0, HAS_LEFT: gl.constexpr = False,
                     EARLY_EXPECT: gl.constexpr = False, STATS: gl.constexpr = False,
                     lse_desc=None, delta_desc=None, GROUP_BRANCH: gl.constexpr = False,
-                    LSE2_PRE: gl.constexpr = False):
+                    LSE2_PRE: gl.constexpr = False, ROT: gl.constexpr = False):
     """What the dK/dV kernel starts with: this program's (batch, KV head, the query heads
     per KV head it visits, key tile), the
     query tiles it visits (``_q_tile_range``), shared memory for the resident K, V and
@@ -805,7 +856,8 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     column block of it), and K, V waited for. VARLEN: the descriptors span one sequence
     (batch coordinate 0). EXPAND (GQA): the program owns one query head (grid axis 1 is
     B * H), which is returned in place of the KV head: its Q/dO tiles are that head's,
-    its K / V those of head // group."""
+    its K / V those of head // group. ROT: the query tiles in the ordered reduce's rotated
+    order (``_reduce_rotation``; returned last, 0 without ROT)."""
     if EXPAND:
         pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter = _key_tile_coords(
             seqlen_q, seqlen_k, nheads, 1, BLOCK_M, BLOCK_N, CAUSAL, left, HAS_LEFT)
@@ -818,6 +870,9 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
         q_group = group
     if VARLEN:
         b = 0
+    rot = 0
+    if ROT:
+        rot = _reduce_rotation(pid_n, n_m, (seqlen_k + BLOCK_N - 1) // BLOCK_N)
 
     if STATS and LSE2_PRE:  # (lse2, delta) per ring slot, its barriers made visible
         # below (_resident_and_ring's fence)
@@ -848,7 +903,7 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     for i in gl.static_range(NUM_STAGES):
         _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i, n_m, m_lo, b, hk,
                    q_group, i < n_iter, BLOCK_M, NUM_STAGES, REVERSE, EARLY_EXPECT, False,
-                   STATS, stats, nheads, GROUP_BRANCH, LSE2_PRE)
+                   STATS, stats, nheads, GROUP_BRANCH, LSE2_PRE, rot, ROT)
 
     # -- the key indices, zeroed dK / dV accumulators, and K, V once they have landed --
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
@@ -860,7 +915,7 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     k2 = k_smem.reshape([BLOCK_N, HEAD_DIM])
     v2 = v_smem.reshape([BLOCK_N, HEAD_DIM])
     return (pid_n, b, hk, q_group, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter, k_smem,
-            v_smem, q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2, stats)
+            v_smem, q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2, stats, rot)
 
 
 @gluon.jit
@@ -899,7 +954,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                nheads=0, LSE2_PRE: gl.constexpr = False, GROUP_BRANCH: gl.constexpr = False,
                bits=0, keep_scale=1.0, DROPOUT: gl.constexpr = False, dqr=None,
                DQ_REDUCE: gl.constexpr = False, dq_scale=1.0, dql=0,
-               DQ_LATE: gl.constexpr = False):
+               DQ_LATE: gl.constexpr = False, DQ_ORDERED: gl.constexpr = False):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     DQ_REDUCE (``dqr`` = (dS^T tile, fp32 dQ staging tile, dQ accumulator descriptor)):
@@ -909,7 +964,11 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     reduce_late): the step returns its dQ tile and coordinates (``dql`` = (dQ, row, head))
     instead, and adds the previous step's under this one's S^T GEMM (none when it = 0;
     the kernel adds the last one after the loops), so the staging store leaves the
-    tensor cores' path. Returns (dk, dv, lse2, delta, dql).
+    tensor cores' path. DQ_ORDERED (HopperBwdConfig.reduce_ordered; ``dqr`` also holds the
+    counters, this program's rotation and the key tiles per head): the step visits query
+    tile (j + rotation) mod n_m, and its dQ joins that tile's sum in a fixed order
+    (``_reduce_rank``, ``_late_reduce``): deterministic. Returns (dk, dv, lse2, delta,
+    dql).
     DROPOUT: the forward's keep decisions from its bit blocks (``bits``: base, blocks
     per band, the key tile's first key; _gluon_common.bits_words_mma, bits_masks_t), P^T
     and dP^T of the dropped entries zeroed, with ``keep_scale`` = 1 / (1 - p) taken out
@@ -927,6 +986,9 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
                                                  k_width=2)
+    sj = j  # the step within its head; j the query tile (rotated by DQ_ORDERED)
+    if DQ_ORDERED:
+        j = _rotate(j, dqr[4], n_m)
     s = it % NUM_STAGES
     phase = (it // NUM_STAGES) & 1
     q_buf = q_smem.index(s).reshape([BLOCK_M, HEAD_DIM])
@@ -936,9 +998,13 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     mbarrier.wait(q_bars.index(s), phase)
     s_t = warpgroup_mma(k2, q_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
     if DQ_LATE:  # the previous step's dQ, added under S^T
+        pend = dql[5]
         if it > 0:
-            _dq_reduce(dql[0] * dq_scale, dqr[1], dqr[2], [b, dql[1], dql[2], 0], BLOCK_M,
-                       HEAD_DIM)
+            pend = _late_reduce(dql, dqr, dq_scale, b, nheads, BLOCK_M, HEAD_DIM,
+                                DQ_ORDERED)
+        if DQ_ORDERED:  # this step's query tile: its add's rank, and its counter now
+            rank = _reduce_rank(dqr[4], sj, n_m, dqr[5], dqr[6])
+            seen = gl.load(dqr[3] + (bh * n_m + j), volatile=True)  # used a step later
     mbarrier.wait(do_bars.index(s), phase)
     dp_t = warpgroup_mma(v2, do_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
     if DROPOUT:  # this tile's bit-block words, loaded under the GEMMs
@@ -1018,9 +1084,11 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     nxt = it + NUM_STAGES
     _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, nxt, n_m, m_lo, b, hk,
                group, nxt < n_iter, BLOCK_M, NUM_STAGES, False, EARLY_EXPECT, True, STATS,
-               stats, nheads, GROUP_BRANCH, LSE2_PRE)
-    if DQ_LATE:
-        dql = (dq, (m_lo + j) * BLOCK_M, bh - b * nheads)
+               stats, nheads, GROUP_BRANCH, LSE2_PRE, dqr[4] if DQ_ORDERED else 0, DQ_ORDERED)
+    if DQ_ORDERED:
+        dql = (dq, (m_lo + j) * BLOCK_M, bh - b * nheads, rank, seen, pend, bh * n_m + j)
+    elif DQ_LATE:
+        dql = (dq, (m_lo + j) * BLOCK_M, bh - b * nheads, 0, 0, pend, 0)
     elif DQ_REDUCE:
         _dq_reduce(dq * dq_scale, dqr[1], dqr[2], [b, (m_lo + j) * BLOCK_M, bh - b * nheads, 0],
                    BLOCK_M, HEAD_DIM)
@@ -1051,6 +1119,104 @@ def _dq_reduce(dq, dq_smem, dq_desc, coords, BLOCK_M: gl.constexpr, HEAD_DIM: gl
     tma_reduce_add(dq_desc, coords, dq_smem)
 
 
+@gluon.jit
+def _reduce_rotation(pid_n, n_m, n_kt):
+    """The ordered reduce's visiting order (HopperBwdConfig.reduce_ordered): key tile
+    pid_n of n_kt visits query tile (s + rotation) mod n_m at its step s, the rotations
+    spread evenly over the query tiles, so that at any time the programs of one head
+    add to different tiles, and a tile's adds come one program after the other a few
+    steps apart."""
+    return (pid_n * n_m) // n_kt
+
+
+@gluon.jit
+def _rotations_upto(x, n_m, n_kt):
+    """How many of a head's n_kt programs have a rotation (``_reduce_rotation``) <= x, for
+    0 <= x < 2 n_m, counting the rotations of the next turn (+ n_m) past n_m - 1: rotation
+    t * n_m // n_kt <= x exactly for the first ceil((x + 1) * n_kt / n_m) programs."""
+    wrap = (x >= n_m).to(gl.int32)
+    return wrap * n_kt + ((x - wrap * n_m + 1) * n_kt + n_m - 1) // n_m
+
+
+@gluon.jit
+def _rank_base(rot, n_m, n_kt, pid_n):
+    """The per-program constant of ``_reduce_rank``."""
+    return pid_n - (rot * n_kt + n_m - 1) // n_m - _rotations_upto(rot, n_m, n_kt)
+
+
+@gluon.jit
+def _reduce_rank(rot, sj, n_m, n_kt, base):
+    """The place of the program with rotation ``rot`` (``base`` = ``_rank_base``), at its
+    step ``sj``, among the n_kt adds into the query tile it visits there: the programs
+    reaching that tile at an earlier step of their own come first (their rotations lie in
+    (rot, rot + sj], cyclically), ties (equal rotations, when n_m < n_kt) in key tile
+    order. A fixed order, so the fp32 sums are bitwise the same from run to run; and in
+    lock step each program finds its predecessors' adds done."""
+    return _rotations_upto(rot + sj, n_m, n_kt) + base
+
+
+@gluon.jit
+def _bulk_wait_all():
+    """Every bulk async-group this thread committed has completed, its writes performed
+    (``cp.async.bulk.wait_group 0``: ``tma.store_wait`` waits only until the source tile is
+    read); a no-op in the threads that issued none."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    offs = gl.arange(0, 32 * gl.num_warps(), layout=layout)
+    gl.inline_asm_elementwise("cp.async.bulk.wait_group 0;\n\tmov.u32 $0, $1;", "=r,r", [offs],
+                              dtype=gl.int32, is_pure=False, pack=1)
+
+
+_WAIT_TURN = gl.constexpr("""{
+    .reg .pred p;
+    .reg .u32 v;
+    WAIT:
+    ld.acquire.gpu.global.u32 v, [$1];
+    setp.lt.u32 p, v, $2;
+    @p bra WAIT;
+    mov.u32 $0, v;
+}""")
+
+
+@gluon.jit
+def _wait_turn(ptr, rank):
+    """Spin until the int32 counter at ``ptr`` reaches ``rank`` (acquire, every thread;
+    a loop inside one asm statement: as a Gluon while loop around an atomic the step's
+    other values spilled, 300 against 108 bytes at hd 128)."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    offs = gl.arange(0, 32 * gl.num_warps(), layout=layout)
+    gl.inline_asm_elementwise(_WAIT_TURN, "=r,l,r", [ptr + offs * 0, offs * 0 + rank],
+                              dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _release_reduce(SEM, off):
+    """The reduce-add of counter ``off`` (issued by this program, the last it issued) is
+    complete: the next program in that query tile's order may add."""
+    _bulk_wait_all()
+    gl.thread_barrier()  # the issuing thread has seen its writes performed
+    gl.atomic_add(SEM + off, 1, sem="release", scope="gpu")
+
+
+@gluon.jit
+def _late_reduce(dql, dqr, dq_scale, b, nheads, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr,
+                 ORDERED: gl.constexpr):
+    """reduce_late: add the previous step's dQ (``dql`` = (dQ, row, head, rank, counter
+    seen, counter of the reduce in flight, its own counter)). ORDERED: first release the reduce in flight
+    (issued a step ago, so complete by now in all but rare cases), then wait for this
+    add's turn in its query tile's order, unless the counter seen a step ago already
+    showed it. Returns the counter of the reduce now in flight (-1 when not ORDERED)."""
+    off = -1
+    if ORDERED:
+        SEM = dqr[3]
+        if dql[5] >= 0:
+            _release_reduce(SEM, dql[5])
+        off = dql[6]
+        if dql[4] < dql[3]:  # not its turn a step ago: wait for it
+            _wait_turn(SEM + off, dql[3])
+    _dq_reduce(dql[0] * dq_scale, dqr[1], dqr[2], [b, dql[1], dql[2], 0], BLOCK_M, HEAD_DIM)
+    return off
+
+
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
 def _bwd_dkdv_kernel(
     q_desc, k_desc, v_desc, do_desc,  # TMA: q, do (B, M, H, D); k, v (B, N, Hkv, D)
@@ -1075,6 +1241,8 @@ def _bwd_dkdv_kernel(
     dq_desc=None,  # DQ_REDUCE: TMA over the fp32 dQ accumulator (B, M, H, D), zeroed
     DQ_REDUCE: gl.constexpr = False,  # HopperBwdConfig.dq_reduce: dQ here (5 GEMMs)
     DQ_LATE: gl.constexpr = False,  # HopperBwdConfig.reduce_late: each dQ a step late
+    SEM=None,  # DQ_ORDERED: (B * H, cdiv(M, BLOCK_M)) int32, zeroed: adds per query tile
+    DQ_ORDERED: gl.constexpr = False,  # HopperBwdConfig.reduce_ordered: deterministic
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -1104,10 +1272,10 @@ def _bwd_dkdv_kernel(
     # causal: low key tiles (the most query tiles) start first
     # EXPAND: hk is this program's query head and q_group 1 (else the group)
     (pid_n, b, hk, q_group, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter, k_smem, v_smem,
-     q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2, stats) = _key_tile_setup(
+     q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2, stats, rot) = _key_tile_setup(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
         BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND, left, HAS_LEFT,
-        EARLY_EXPECT, STATS, lse_desc, delta_desc, GROUP_BRANCH, LSE2_PRE)
+        EARLY_EXPECT, STATS, lse_desc, delta_desc, GROUP_BRANCH, LSE2_PRE, DQ_ORDERED)
     gl.static_assert(not (STATS and (VARLEN or PREFETCH)), "STATS: dense, no PREFETCH")
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
@@ -1126,15 +1294,23 @@ def _bwd_dkdv_kernel(
         dqr = (gl.allocate_shared_memory(q_desc.dtype, [2, BLOCK_N, BLOCK_M],
                                          _ds_smem_layout(BLOCK_N, BLOCK_M, q_desc.dtype)),
                gl.allocate_shared_memory(gl.float32, dq_desc.block_type.shape,
-                                         dq_desc.layout), dq_desc)
+                                         dq_desc.layout), dq_desc,
+               SEM, rot, (seqlen_k + BLOCK_N - 1) // BLOCK_N, 0)
+        if DQ_ORDERED:
+            dqr = dqr[:6] + (_rank_base(rot, n_m, dqr[5], pid_n),)
         dq_scale = sm_scale * keep_scale if DROPOUT else sm_scale
     else:
         dqr = 0
         dq_scale = 1.0
     gl.static_assert(DQ_REDUCE or not DQ_LATE, "reduce_late: with dq_reduce")
-    if DQ_LATE:  # (dQ, row, head) of the previous step, none yet
+    gl.static_assert(DQ_LATE or not DQ_ORDERED, "reduce_ordered: with reduce_late")
+    gl.static_assert(not (DQ_ORDERED and (CAUSAL or HAS_LEFT)),
+                     "reduce_ordered: every program visits every query tile")
+    if DQ_LATE:  # the previous step's (dQ, row, head, rank, counter seen), none yet; the
+        #          counter of the reduce in flight (-1: none); the previous step's counter
         dql = (gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, _dq_mma_layout(gl.num_warps(),
-                                                                         HEAD_DIM)), 0, 0)
+                                                                         HEAD_DIM)),
+               0, 0, 0, 0, -1, 0)
     else:
         dql = 0
     for g in range(0, q_group):
@@ -1151,7 +1327,8 @@ def _bwd_dkdv_kernel(
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
-                bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE)
+                bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
+                DQ_ORDERED)
         for j in range(n_band, n_mid):
             dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
@@ -1159,7 +1336,8 @@ def _bwd_dkdv_kernel(
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, False, PREFETCH, D_SPLIT, HALF, True, 0, False, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
-                bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE)
+                bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
+                DQ_ORDERED)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
@@ -1169,11 +1347,13 @@ def _bwd_dkdv_kernel(
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
-                bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE)
+                bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
+                DQ_ORDERED)
 
     if DQ_LATE:  # the last step's dQ (n_iter >= 1)
-        _dq_reduce(dql[0] * dq_scale, dqr[1], dqr[2], [b, dql[1], dql[2], 0], BLOCK_M,
-                   HEAD_DIM)
+        pend = _late_reduce(dql, dqr, dq_scale, b, nheads, BLOCK_M, HEAD_DIM, DQ_ORDERED)
+        if DQ_ORDERED:  # ... complete, then its query tile's next program may add
+            _release_reduce(SEM, pend)
     if DROPOUT:  # the steps' P^T o M and dS^T left out 1 / (1 - p)
         dv = dv * keep_scale
         dk = dk * keep_scale
@@ -1783,6 +1963,11 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs["GROUP_BRANCH"] = bool(_group_branch(cfg, varlen))
             if cfg.dq_reduce:
                 constexprs.update(DQ_REDUCE=True, DQ_LATE=bool(cfg.reduce_late))
+                if cfg.reduce_ordered:
+                    types["SEM"] = "*i32"
+                    constexprs["DQ_ORDERED"] = True
+                else:
+                    constexprs["SEM"] = None
             else:
                 constexprs["dq_desc"] = None
         if name != "fused":
