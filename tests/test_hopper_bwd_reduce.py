@@ -156,6 +156,19 @@ def test_deterministic_reaches_backward(monkeypatch, custom_op, deterministic):
 # ----------------------------------------------------------------------------------
 
 
+def _spy_config(monkeypatch, field):
+    """The ``field`` of the config each Gluon backward launch runs with, in call order."""
+    used = []
+    real = hopper_bwd._launch_split
+
+    def spy(*args, **kwargs):
+        used.append(getattr(args[7], field))  # (q, k, v, dout, lse, delta, outs, cfg, ...)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hopper_bwd, "_launch_split", spy)
+    return used
+
+
 SHAPES = [  # (batch, seqlen_q, seqlen_k, nheads, nheads_kv)
     (2, 1029, 1100, 8, 2),  # GQA 4:1, ragged ends, several query tiles per key tile
     (2, 70, 200, 4, 4),  # two query tiles, two key tiles
@@ -207,14 +220,7 @@ def test_reduce_public_api(head_dim, causal, left, softcap, device, monkeypatch)
     require_sm90()
     monkeypatch.setenv(hopper_bwd.REDUCE_ENV_VAR, "1")
     monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
-    used = []
-    real = hopper_bwd._launch_split
-
-    def spy(*args, **kwargs):
-        used.append(args[7].dq_reduce)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(hopper_bwd, "_launch_split", spy)
+    used = _spy_config(monkeypatch, "dq_reduce")
     window = (-1, -1) if left is None else (left, 0 if causal else -1)
     q, k, v = make_qkv(2, 1029, 1100, 8, 2, head_dim, torch.bfloat16, device,
                        seed=head_dim + (left or 0))
@@ -278,14 +284,7 @@ def test_ordered_public_api_and_fallback(device, monkeypatch):
     require_sm90()
     monkeypatch.setenv(hopper_bwd.ORDERED_ENV_VAR, "1")
     monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
-    used = []
-    real = hopper_bwd._launch_split
-
-    def spy(*args, **kwargs):
-        used.append(args[7].reduce_ordered)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(hopper_bwd, "_launch_split", spy)
+    used = _spy_config(monkeypatch, "reduce_ordered")
     from flashtile.ops._common import sm_count
 
     too_many = 128 * sm_count(torch.device(device)) + 1  # one key tile more than SMs

@@ -1201,10 +1201,11 @@ def _release_reduce(SEM, off):
 def _late_reduce(dql, dqr, dq_scale, b, nheads, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr,
                  ORDERED: gl.constexpr):
     """reduce_late: add the previous step's dQ (``dql`` = (dQ, row, head, rank, counter
-    seen, counter of the reduce in flight, its own counter)). ORDERED: first release the reduce in flight
-    (issued a step ago, so complete by now in all but rare cases), then wait for this
-    add's turn in its query tile's order, unless the counter seen a step ago already
-    showed it. Returns the counter of the reduce now in flight (-1 when not ORDERED)."""
+    seen, counter of the reduce in flight, its own counter)). ORDERED: first release the
+    reduce in flight (issued a step ago, so complete by now in all but rare cases), then
+    wait for this add's turn in its query tile's order, unless the counter seen a step
+    ago already showed it. Returns the counter of the reduce now in flight (-1 when not
+    ORDERED)."""
     off = -1
     if ORDERED:
         SEM = dqr[3]
