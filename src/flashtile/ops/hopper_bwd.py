@@ -961,8 +961,9 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     also this tile pair's dQ = dq_scale * dS K, the fifth GEMM (dS^T through shared
     memory, every warpgroup's keys), added to the fp32 dQ by a TMA reduce-add (racing
     with the other key tiles' programs; ``_dq_reduce``). DQ_LATE (HopperBwdConfig.
-    reduce_late): the step returns its dQ tile and coordinates (``dql`` = (dQ, row, head))
-    instead, and adds the previous step's under this one's S^T GEMM (none when it = 0;
+    reduce_late): the step returns its dQ tile and coordinates (``dql`` = (dQ, row, head,
+    then the ordered mode's rank, counter seen, counter in flight, counter)) instead, and
+    adds the previous step's under this one's S^T GEMM (none when it = 0;
     the kernel adds the last one after the loops), so the staging store leaves the
     tensor cores' path. DQ_ORDERED (HopperBwdConfig.reduce_ordered; ``dqr`` also holds the
     counters, this program's rotation and the key tiles per head): the step visits query
