@@ -105,3 +105,20 @@ def grad_ref_checks(grads, q, k, v, dout, causal, **kw):
     atol = 2.0**-22 * q.shape[-1] * scale
     return [check_close(name, g, r64, rlp, atol=atol)
             for name, g, r64, rlp in zip(("dq", "dk", "dv"), grads, *refs)]
+
+
+def launcher_grads(q, k, v, dout, causal, cfgs, deterministic=True):
+    """[dq, dk, dv] of hopper_bwd.hopper_attention_backward with each config of ``cfgs``
+    (the same config again for repeat runs), into NaN-filled buffers (every element must
+    be written), after one forward; synchronised."""
+    from flashtile.ops import flash, hopper_bwd
+
+    out, lse = flash.attention_forward(q, k, v, causal=causal)
+    runs = []
+    for cfg in cfgs:
+        grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+        hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, causal, *grads,
+                                             config=cfg, deterministic=deterministic)
+        runs.append(grads)
+    torch.cuda.synchronize()
+    return runs

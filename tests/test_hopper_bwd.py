@@ -26,6 +26,7 @@ from sm90 import (
     compile_records,
     compile_script,
     grad_ref_checks,
+    launcher_grads,
     require_sm90,
     training_runs,
 )
@@ -587,11 +588,7 @@ def test_fused_bwd_racing(head_dim, causal, device):
     assert cfg.dq_tma_reduce
     q, k, v = make_qkv(2, 1029, 1100, 8, 2, head_dim, torch.bfloat16, device, seed=head_dim)
     dout = torch.randn_like(q)
-    out, lse = flash.attention_forward(q, k, v, causal=causal)
-    grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
-    hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, causal, *grads,
-                                         config=cfg, deterministic=False)
-    torch.cuda.synchronize()
+    (grads,) = launcher_grads(q, k, v, dout, causal, [cfg], deterministic=False)
     checks = grad_ref_checks(grads, q, k, v, dout, causal)
     assert all(c.ok for c in checks), "; ".join(map(str, checks))
 
@@ -613,14 +610,7 @@ def test_fused_bwd_defer(head_dim, causal, deterministic, seqlen_q, seqlen_k, de
     q, k, v = make_qkv(2, seqlen_q, seqlen_k, 8, 2, head_dim, torch.bfloat16, device,
                        seed=head_dim + seqlen_q)
     dout = torch.randn_like(q)
-    out, lse = flash.attention_forward(q, k, v, causal=causal)
-    runs = []
-    for _ in range(2):
-        grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
-        hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, causal, *grads,
-                                             config=cfg, deterministic=deterministic)
-        runs.append(grads)
-    torch.cuda.synchronize()
+    runs = launcher_grads(q, k, v, dout, causal, [cfg] * 2, deterministic)
     checks = grad_ref_checks(runs[0], q, k, v, dout, causal)
     assert all(c.ok for c in checks), "; ".join(map(str, checks))
     if deterministic:
@@ -652,7 +642,7 @@ def test_stats_tma(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, extra, devic
     q, k, v = make_qkv(2, seqlen_q, seqlen_k, 8, nheads_kv, head_dim, torch.bfloat16, device,
                        seed=head_dim + seqlen_q + nheads_kv)
     dout = torch.randn_like(q)
-    runs = _grads_per_config(q, k, v, dout, causal, (cfg, base))
+    runs = launcher_grads(q, k, v, dout, causal, (cfg, base))
     checks = grad_ref_checks(runs[0], q, k, v, dout, causal)
     assert all(c.ok for c in checks), "; ".join(map(str, checks))
     for name, a, b in zip(("dq", "dk", "dv"), runs[0], runs[1]):
@@ -686,20 +676,6 @@ def test_stats_tma_masks(head_dim, causal, left, softcap, device):
         assert torch.equal(a, b), name
 
 
-def _grads_per_config(q, k, v, dout, causal, cfgs):
-    """[dq, dk, dv] of the Gluon backward with each config of ``cfgs``, into NaN-filled
-    buffers (every element must be written), after one forward."""
-    out, lse = flash.attention_forward(q, k, v, causal=causal)
-    runs = []
-    for cfg in cfgs:
-        grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
-        hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, causal, *grads,
-                                             config=cfg)
-        runs.append(grads)
-    torch.cuda.synchronize()
-    return runs
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
@@ -717,7 +693,7 @@ def test_gqa_expand(head_dim, causal, group, device):
     q, k, v = make_qkv(2, 1029, 1100, 8, 8 // group, head_dim, torch.bfloat16, device,
                        seed=head_dim + group)
     dout = torch.randn_like(q)
-    runs = _grads_per_config(q, k, v, dout, causal, (cfg, base))
+    runs = launcher_grads(q, k, v, dout, causal, (cfg, base))
     for run in runs:
         checks = grad_ref_checks(run, q, k, v, dout, causal)
         assert all(c.ok for c in checks), "; ".join(map(str, checks))

@@ -24,7 +24,7 @@ import flashtile
 from flashtile import configs
 from flashtile.ops import flash, hopper_bwd
 from flashtile.validate import make_qkv
-from sm90 import grad_ref_checks, require_sm90
+from sm90 import grad_ref_checks, launcher_grads, require_sm90
 
 # ----------------------------------------------------------------------------------
 # CPU: tiles and dispatch
@@ -198,11 +198,7 @@ def test_reduce_vs_reference(head_dim, causal, shape, expand, late, device):
     q, k, v = make_qkv(batch, sq, sk, h, hkv, head_dim, torch.bfloat16, device,
                        seed=head_dim + sq + 3 * sk)
     dout = torch.randn_like(q)
-    out, lse = flash.attention_forward(q, k, v, causal=causal)
-    grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
-    hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, causal, *grads,
-                                         config=cfg, deterministic=False)
-    torch.cuda.synchronize()
+    (grads,) = launcher_grads(q, k, v, dout, causal, [cfg], deterministic=False)
     checks = grad_ref_checks(grads, q, k, v, dout, causal)
     msg = "; ".join(map(str, checks))
     assert not any(g.isnan().any() for g in grads), "unwritten or NaN gradient: " + msg
@@ -259,14 +255,7 @@ def test_ordered_vs_reference(head_dim, shape, expand, device):
                        seed=head_dim + sq + 7 * sk)
     assert hopper_bwd.reduce_ordered_ok(q, k, False, None, cfg)
     dout = torch.randn_like(q)
-    out, lse = flash.attention_forward(q, k, v)
-    runs = []
-    for _ in range(3):
-        grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
-        hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, False, *grads,
-                                             config=cfg)
-        runs.append(grads)
-    torch.cuda.synchronize()
+    runs = launcher_grads(q, k, v, dout, False, [cfg] * 3)
     checks = grad_ref_checks(runs[0], q, k, v, dout, False)
     msg = "; ".join(map(str, checks))
     assert not any(g.isnan().any() for g in runs[0]), "unwritten or NaN gradient: " + msg
