@@ -3,7 +3,7 @@
 GQA batch 1 at 128k 3.26 TB/s against the issue's 3.5), each call replayed from a CUDA
 graph (kernel time only), beside SDPA cuDNN on the same cache, also from a graph.
 
-    python scripts/decode_sweep.py [--csv F]
+    python scripts/decode_sweep.py [--csv F] [--shapes D,G,B,CTX;...] [--splits 0,1,2]
 
 Prints one line per (shape, tile, splits): GB/s of K+V read and the ratio to cuDNN; then
 per shape the best. A measurement, not a test."""
@@ -35,17 +35,24 @@ def tiles(d: int, group: int) -> list[DecodeConfig | None]:
     bm = max(16, group)
     return [None, DecodeConfig(bm, 64, 4, 3), DecodeConfig(bm, 64, 4, 4),
             DecodeConfig(bm, 128, 4, 3), DecodeConfig(bm, 128, 8, 2),
+            DecodeConfig(bm, 128, 8, 3), DecodeConfig(bm, 32, 4, 4),
             DecodeConfig(bm, 256, 8, 2) if d <= 64 else DecodeConfig(bm, 64, 8, 4)]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv")
+    ap.add_argument("--shapes", help="head dim, group, batch, context per shape, ';'-separated "
+                    "(default: SHAPES)")
+    ap.add_argument("--splits", help="comma-separated num_splits (default: SPLITS)")
     args = ap.parse_args()
+    shapes = ([tuple(int(x) for x in item.split(",")) for item in args.shapes.split(";")]
+              if args.shapes else SHAPES)
+    split_list = [int(x) for x in args.splits.split(",")] if args.splits else SPLITS
     timing = Timing(warmup_ms=5, rep_ms=40)
     dev = torch.device("cuda")
     rows = []
-    for d, g, b, ctx in SHAPES:
+    for d, g, b, ctx in shapes:
         hkv = NHEADS // g
         k_cache = torch.randn(b, ctx, hkv, d, device=dev, dtype=torch.bfloat16)
         v_cache = torch.randn_like(k_cache)
@@ -56,7 +63,7 @@ def main() -> int:
         label = f"D{d} {'MHA' if g == 1 else f'GQA{g}:1'} B{b} ctx {ctx // 1024}k"
         print(f"{label}: cuDNN {nbytes / cudnn / 1e6:.0f} GB/s", flush=True)
         for cfg in tiles(d, g):
-            for splits in SPLITS:
+            for splits in split_list:
                 call = functools.partial(kvcache.kvcache_forward, q, k_cache, v_cache,
                                          cache_seqlens=lens, num_splits=splits, config=cfg)
                 try:
