@@ -221,6 +221,29 @@ def test_decode_config_wide_tile_at_hd64(monkeypatch):
     assert kvcache.decode_config(64, 8, 1, torch.bfloat16, cuda, 64 * 4).block_n == 64
 
 
+def test_decode_config_short_cache(monkeypatch):
+    """Caches of at most SHORT_CACHE_KEYS keys take the short-cache tiles (hd 128: 16 x
+    32 w4 s4; hd 64 where the wide tile would run: 16 x 128 w4 s3); longer ones, or an
+    unknown capacity, the shipped tiles; hd 64's small tile has a ring of 4."""
+    monkeypatch.setattr(kvcache, "_sm_count", lambda index: 132)
+    cuda, bf16 = torch.device("cuda", 0), torch.bfloat16
+
+    def tile(*args):
+        cfg = kvcache.decode_config(*args)
+        return cfg.block_n, cfg.num_warps, cfg.num_stages
+
+    short = kvcache.SHORT_CACHE_KEYS
+    assert tile(128, 8, 1, bf16, cuda, 4, short) == (32, 4, 4)
+    assert tile(128, 1, 1, bf16, cuda, 64 * 32, 1000) == (32, 4, 4)
+    assert tile(128, 8, 1, bf16, cuda, 4, short + 1) == (128, 8, 3)
+    assert tile(128, 8, 1, bf16, cuda, 4) == (128, 8, 3)
+    assert tile(64, 1, 1, bf16, cuda, 64 * 32, short) == (128, 4, 3)
+    assert tile(64, 1, 1, bf16, cuda, 64 * 32, 8192) == (128, 8, 3)
+    assert tile(64, 8, 1, bf16, cuda, 64 * 4, 8192) == (64, 4, 4)
+    assert tile(64, 8, 1, bf16, cuda, 64 * 4, short) == (64, 4, 4)
+    assert tile(128, 8, 16, bf16, cuda, 4, short)[0] == 64  # 64-row tiles: unchanged
+
+
 def test_num_splits_heuristic_no_gpu():
     assert kvcache.num_splits_heuristic(4, 8192, 128, 0) == 1  # no SM count: no split
 
@@ -439,6 +462,28 @@ def test_manager_with_kernel(device):
 def test_kvcache_gpu(page_size, heads, head_dim, seqlen_q, num_splits, device):
     _assert_ok(run_kvcache(4, seqlen_q, seqlen_q, 3000, *heads, head_dim, torch.bfloat16,
                            device, page_size, num_splits, causal=True))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("page_size", [None, 16, 256])
+@pytest.mark.parametrize("batch,heads,head_dim", [(4, (32, 8), 128), (4, (32, 32), 128),
+                                                  (34, (32, 32), 64)])
+@pytest.mark.parametrize("capacity", [1000, 1024])
+def test_kvcache_short_cache_gpu(page_size, batch, heads, head_dim, capacity, device):
+    """The short-cache tiles (decode_config, SHORT_CACHE_KEYS) on the GPU: the tile the
+    launcher picks is the short one, and the call matches the references."""
+    nh, nhk = heads
+    pages = -(-capacity // page_size) * page_size if page_size else capacity
+    bf16 = dict(dtype=torch.bfloat16, device=device)
+    cfg = kvcache._plan(torch.empty(batch, 1, nh, head_dim, **bf16),
+                        torch.empty(1, page_size or pages, nhk, head_dim, **bf16),
+                        None if page_size is None else torch.empty(
+                            batch, pages // page_size, dtype=torch.int32, device=device),
+                        1, 0, None, True, False, True, False).cfg
+    assert (cfg.block_n, cfg.num_warps, cfg.num_stages) == (
+        (32, 4, 4) if head_dim == 128 else (128, 4, 3))
+    _assert_ok(run_kvcache(batch, 1, 1, capacity, *heads, head_dim, torch.bfloat16, device,
+                           page_size, 0, causal=True))
 
 
 @pytest.mark.gpu

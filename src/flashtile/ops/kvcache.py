@@ -368,15 +368,20 @@ class DecodeConfig:
 # MHA batch 64, 2048 programs, 0.93-0.97x cuDNN with 16 x 64 against 1.00-1.01x with
 # 16 x 128; batch 16, 512 programs, 0.98x against 0.79-0.83x)
 WIDE_TILE_PROGRAMS_PER_SM = 8
+# caches of at most this many keys (capacity) take the short-cache tiles of decode_config;
+# a multiple of 16, as _plan keys contiguous caches by 16-key groups
+SHORT_CACHE_KEYS = 1024
 
 
 def decode_config(
     head_dim: int, group_p2: int, seqlen_q: int, dtype: torch.dtype, device: torch.device,
-    batch_kv: int | None = None,
+    batch_kv: int | None = None, capacity: int | None = None,
 ) -> DecodeConfig:
     """Tile shape of the cache kernel. ``head_dim`` is the padded (power of two) head
     dim; ``group_p2`` the GQA group rounded up to a power of two; ``batch_kv`` = batch x
-    KV heads when known (the hd 64 tile depends on how many programs there are)."""
+    KV heads when known (the hd 64 tile depends on how many programs there are);
+    ``capacity`` the keys the cache can hold (its rows, or pages x page size), when
+    known: the host's only bound on how many keys a program reads (SHORT_CACHE_KEYS)."""
     want_rows = group_p2 * next_pow2(seqlen_q)
     if device.type != "cuda":
         # interpreter: small key tiles so the tests cross several tiles and splits
@@ -392,9 +397,10 @@ def decode_config(
     # 64-row tiles (chunked prefill, wgmma) 64x64 w4 s3 222-253 regs; hd256 16x64 w4
     # 187-255 regs, 0 spill; 64x64 w8 s2 254 regs. Speed: first guess until
     # scripts/suites/decode.sh measures GB/s against the copy bandwidth.
+    short = capacity is not None and capacity <= SHORT_CACHE_KEYS
     if block_m <= 32:
-        if head_dim <= 64 and not _many_programs(batch_kv, seqlen_q, block_m // group_p2,
-                                                 device):
+        many = _many_programs(batch_kv, seqlen_q, block_m // group_p2, device)
+        if head_dim <= 64 and not many:
             # `gpu_check.sh decodesweep` (072c1bb, H200, CUDA graph, GB/s against cuDNN's):
             # 16 x 64 tiles on 4 warps with the split heuristic aiming at two programs per
             # SM: MHA batch 16 at 8k 0.98x (16 x 128 w8, the hd 128 tile shipped here
@@ -402,8 +408,24 @@ def decode_config(
             # 1.11x / 1.14x (one split: 0.77x; 16 x 128 w8 1.04x); MHA batch 1 at 128k, 8
             # splits 0.97x (4 splits, the one-wave rule: 0.69x); GQA 8:1 batch 16, 4
             # splits 0.95x (2 splits: 0.67x). At MHA batch 64 (2048 programs) the 16 x 128
-            # w8 tile stays ahead (WIDE_TILE_PROGRAMS_PER_SM)
-            return DecodeConfig(block_m, 64, 4, 3, per_sm=2)
+            # w8 tile stays ahead (WIDE_TILE_PROGRAMS_PER_SM).
+            # A ring of 4: `s25a` (ff2bd7d, decode_sweep.py, CUDA graph, GB/s against
+            # cuDNN's), GQA 8:1 batch 64 at 8k / 128k 3911 / 4625 (0.97x / 0.99x) against
+            # 3833 / 4399 (0.95x / 0.94x) with 3; batch 16 at 32k, 4 splits, 3856 (0.97x)
+            # against 3768 (0.95x); at 8k 2656 against 2679 (0.95x / 0.96x)
+            return DecodeConfig(block_m, 64, 4, 4, per_sm=2)
+        if short:
+            # `s25a`: at 1k keys a program reads 8 tiles of 128 and the 16 x 128 w8 tile
+            # (136 KB at hd 128, one program per SM) fills and drains its ring every few
+            # tiles. GB/s against cuDNN's (CUDA graph), shipped -> this tile: hd 128 MHA
+            # batch 16 / 64 0.89x / 0.92x -> 0.98x / 0.97x (16 x 64 w4 s3: 0.91x / 1.00x),
+            # GQA 8:1 batch 64 0.91x -> 0.96x; hd 64 MHA batch 64 (the wide tile) 0.95x
+            # -> 16 x 128 w4 s3 0.99x. Between 1k and 8k keys not measured (at 8k the
+            # shipped tiles read 0.98-1.01x in `decode`, 97ab595)
+            if head_dim <= 64:
+                return DecodeConfig(block_m, 128, 4, 3)
+            if head_dim <= 128:
+                return DecodeConfig(block_m, 32, 4, 4)
         if head_dim <= 128:
             return DecodeConfig(block_m, 128, 8, 3)
         return DecodeConfig(block_m, 64, 4, 3)
@@ -504,7 +526,7 @@ def _make_plan(q, k_cache, page_table, seqlen_new, num_splits, config, has_seqle
     interp = is_interpreting()
     upcast = interp and q.dtype != torch.float32
     cfg = config or decode_config(block_d, group_p2, seqlen_q, q.dtype, q.device,
-                                  batch * nheads_kv)
+                                  batch * nheads_kv, capacity)
     m_tiles = triton.cdiv(seqlen_q, cfg.block_m // group_p2)
     work = batch * nheads_kv * m_tiles
     if num_splits == 0:
