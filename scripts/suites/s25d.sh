@@ -7,7 +7,7 @@
 # Prediction: at 4k the Gluon forward wins everywhere (+5-20%); at 2k it wins at hd 128
 # (dense 2k hd 128 now runs stage C), level or behind at hd 64; the backward as in
 # 30970b9 (Gluon ahead only at hd 128 non-causal at 2k), ahead at 4k. ~3 min.
-for mode in default fwd both; do
+for mode in ${S25D_ORDER:-default fwd both}; do
   case $mode in
     default) envs=() ;;
     fwd) envs=(FLASHTILE_HOPPER_VARLEN=1) ;;
