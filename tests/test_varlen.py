@@ -263,8 +263,8 @@ def test_hopper_varlen_bwd_window_launch(monkeypatch):
 
 
 def test_hopper_varlen_bwd_threshold():
-    """configs.hopper_varlen_bwd_preferred as measured: from 8k everywhere, from 2k at hd
-    128 non-causal."""
+    """configs.hopper_varlen_bwd_preferred as measured: from 8k everywhere, causal from
+    4k, from 2k at hd 128 non-causal."""
     long_ = configs.HOPPER_VARLEN_MIN_SEQLEN
     for d in (64, 128):
         for causal in (False, True):
@@ -272,13 +272,23 @@ def test_hopper_varlen_bwd_threshold():
             assert not configs.hopper_varlen_bwd_preferred(d, causal, 2047)
             assert configs.hopper_varlen_bwd_preferred(d, causal, 2048) == (
                 d == 128 and not causal)
+            assert configs.hopper_varlen_bwd_preferred(d, causal, 4096) == (
+                causal or d == 128)
+            assert configs.hopper_varlen_bwd_preferred(d, causal, 4095) == (
+                d == 128 and not causal)
 
 
 def test_hopper_varlen_threshold():
+    """The Gluon varlen forward from 8k, at hd 128 from 4k."""
     assert configs.hopper_varlen_preferred(configs.HOPPER_VARLEN_MIN_SEQLEN)
     assert configs.hopper_varlen_preferred(16384)
     assert not configs.hopper_varlen_preferred(configs.HOPPER_VARLEN_MIN_SEQLEN - 1)
     assert not configs.hopper_varlen_preferred(2048)
+    for d in (64, 256):
+        assert not configs.hopper_varlen_preferred(4096, d)
+        assert configs.hopper_varlen_preferred(8192, d)
+    assert configs.hopper_varlen_preferred(4096, 128)
+    assert not configs.hopper_varlen_preferred(4095, 128)
 
 
 # The Gluon varlen GPU tests' batch (query, key lengths): an empty pair, queries with no
@@ -403,6 +413,17 @@ def test_varlen_hopper_auto(device, monkeypatch):
     assert len(bwd) == 1, bwd
     ran.clear()
     bwd.clear()
+    # hd 128 from HOPPER_VARLEN_HD128_MIN_SEQLEN: both Gluon (causal), at hd 64 the
+    # portable forward and the Gluon backward (causal from 4k too)
+    mid = configs.HOPPER_VARLEN_HD128_MIN_SEQLEN
+    lens = [mid, 3, mid // 2 + 1]
+    for d, fwd_gluon in ((128, True), (64, False)):
+        checks = run_varlen(lens, lens, 4, 2, d, torch.bfloat16, device, causal=True)
+        _assert_ok(checks, lens, lens)
+        assert ran in (([True],) if fwd_gluon else ([], [False])), (d, ran)
+        assert len(bwd) == 1, (d, bwd)
+        ran.clear()
+        bwd.clear()
     lens = [long_ - 1, 5]
     checks = run_varlen(lens, lens, 4, 2, 64, torch.bfloat16, device)
     _assert_ok(checks, lens, lens)

@@ -352,19 +352,41 @@ def hopper_fwd_schedule(head_dim: int, causal: bool, seqlen_q: int) -> str:
 # and 382.4 / 312.4 (hd 128); 2k-long: 262.5 / 291.4, 146.3 / 174.8, 308.0 / 264.5,
 # 150.6 / 185.8 (only hd 128 non-causal wins there).
 HOPPER_VARLEN_MIN_SEQLEN = 8192
+# ... and at hd 128 from this one (forward), and causal at hd 64 / 128 (backward). Session
+# 25 (`s25d`, 0f228cc / a4fb0bc, two runs of `bench --suite varlen` at 2k / 4k-long
+# sequences, 16k tokens, each with the Gluon varlen forward / backward forced and not):
+# - forward, varlen TFLOPS Gluon / portable at 4k: hd 128 410.2 / 367.0 and 431.1 / 366.4
+#   non-causal (+12% / +18%), 301.5 / 284.0 and 295.9 / 280.9 causal (+6% / +5%); hd 64
+#   causal 266.1 / 317.4 and 267.0 / 313.0 (-16% / -15%), non-causal level (344.9 / 342.4,
+#   341.6 / 340.6). At 2k the portable kernel led or tied everywhere (hd 128 causal
+#   225.2 / 248.1 and 158.6 / 219.6).
+# - backward, forward+backward TFLOPS with the Gluon forward, Gluon / portable varlen
+#   backward at 4k: causal hd 64 245.9 / 207.2 and 239.4 / 206.3 (+19% / +16%), hd 128
+#   271.2 / 237.9 and 279.0 / 232.6 (+14% / +20%); non-causal hd 64 level (312.4 / 312.2,
+#   320.7 / 313.4). At 2k: hd 64 non-causal -8% / -10%, causal +11% / +7% (hd 64) and
+#   +13% / -8% (hd 128): kept portable there (30970b9 had them losing).
+# Between 4k and 8k not measured: the Gluon kernels from 4k where 4k measured them ahead.
+HOPPER_VARLEN_HD128_MIN_SEQLEN = 4096
+HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN = 4096
 
 
-def hopper_varlen_preferred(max_seqlen_q: int) -> bool:
+def hopper_varlen_preferred(max_seqlen_q: int, head_dim: int | None = None) -> bool:
+    """The Gluon varlen forward: from HOPPER_VARLEN_MIN_SEQLEN, at hd 128 from
+    HOPPER_VARLEN_HD128_MIN_SEQLEN (``head_dim`` None: the general threshold)."""
+    if head_dim == 128:
+        return max_seqlen_q >= HOPPER_VARLEN_HD128_MIN_SEQLEN
     return max_seqlen_q >= HOPPER_VARLEN_MIN_SEQLEN
 
 
 def hopper_varlen_bwd_preferred(head_dim: int, causal: bool, max_seqlen_q: int) -> bool:
-    """The Gluon varlen backward: from HOPPER_VARLEN_MIN_SEQLEN, and at hd 128 non-causal
-    from 2k, where it won both runs (Gluon / portable varlen backward, forward+backward
-    TFLOPS at 2k-long sequences: 308.0 / 264.5 at 30970b9, 305.0 / 261.1 at 2b1077d; hd
-    128 causal 150.6 / 185.8 and 182.9 / 186.1, hd 64 lost both times). Below 2k not
-    measured."""
+    """The Gluon varlen backward: from HOPPER_VARLEN_MIN_SEQLEN, causal from
+    HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN (`s25d`, above), and at hd 128 non-causal from 2k,
+    where it won both runs (Gluon / portable varlen backward, forward+backward TFLOPS at
+    2k-long sequences: 308.0 / 264.5 at 30970b9, 305.0 / 261.1 at 2b1077d; hd 128 causal
+    150.6 / 185.8 and 182.9 / 186.1, hd 64 lost both times). Below 2k not measured."""
     if head_dim == 128 and not causal and max_seqlen_q >= 2048:
+        return True
+    if causal and max_seqlen_q >= HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN:
         return True
     return hopper_varlen_preferred(max_seqlen_q)
 

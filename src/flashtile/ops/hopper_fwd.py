@@ -342,11 +342,11 @@ def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, sof
     over its own sequence's rows (_program_seq), so the kernels are the dense ones.
     Returns (out, lse), or None where the shipped schedule for max_seqlen_q is the
     portable kernel, or (``varlen_mode`` "auto", no ``config``) the sequences are shorter
-    than configs.HOPPER_VARLEN_MIN_SEQLEN: then the caller runs its own. ``left``: a
+    than configs.hopper_varlen_preferred asks: then the caller runs its own. ``left``: a
     sliding window's left bound, ``softcap`` > 0 a softcap (stage A or C,
     ``window_config``). Call only when hopper_varlen_supported holds."""
     if config is None and varlen_mode() == "auto" and not configs.hopper_varlen_preferred(
-            max_seqlen_q):
+            max_seqlen_q, q.shape[-1]):
         return None
     cfg = config or call_config(q.shape[-1], causal, max_seqlen_q, left, softcap)
     if cfg is None:
