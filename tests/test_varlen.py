@@ -75,7 +75,9 @@ def run_varlen(lens_q, lens_k, nheads, nheads_kv, head_dim, dtype, device, backw
     assert out.shape == q.shape and lse.shape == (nheads, tq)
     refs = []
     for upcast in (True, False):
-        rin = [t.detach().requires_grad_(backward) for t in (q, k, v)]
+        # fp64 leaves for the truth: its gradients are not rounded to the input dtype
+        rin = [(t.double() if upcast else t).detach().requires_grad_(backward)
+               for t in (q, k, v)]
         ro, rl = reference.flash_attn_varlen_func(*rin, *args, return_lse=True, upcast=upcast,
                                                   **kwargs)
         refs.append((rin, ro, rl))
