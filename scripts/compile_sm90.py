@@ -319,6 +319,12 @@ def hopper_bwd_variants():
                 if not causal:  # deterministic: ordered adds (non-causal only)
                     yield (f"{tag} bfloat16 reduce ordered", hd, causal, torch.bfloat16,
                            configs.hopper_bwd_reduce_config(hd, causal, 4096, ordered=True))
+                # deterministic: fixed-point adds into int32 (ops/fixed_dq.py)
+                fixed = configs.hopper_bwd_reduce_config(hd, causal, 4096, fixed=True)
+                yield f"{tag} bfloat16 reduce fixed", hd, causal, torch.bfloat16, fixed
+                if not causal:
+                    yield (f"{tag} bfloat16 reduce fixed gqa-expand", hd, causal,
+                           torch.bfloat16, dataclasses.replace(fixed, gqa_expand=True))
             fused = configs.hopper_bwd_fused_config(hd, causal)
             if fused not in (None, cfg):  # the fused kernel's tiles (not shipped), ordered
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused

@@ -60,7 +60,8 @@ DROPOUT_SPILL_LIMIT = {"d128": 112, "d128-causal": 208}
 # the one-kernel dQ_REDUCE tiles (8 warps on 128 keys, 255 registers at hd 128), each dQ
 # added a step late: 52 / 100 bytes at hd 128 (non-causal / causal; 172 with GQA
 # expanded programs causal), none at hd 64; with
-# the ordered adds 148 at hd 128 (ptxas, session 23)
+# the ordered adds 148 at hd 128 (ptxas, session 23); with the fixed-point adds 56 / 108
+# (none with GQA expanded programs; session 26)
 REDUCE_SPILL_LIMIT = {"d128": 96, "d128-causal": 200}
 ORDERED_SPILL_LIMIT = {"d128": 200}
 

@@ -3,6 +3,8 @@ dK/dV kernel also computes each tile pair's dQ = dS K and adds it to an fp32 buf
 TMA reduce-adds, so no dQ kernel runs. The adds race for ``deterministic=False`` calls;
 with ``reduce_ordered`` (opt-in: FLASHTILE_HOPPER_BWD_REDUCE_ORDERED=1) each query tile's
 adds come in a fixed order (rotated visiting order, per-tile counters): deterministic.
+With ``reduce_fixed`` (opt-in: FLASHTILE_HOPPER_BWD_REDUCE_FIXED=1) the adds race but are
+integer adds of shares scaled into int32 (ops/fixed_dq.py): deterministic too.
 
 CPU (every CI run): which calls take it (``deterministic=False`` only, never with dropout,
 FLASHTILE_HOPPER_BWD_REDUCE on / off / measured table), its tiles, and that the
@@ -130,6 +132,30 @@ def test_default_config_ordered(monkeypatch):
     assert auto.dq_reduce == configs.hopper_bwd_ordered_preferred(128, False, 16384)
 
 
+def test_default_config_fixed(monkeypatch):
+    """FLASHTILE_HOPPER_BWD_REDUCE_FIXED=1: deterministic calls take the reduce tiles with
+    fixed-point adds, causal too and ahead of the ordered adds; dropout and hd 256 keep
+    the two-kernel tiles, deterministic=False the racing reduce; unset, the measured
+    table."""
+    monkeypatch.delenv(hopper_bwd.OVERRIDES_ENV_VAR, raising=False)
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
+    monkeypatch.setenv(hopper_bwd.FIXED_ENV_VAR, "1")
+    monkeypatch.setenv(hopper_bwd.ORDERED_ENV_VAR, "1")
+    for head_dim in (64, 128):
+        for causal in (False, True):
+            got = hopper_bwd.default_config(head_dim, causal, 4096)
+            assert got.dq_reduce and got.reduce_fixed and not got.reduce_ordered, got
+    assert not hopper_bwd.default_config(128, False, 4096, dropout=True).dq_reduce
+    assert hopper_bwd.default_config(256, False, 4096) == configs.hopper_bwd_config(256, False,
+                                                                                   4096)
+    racing = hopper_bwd.default_config(128, False, 4096, deterministic=False)
+    assert not racing.reduce_fixed and not racing.reduce_ordered, racing
+    monkeypatch.delenv(hopper_bwd.FIXED_ENV_VAR)
+    monkeypatch.delenv(hopper_bwd.ORDERED_ENV_VAR)
+    auto = hopper_bwd.default_config(128, False, 16384)
+    assert auto.reduce_fixed == configs.hopper_bwd_fixed_preferred(128, False, 16384)
+
+
 @pytest.mark.parametrize("custom_op", [False, True])
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_deterministic_reaches_backward(monkeypatch, custom_op, deterministic):
@@ -234,6 +260,34 @@ def test_reduce_public_api(head_dim, causal, left, softcap, device, monkeypatch)
     assert used == [True, False], used
 
 
+def _reduce_case(head_dim, causal, shape, expand, salt, device, **kw):
+    """(q, k, v, cfg) of a deterministic reduce test (sm_90 only): the reduce tiles with
+    ``kw`` (ordered= / fixed=) and gqa_expand=``expand``; skips MHA shapes when expanding."""
+    require_sm90()
+    batch, sq, sk, h, hkv = shape
+    if expand and h == hkv:
+        pytest.skip("gqa_expand needs GQA")
+    cfg = dataclasses.replace(configs.hopper_bwd_reduce_config(head_dim, causal, sk, h // hkv,
+                                                               **kw),
+                              gqa_expand=expand)
+    q, k, v = make_qkv(batch, sq, sk, h, hkv, head_dim, torch.bfloat16, device,
+                       seed=head_dim + sq + salt * sk)
+    return q, k, v, cfg
+
+
+def _assert_repeatable(q, k, v, causal, cfg):
+    """Three launcher runs with ``cfg`` into NaN-filled buffers: every element written,
+    within the DESIGN.md bound of the float64 reference, and bitwise equal."""
+    dout = torch.randn_like(q)
+    runs = launcher_grads(q, k, v, dout, causal, [cfg] * 3)
+    checks = grad_ref_checks(runs[0], q, k, v, dout, causal)
+    msg = "; ".join(map(str, checks))
+    assert not any(g.isnan().any() for g in runs[0]), "unwritten or NaN gradient: " + msg
+    assert all(c.ok for c in checks), msg
+    for name, a, b, c in zip(("dq", "dk", "dv"), *runs):
+        assert torch.equal(a, b) and torch.equal(a, c), f"{name} differs between runs"
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("shape", SHAPES[:4] + [(2, 100, 1000, 4, 4), (1, 333, 16384, 2, 1)],
@@ -244,24 +298,9 @@ def test_ordered_vs_reference(head_dim, shape, expand, device):
     tile, ties when there are fewer query tiles than key tiles (100 x 1000, 1 x 130),
     128 key tiles per head (16k keys); NaN-filled buffers, within the DESIGN.md bound of
     the float64 reference, and three runs bitwise equal."""
-    require_sm90()
-    batch, sq, sk, h, hkv = shape
-    if expand and h == hkv:
-        pytest.skip("gqa_expand needs GQA")
-    cfg = dataclasses.replace(configs.hopper_bwd_reduce_config(head_dim, False, sk, h // hkv,
-                                                               ordered=True),
-                              gqa_expand=expand)
-    q, k, v = make_qkv(batch, sq, sk, h, hkv, head_dim, torch.bfloat16, device,
-                       seed=head_dim + sq + 7 * sk)
+    q, k, v, cfg = _reduce_case(head_dim, False, shape, expand, 7, device, ordered=True)
     assert hopper_bwd.reduce_ordered_ok(q, k, False, None, cfg)
-    dout = torch.randn_like(q)
-    runs = launcher_grads(q, k, v, dout, False, [cfg] * 3)
-    checks = grad_ref_checks(runs[0], q, k, v, dout, False)
-    msg = "; ".join(map(str, checks))
-    assert not any(g.isnan().any() for g in runs[0]), "unwritten or NaN gradient: " + msg
-    assert all(c.ok for c in checks), msg
-    for name, a, b, c in zip(("dq", "dk", "dv"), *runs):
-        assert torch.equal(a, b) and torch.equal(a, c), f"{name} differs between runs"
+    _assert_repeatable(q, k, v, False, cfg)
 
 
 @pytest.mark.gpu
@@ -290,3 +329,61 @@ def test_ordered_public_api_and_fallback(device, monkeypatch):
         assert all(c.ok for c in checks), f"{sk} keys: " + "; ".join(map(str, checks))
         assert all(torch.equal(a, b) for a, b in zip(*grads)), f"{sk} keys: not repeatable"
         assert used[-2:] == [ordered, ordered], (sk, used)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", SHAPES + [(1, 333, 16384, 2, 1)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("expand", [False, True])
+def test_fixed_vs_reference(head_dim, causal, shape, expand, device):
+    """The fixed-point adds (reduce_fixed: int32 shares scaled by 2^e per program head,
+    ops/fixed_dq.py): NaN-filled buffers, within the DESIGN.md bound of the float64
+    reference (also at 16k keys, 128 shares per element), and three runs bitwise equal
+    although the programs' adds race."""
+    q, k, v, cfg = _reduce_case(head_dim, causal, shape, expand, 11, device, fixed=True)
+    _assert_repeatable(q, k, v, causal, cfg)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("left,softcap", [(None, 0.0), (100, 0.0), (None, 20.0)])
+def test_fixed_public_api(causal, left, softcap, device, monkeypatch):
+    """FLASHTILE_HOPPER_BWD_REDUCE_FIXED=1: flash_attn_func's default (deterministic)
+    backward runs the fixed-point adds (spied), with windows and softcaps, bitwise
+    repeatable and within the bound; wide logits too."""
+    require_sm90()
+    monkeypatch.setenv(hopper_bwd.FIXED_ENV_VAR, "1")
+    monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
+    used = _spy_config(monkeypatch, "reduce_fixed")
+    window = (-1, -1) if left is None else (left, 0 if causal else -1)
+    q, k, v = make_qkv(2, 1029, 1100, 8, 2, 128, torch.bfloat16, device, kind="wide_logits",
+                       seed=7 + (left or 0))
+    dout = torch.randn_like(q)
+    grads = []
+    for _ in range(2):
+        inp = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        o = flashtile.flash_attn_func(*inp, causal=causal, window_size=window, softcap=softcap)
+        grads.append(torch.autograd.grad(o, inp, dout))
+    torch.cuda.synchronize()
+    checks = grad_ref_checks(grads[0], q, k, v, dout, causal, window_size=window,
+                             softcap=softcap)
+    assert all(c.ok for c in checks), "; ".join(map(str, checks))
+    assert all(torch.equal(a, b) for a, b in zip(*grads)), "not repeatable"
+    assert used == [True, True], used
+
+
+@pytest.mark.gpu
+def test_fixed_nonfinite(device):
+    """A NaN in dO makes its program head's dQ NaN (its multiplier is NaN: fp32 adds would
+    make the NaN's row NaN; dK and dV of its key head are NaN either way); the other key
+    head's dQ stays finite."""
+    require_sm90()
+    cfg = configs.hopper_bwd_reduce_config(128, False, 1100, 2, fixed=True)
+    q, k, v = make_qkv(1, 300, 1100, 4, 2, 128, torch.bfloat16, device, seed=5)
+    dout = torch.randn_like(q)
+    dout[0, 17, 3, 9] = float("nan")  # query head 3: key head 1
+    ((dq, _, _),) = launcher_grads(q, k, v, dout, False, [cfg])
+    assert dq[:, :, 2:].isnan().all(), "the NaN head's dQ is not NaN"
+    assert torch.isfinite(dq[:, :, :2]).all()

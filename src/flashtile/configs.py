@@ -475,6 +475,12 @@ class HopperBwdConfig:
     # a fixed order on a per-tile counter (ops/hopper_bwd.py, DQ_ORDERED): bitwise
     # repeatable dQ. Non-causal, no window, at most one key tile per SM per head
     reduce_ordered: bool = False
+    # dq_reduce: deterministic adds in fixed point (ops/fixed_dq.py, DQ_FIXED). Each
+    # tile's dQ is scaled by a power of two per program head, from a bound on |dQ| read
+    # off dO, K and V before the launch, rounded to int32 and reduce-added into an int32
+    # buffer: integer adds land in any order with the same sum, so the racing kernel's
+    # schedule and memory give bitwise repeatable dQ. Any mask; not with reduce_ordered
+    reduce_fixed: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""
@@ -547,7 +553,8 @@ def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig | No
 
 
 def hopper_bwd_reduce_config(head_dim: int, causal: bool, seqlen_k: int,
-                             group: int = 1, ordered: bool = False) -> HopperBwdConfig | None:
+                             group: int = 1, ordered: bool = False,
+                             fixed: bool = False) -> HopperBwdConfig | None:
     """The one-kernel backward of ``deterministic=False`` calls (HopperBwdConfig.dq_reduce:
     the dK/dV kernel also computes dQ = dS K and adds it to fp32 by TMA reduce-adds, 5
     GEMMs per tile pair, no dQ kernel): the two-kernel dK/dV tiles on 128 keys over two
@@ -571,7 +578,7 @@ def hopper_bwd_reduce_config(head_dim: int, causal: bool, seqlen_k: int,
     base = hopper_bwd_config(head_dim, causal, seqlen_k, group)
     return dataclasses.replace(base, block_n=128, num_warps=8, max_regs=None,
                                prefetch_stats=False, dq_reduce=True, reduce_late=True,
-                               reduce_ordered=ordered)
+                               reduce_ordered=ordered, reduce_fixed=fixed)
 
 
 def hopper_bwd_reduce_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
@@ -591,6 +598,14 @@ def hopper_bwd_ordered_preferred(head_dim: int, causal: bool, seqlen_k: int) -> 
     key tile per SM). `s24a` (0b15843) measured it at hd 128 non-causal below the
     two-kernel backward everywhere: -21.7% / -11.6% / -3.3% / -2.1% at 1k / 4k / 8k /
     16k, and 6-12% below the racing reduce; so nowhere."""
+    return False
+
+
+def hopper_bwd_fixed_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
+    """Where deterministic calls take ``hopper_bwd_reduce_config(..., fixed=True)`` (the
+    one-kernel backward with fixed-point adds, ops/fixed_dq.py) by default: nowhere until
+    measured (session 26 built it after the device time ran out;
+    FLASHTILE_HOPPER_BWD_REDUCE_FIXED=1 forces it on)."""
     return False
 
 

@@ -22,8 +22,10 @@ from triton.runtime import _allocation
 from ._common import _bits_block
 from ._launch import cached_launch_kw, run_compiled
 
-GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16, torch.float32: gl.float32}
-_TY_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16, torch.float32: gl.float32,
+             torch.int32: gl.int32}
+_TY_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32",
+             torch.int32: "i32"}
 
 
 # ----------------------------------------------------------------------------------

@@ -20,7 +20,9 @@ Layers, top to bottom:
                                   with DQ_REDUCE (deterministic=False, hd 128 non-causal
                                   from 4k: configs.hopper_bwd_reduce_preferred) 128 keys
                                   over two warpgroups that also compute dQ = dS K and add
-                                  it by TMA reduce-adds into fp32 (no dQ kernel)
+                                  it by TMA reduce-adds into fp32 (no dQ kernel); with
+                                  DQ_FIXED (opt-in, deterministic) into int32, each
+                                  share scaled by a power of two (ops/fixed_dq.py)
     _bwd_dq_kernel                one program per query tile: Q, dO resident, K/V streamed
     hopper_varlen_backward        (opt-in, FLASHTILE_HOPPER_VARLEN_BWD=1) the two kernels
                                   over packed varlen sequences: VARLEN programs build TMA
@@ -100,7 +102,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .. import configs
-from . import hopper_fwd
+from . import fixed_dq, hopper_fwd
 from ._common import (
     _bits_block,
     device_capability,
@@ -414,7 +416,11 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
     if cfg.dq_reduce:  # dQ in the dK/dV kernel, racing TMA reduce-adds into fp32
         if varlen is not None or cfg.d_split > 1 or bits is not None:
             raise ValueError(f"dq_reduce: dense calls, whole head dims, no dropout: {cfg}")
-        dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+        if cfg.reduce_fixed and cfg.reduce_ordered:
+            raise ValueError(f"reduce_fixed or reduce_ordered, not both: {cfg}")
+        # fixed point: an int32 sum, each share scaled by its program head's 2^e
+        dq_acc = torch.zeros(q.shape, dtype=torch.int32 if cfg.reduce_fixed else torch.float32,
+                             device=q.device)
         dkdv_flag.update(dq_desc=tma_desc(dq_acc, cfg.block_m), DQ_REDUCE=True,
                          DQ_LATE=bool(cfg.reduce_late))
         if cfg.reduce_ordered:  # one counter per (batch, query head, query tile)
@@ -437,6 +443,10 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         dkdv_flag["EXPAND"] = True
         if varlen is not None:  # the per-sequence store descriptors over the partials
             pdk, pdv = dk_t, dv_t
+    fixed = None
+    if cfg.dq_reduce and cfg.reduce_fixed:  # the bound's maxima per program head
+        fixed = fixed_dq.bounds(dout, k, v, group, key_heads != nheads_kv)
+        dkdv_flag.update(FIXED=fixed, DQ_FIXED=True)
     descs = (tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
              tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
              tma_desc(dv_t, cfg.block_n, cols))
@@ -466,7 +476,9 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         for part, grad in ((dk_t, outs[1]), (dv_t, outs[2])):
             torch.sum(part.view(k.shape[0], k.shape[1], nheads_kv, group, head_dim), dim=3,
                       out=grad)
-    if dq_acc is not None:
+    if fixed is not None:
+        fixed_dq.dequantize(dq_acc, fixed, outs[0], group, key_heads != nheads_kv)
+    elif dq_acc is not None:
         outs[0].copy_(dq_acc)
         return
     launch(
@@ -553,6 +565,7 @@ OVERRIDES_ENV_VAR = "FLASHTILE_HOPPER_BWD_OVERRIDES"
 
 REDUCE_ENV_VAR = "FLASHTILE_HOPPER_BWD_REDUCE"
 ORDERED_ENV_VAR = "FLASHTILE_HOPPER_BWD_REDUCE_ORDERED"
+FIXED_ENV_VAR = "FLASHTILE_HOPPER_BWD_REDUCE_FIXED"
 
 
 def reduce_mode() -> str:
@@ -567,6 +580,13 @@ def ordered_mode() -> str:
     decides where deterministic calls take the one-kernel tiles with ordered adds), "on"
     (=1: wherever ``reduce_ordered_ok`` allows) or "off" (=0)."""
     return env_mode(ORDERED_ENV_VAR)
+
+
+def fixed_mode() -> str:
+    """"auto" (FLASHTILE_HOPPER_BWD_REDUCE_FIXED unset: ``configs.hopper_bwd_fixed_preferred``
+    decides where deterministic calls take the one-kernel tiles with fixed-point adds),
+    "on" (=1: every deterministic call they cover, ahead of the ordered adds) or "off"."""
+    return env_mode(FIXED_ENV_VAR)
 
 
 def reduce_ordered_ok(q, k, causal, left, cfg) -> bool:
@@ -589,10 +609,13 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int,
     FLASHTILE_HOPPER_BWD_OVERRIDES="max_regs=none,..." replaces fields of either, for A/B
     runs of whole models (configs.parse_overrides). Memoised per environment value, as
     hopper_fwd.default_config."""
-    if deterministic:  # the ordered adds (reduce_ordered), non-causal only
-        mode = "off" if dropout or causal or not ordered else ordered_mode()
-        reduce = mode == "on" or (mode == "auto" and configs.hopper_bwd_ordered_preferred(
+    if deterministic:  # fixed-point adds (reduce_fixed), else the ordered adds
+        mode = "off" if dropout else fixed_mode()
+        fixed = mode == "on" or (mode == "auto" and configs.hopper_bwd_fixed_preferred(
             head_dim, causal, seqlen_k))
+        mode = "off" if dropout or causal or not ordered else ordered_mode()
+        reduce = fixed or mode == "on" or (
+            mode == "auto" and configs.hopper_bwd_ordered_preferred(head_dim, causal, seqlen_k))
     else:
         mode = "off" if dropout else reduce_mode()
         reduce = mode == "on" or (mode == "auto" and configs.hopper_bwd_reduce_preferred(
@@ -600,8 +623,9 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int,
     return _default_config(head_dim, causal, seqlen_k, group,
                            os.environ.get(FUSED_ENV_VAR) == "1",
                            os.environ.get(OVERRIDES_ENV_VAR, ""), softcap=softcap,
-                           dropout=dropout, reduce=reduce and ("ordered" if deterministic
-                                                               else "racing"))
+                           dropout=dropout,
+                           reduce=reduce and ("racing" if not deterministic
+                                              else "fixed" if fixed else "ordered"))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -611,7 +635,8 @@ def _default_config(head_dim, causal, seqlen_k, group, fused, overrides, expand=
     # tiles (None) there either
     cfg = (fused and configs.hopper_bwd_fused_config(head_dim, causal)
            or reduce and configs.hopper_bwd_reduce_config(head_dim, causal, seqlen_k, group,
-                                                          ordered=reduce == "ordered")
+                                                          ordered=reduce == "ordered",
+                                                          fixed=reduce == "fixed")
            or configs.hopper_bwd_config(head_dim, causal, seqlen_k, group, expand, softcap,
                                         dropout))
     return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
@@ -1107,14 +1132,49 @@ def _dq_mma_layout(num_warps, head_dim):
                                      instr_shape=[16, head_dim // wgs, 16])
 
 
+# ops/fixed_dq.py's constants, as the kernel reads them
+_FIXED_LIMIT = gl.constexpr(float(fixed_dq.FIXED_LOG2_LIMIT))
+_FIXED_TINY = gl.constexpr(fixed_dq.FIXED_TINY)
+
+
+@gluon.jit
+def _rint_i32(x):
+    """fp32 -> int32, rounded to nearest-even (cvt.rni; Triton's cast truncates), saturating
+    at the int32 range; NaN gives 0."""
+    return gl.inline_asm_elementwise("cvt.rni.s32.f32 $0, $1;", "=r,r", [x], dtype=gl.int32,
+                                     is_pure=True, pack=1)
+
+
+@gluon.jit
+def _fixed_mult(FIXED, p, sm_scale):
+    """DQ_FIXED: 2^e for program head ``p`` from its three maxima (ops/fixed_dq.py: max
+    |dO_i|^2, max |V_j|^2, max K_jc^2), e = floor(FIXED_LOG2_LIMIT - log2 B) with B = 2 *
+    sm_scale * |dO| |V| |K| the bound on |dQ|, clamped to [-126, 126]; NaN when a maximum
+    is not finite. The key tile 0 program stores it beside the maxima for
+    fixed_dq.dequantize (every program of the head computes the same value)."""
+    base = FIXED + p * 4
+    lb = 1.0 + gl.log2(sm_scale) + 0.5 * (gl.log2(gl.maximum(gl.load(base), _FIXED_TINY))
+                                          + gl.log2(gl.maximum(gl.load(base + 1), _FIXED_TINY))
+                                          + gl.log2(gl.maximum(gl.load(base + 2), _FIXED_TINY)))
+    e = gl.minimum(gl.maximum(gl.floor(_FIXED_LIMIT - lb), -126.0), 126.0)
+    mult = gl.where(lb < 3.0e38, gl.exp2(e), float("nan"))
+    if gl.program_id(0) == 0:
+        gl.store(base + 3, mult)
+    return mult
+
+
 @gluon.jit
 def _dq_reduce(dq, dq_smem, dq_desc, coords, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr):
-    """Add a finished dQ tile to the fp32 accumulator: registers -> the staging tile (once
-    the previous reduce has read it) -> TMA reduce-add at ``coords`` (rows past the
-    sequence end clipped); the next call (or the epilogue's store_wait) waits for it."""
+    """Add a finished dQ tile to the accumulator: registers -> the staging tile (once the
+    previous reduce has read it) -> TMA reduce-add at ``coords`` (rows past the sequence
+    end clipped); the next call (or the epilogue's store_wait) waits for it. An int32
+    accumulator (DQ_FIXED: ``dq`` already scaled by 2^e) takes it rounded to integers."""
     tma.store_wait(pendings=0)  # the previous reduce has read the staging tile
     gl.thread_barrier()
-    dq_smem.reshape([BLOCK_M, HEAD_DIM]).store(dq)
+    if dq_smem.dtype == gl.int32:
+        dq_smem.reshape([BLOCK_M, HEAD_DIM]).store(_rint_i32(dq))
+    else:
+        dq_smem.reshape([BLOCK_M, HEAD_DIM]).store(dq)
     fence_async_shared()  # generic-proxy stores -> visible to the TMA engine
     gl.thread_barrier()
     tma_reduce_add(dq_desc, coords, dq_smem)
@@ -1240,11 +1300,14 @@ def _bwd_dkdv_kernel(
     GROUP_BRANCH: gl.constexpr = False,  # HopperBwdConfig.group_branch
     BITS=None, keep_scale=1.0,  # DROPOUT: the forward's bit words (after the header)
     DROPOUT: gl.constexpr = False,  # attention dropout read from BITS (dense only)
-    dq_desc=None,  # DQ_REDUCE: TMA over the fp32 dQ accumulator (B, M, H, D), zeroed
+    dq_desc=None,  # DQ_REDUCE: TMA over the dQ accumulator (B, M, H, D), zeroed: fp32, or
+    #                int32 with DQ_FIXED
     DQ_REDUCE: gl.constexpr = False,  # HopperBwdConfig.dq_reduce: dQ here (5 GEMMs)
     DQ_LATE: gl.constexpr = False,  # HopperBwdConfig.reduce_late: each dQ a step late
     SEM=None,  # DQ_ORDERED: (B * H, cdiv(M, BLOCK_M)) int32, zeroed: adds per query tile
     DQ_ORDERED: gl.constexpr = False,  # HopperBwdConfig.reduce_ordered: deterministic
+    FIXED=None,  # DQ_FIXED: (grid axis 1, 4) fp32: fixed_dq.bounds' maxima, then 2^e
+    DQ_FIXED: gl.constexpr = False,  # HopperBwdConfig.reduce_fixed: int32 adds (dq_desc)
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -1295,17 +1358,21 @@ def _bwd_dkdv_kernel(
     if DQ_REDUCE:  # this step's dS^T (all keys) and the dQ staging tile
         dqr = (gl.allocate_shared_memory(q_desc.dtype, [2, BLOCK_N, BLOCK_M],
                                          _ds_smem_layout(BLOCK_N, BLOCK_M, q_desc.dtype)),
-               gl.allocate_shared_memory(gl.float32, dq_desc.block_type.shape,
+               gl.allocate_shared_memory(dq_desc.dtype, dq_desc.block_type.shape,
                                          dq_desc.layout), dq_desc,
                SEM, rot, (seqlen_k + BLOCK_N - 1) // BLOCK_N, 0)
         if DQ_ORDERED:
             dqr = dqr[:6] + (_rank_base(rot, n_m, dqr[5], pid_n),)
         dq_scale = sm_scale * keep_scale if DROPOUT else sm_scale
+        if DQ_FIXED:  # each share scaled into the int32 range (ops/fixed_dq.py)
+            dq_scale = dq_scale * _fixed_mult(FIXED, gl.program_id(1), sm_scale)
     else:
         dqr = 0
         dq_scale = 1.0
     gl.static_assert(DQ_REDUCE or not DQ_LATE, "reduce_late: with dq_reduce")
     gl.static_assert(DQ_LATE or not DQ_ORDERED, "reduce_ordered: with reduce_late")
+    gl.static_assert(DQ_REDUCE or not DQ_FIXED, "reduce_fixed: with dq_reduce")
+    gl.static_assert(not (DQ_FIXED and DQ_ORDERED), "reduce_fixed or reduce_ordered")
     gl.static_assert(not (DQ_ORDERED and (CAUSAL or HAS_LEFT)),
                      "reduce_ordered: every program visits every query tile")
     if DQ_LATE:  # the previous step's (dQ, row, head, rank, counter seen), none yet; the
@@ -1939,7 +2006,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         width = dict(dk=head_dim // cfg.d_split, dv=head_dim // cfg.d_split,
                      dqacc=head_dim // 2)
         fp32 = ("dqacc", "dq") if cfg.dq_reduce else ("dqacc",)  # fp32 accumulators
-        types = {f"{d}_desc": desc_signature(torch.float32 if d in fp32 else dtype,
+        acc = torch.int32 if cfg.reduce_fixed else torch.float32  # (fixed point: int32)
+        types = {f"{d}_desc": desc_signature(acc if d in fp32 else dtype,
                                              rows[d], width.get(d, head_dim))
                  for d in descs}
         types.update(scalars)
@@ -1970,6 +2038,11 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                     constexprs["DQ_ORDERED"] = True
                 else:
                     constexprs["SEM"] = None
+                if cfg.reduce_fixed:
+                    types["FIXED"] = "*fp32"
+                    constexprs["DQ_FIXED"] = True
+                else:
+                    constexprs["FIXED"] = None
             else:
                 constexprs["dq_desc"] = None
         if name != "fused":
