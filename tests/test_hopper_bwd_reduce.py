@@ -156,6 +156,63 @@ def test_default_config_fixed(monkeypatch):
     assert auto.reduce_fixed == configs.hopper_bwd_fixed_preferred(128, False, 16384)
 
 
+@pytest.mark.parametrize("fixed", [False, True])
+@pytest.mark.parametrize("expand", [False, True])
+def test_reduce_launcher_plumbing(monkeypatch, fixed, expand):
+    """The launcher's host side with the reduce tiles (CPU tensors, launches captured;
+    fixed_dq's kernels run under the interpreter): one dK/dV launch over batch x program
+    heads and no dQ kernel; its accumulator zeroed, int32 for fixed point (fp32 racing);
+    for fixed point the bound's maxima of the program heads, and dq = the dequantised sum
+    of what the kernel would have added (emulated: 2^e stored, random integers)."""
+    from flashtile import reference
+    from flashtile.ops import fixed_dq
+
+    launched = []
+
+    def fake_launch(kernel, grid, device, *args, **kw):
+        launched.append((kernel, grid, kw))
+        if kw.get("DQ_REDUCE"):
+            acc = kw["dq_desc"].base
+            kw["acc_at_launch"] = acc.clone()
+            if kw.get("DQ_FIXED"):  # as _fixed_mult and the int32 adds would
+                stats = kw["FIXED"]
+                for p in range(stats.shape[0]):
+                    stats[p, 3] = fixed_dq.fixed_mult(stats[p], args[-1])
+                acc.copy_(torch.randint(-2**30, 2**30, acc.shape, dtype=torch.int32))
+            else:
+                acc.copy_(torch.randn(acc.shape))
+
+    monkeypatch.setattr(hopper_bwd, "launch", fake_launch)
+    b, m, n, h, hkv, d = 2, 70, 200, 4, 2, 64
+    q = torch.randn(b, m, h, d, dtype=torch.bfloat16)
+    k, v = (torch.randn(b, n, hkv, d, dtype=torch.bfloat16) for _ in range(2))
+    out, dout, lse = torch.randn_like(q), torch.randn_like(q), torch.randn(b, h, m)
+    cfg = dataclasses.replace(configs.hopper_bwd_reduce_config(d, False, n, h // hkv,
+                                                               fixed=fixed),
+                              gqa_expand=expand)
+    dq, dk, dv = (torch.full_like(t, float("nan")) for t in (q, k, v))
+    hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, False, dq, dk, dv,
+                                         config=cfg)
+    names = [kern.fn.__name__ for kern, *_ in launched]
+    assert "_bwd_dq_kernel" not in names and names.count("_bwd_dkdv_kernel") == 1, names
+    _, grid, kw = launched[names.index("_bwd_dkdv_kernel")]
+    assert grid[1] == b * (h if expand else hkv), grid
+    acc = kw["dq_desc"].base
+    assert acc.shape == q.shape and not kw["acc_at_launch"].any()
+    assert acc.dtype == (torch.int32 if fixed else torch.float32)
+    assert bool(kw.get("DQ_FIXED")) == fixed
+    if not fixed:
+        assert torch.equal(dq, acc.to(dq.dtype))
+        return
+    stats = kw["FIXED"]
+    torch.testing.assert_close(stats[:, :3].double(),
+                               reference.fixed_dq_bounds(dout, k, v, h // hkv, expand),
+                               rtol=1e-5, atol=0)
+    mult = stats[:, 3].view(b, -1, 1)
+    mult = mult if expand else mult.repeat_interleave(h // hkv, 1)
+    assert torch.equal(dq, (acc.float() / mult.view(b, 1, h, 1)).to(dq.dtype))
+
+
 @pytest.mark.parametrize("custom_op", [False, True])
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_deterministic_reaches_backward(monkeypatch, custom_op, deterministic):

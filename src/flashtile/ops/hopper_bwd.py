@@ -476,10 +476,11 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         for part, grad in ((dk_t, outs[1]), (dv_t, outs[2])):
             torch.sum(part.view(k.shape[0], k.shape[1], nheads_kv, group, head_dim), dim=3,
                       out=grad)
-    if fixed is not None:
-        fixed_dq.dequantize(dq_acc, fixed, outs[0], group, key_heads != nheads_kv)
-    elif dq_acc is not None:
-        outs[0].copy_(dq_acc)
+    if dq_acc is not None:  # dQ came from the dK/dV kernel: no dQ kernel
+        if fixed is not None:
+            fixed_dq.dequantize(dq_acc, fixed, outs[0], group, key_heads != nheads_kv)
+        else:
+            outs[0].copy_(dq_acc)
         return
     launch(
         _bwd_dq_kernel, (triton.cdiv(rows_q, cfg.dq_block_m), batch * nheads), q.device,
