@@ -17,12 +17,17 @@
 #    16k tokens: ~50 us, 1.5% of a 4k backward, 0.4% at 16k; the rounding is 32 cvt per
 #    thread per step), so +3-5% / +10-12% / +9-11% over the two-kernel backward at 4k /
 #    8k / 16k non-causal; causal below the two-kernel backward, as racing is.
-# 3. forward+backward beside cuDNN with FLASHTILE_HOPPER_BWD_REDUCE_FIXED=1 (deterministic
+# 3. hd 64, where the 8-warp reduce programs lost 6-24% (one per SM, in lock step): the
+#    same kernel on one warpgroup of 64 keys (block_n=64, num_warps=4: 182 registers, 83
+#    KB, two programs per SM), racing and fixed, against the two-kernel backward.
+#    Prediction: level with the two-kernel backward (+-5%) non-causal, the cross-program
+#    overlap back; twice the reduce traffic per FLOP (~2.5 TB/s at 400 TFLOPS) may cap it.
+# 4. forward+backward beside cuDNN with FLASHTILE_HOPPER_BWD_REDUCE_FIXED=1 (deterministic
 #    calls), hd 128 non-causal: prediction 0.91-0.92x at 4k, 0.93-0.95x at 16k (0.89x /
 #    0.84x deterministic at 29acd62, racing 0.92x / 0.95x), peak memory as flashtile-nd's.
 source scripts/suites/lib/steps.sh
 gpu_pytest pytest_s26a 200 4 8 tests/test_hopper_bwd_reduce.py tests/test_fixed_dq.py \
-  -k "fixed or bounds or dequantize"
+  -k "fixed or bounds or dequantize or one_warpgroup"
 R="dq_reduce=1,reduce_late=1,block_n=128,num_warps=8,prefetch_stats=0,max_regs=none"
 timeout 150 python3 scripts/bench_hopper_bwd.py --ab "|$R|$R,reduce_fixed=1" --rounds 5 \
   --head-dims 128 --seqlens 1024 4096 8192 16384 --causal 0 \
@@ -33,6 +38,11 @@ timeout 90 python3 scripts/bench_hopper_bwd.py --ab "|$R|$R,reduce_fixed=1" --ro
   --csv "$out/fixed_ab_causal.csv" >"$out/fixed_ab_causal.log" 2>&1 || status=1
 grep -A6 "^Gluon backward TFLOPS" "$out/fixed_ab_causal.log" | cut -c1-140
 grep -E "Error|Traceback" "$out"/fixed_ab*.log | head -5
+R64="dq_reduce=1,reduce_late=1,block_n=64,num_warps=4,prefetch_stats=0,max_regs=none"
+timeout 150 python3 scripts/bench_hopper_bwd.py --ab "|$R|$R64|$R64,reduce_fixed=1" \
+  --rounds 5 --head-dims 64 --seqlens 1024 4096 16384 --causal 0 1 \
+  --csv "$out/fixed_ab64.csv" >"$out/fixed_ab64.log" 2>&1 || status=1
+grep -A10 "^Gluon backward TFLOPS" "$out/fixed_ab64.log" | cut -c1-140
 FLASHTILE_HOPPER_BWD_REDUCE_FIXED=1 timeout 150 python3 -m flashtile.cli bench --rounds 3 \
   --causal no --head-dims 128 --seqlens 4096 16384 --backends flashtile flashtile-nd sdpa-cudnn \
   --commit "$commit" --csv "$out/bench_fixed.csv" >"$out/bench_fixed.log" 2>&1 || status=1
