@@ -162,22 +162,18 @@ def test_reduce_launcher_plumbing(monkeypatch, fixed, expand):
     """The launcher's host side with the reduce tiles (CPU tensors, launches captured;
     fixed_dq's kernels run under the interpreter): one dK/dV launch over batch x program
     heads and no dQ kernel; its accumulator zeroed, int32 for fixed point (fp32 racing);
-    for fixed point the bound's maxima of the program heads, and dq = the dequantised sum
-    of what the kernel would have added (emulated: 2^e stored, random integers)."""
-    from flashtile import reference
+    for fixed point each row's 2^e_i (from the bound of dO, K, V), and dq = the
+    dequantised sum of what the kernel would have added (emulated: random integers)."""
     from flashtile.ops import fixed_dq
 
     launched = []
 
-    def fake_launch(kernel, grid, device, *args, **kw):
+    def fake_launch(kernel, grid, device, *_, **kw):
         launched.append((kernel, grid, kw))
         if kw.get("DQ_REDUCE"):
             acc = kw["dq_desc"].base
             kw["acc_at_launch"] = acc.clone()
-            if kw.get("DQ_FIXED"):  # as _fixed_mult and the int32 adds would
-                stats = kw["FIXED"]
-                for p in range(stats.shape[0]):
-                    stats[p, 3] = fixed_dq.fixed_mult(stats[p], args[-1])
+            if kw.get("DQ_FIXED"):  # as the int32 adds would
                 acc.copy_(torch.randint(-2**30, 2**30, acc.shape, dtype=torch.int32))
             else:
                 acc.copy_(torch.randn(acc.shape))
@@ -204,13 +200,10 @@ def test_reduce_launcher_plumbing(monkeypatch, fixed, expand):
     if not fixed:
         assert torch.equal(dq, acc.to(dq.dtype))
         return
-    stats = kw["FIXED"]
-    torch.testing.assert_close(stats[:, :3].double(),
-                               reference.fixed_dq_bounds(dout, k, v, h // hkv, expand),
-                               rtol=1e-5, atol=0)
-    mult = stats[:, 3].view(b, -1, 1)
-    mult = mult if expand else mult.repeat_interleave(h // hkv, 1)
-    assert torch.equal(dq, (acc.float() / mult.view(b, 1, h, 1)).to(dq.dtype))
+    rows, heads = fixed_dq.bounds(dout, k, v, h // hkv, expand)  # (tests/test_fixed_dq.py)
+    mult = fixed_dq.row_mults(rows, heads, fixed_dq.scale_exponent(d**-0.5), h // hkv, expand)
+    assert torch.equal(kw["FIXED"], mult)
+    assert torch.equal(dq, (acc.float() / mult.transpose(1, 2)[..., None]).to(dq.dtype))
 
 
 @pytest.mark.parametrize("custom_op", [False, True])

@@ -476,7 +476,7 @@ class HopperBwdConfig:
     # repeatable dQ. Non-causal, no window, at most one key tile per SM per head
     reduce_ordered: bool = False
     # dq_reduce: deterministic adds in fixed point (ops/fixed_dq.py, DQ_FIXED). Each
-    # tile's dQ is scaled by a power of two per program head, from a bound on |dQ| read
+    # tile's dQ is scaled by a power of two per query row, from a bound on |dQ_i| read
     # off dO, K and V before the launch, rounded to int32 and reduce-added into an int32
     # buffer: integer adds land in any order with the same sum, so the racing kernel's
     # schedule and memory give bitwise repeatable dQ. Any mask; not with reduce_ordered

@@ -249,15 +249,13 @@ def flash_attn_with_kvcache(
 
 
 def fixed_dq_bounds(dout, k, v, group, expand):
-    """Reference twin of ``flashtile.ops.fixed_dq.bounds``: per program head (key heads,
-    or query heads with ``expand``), max |dO_i|^2 over its query heads' rows, max |V_j|^2
-    and max K_jc^2 over its key head, as (batch * program heads, 3) float64."""
-    batch, _, nheads, _ = dout.shape
-    do2 = dout.double().square().sum(-1).amax(1)  # (B, H)
+    """Reference twin of ``flashtile.ops.fixed_dq.bounds``: (rows, heads) in float64, rows
+    (B, H, M) = |dO_i|^2, heads (B * program heads, 2) = max |V_j|^2 and max K_jc^2 of
+    each program head's key head (program heads: key heads, or query heads with
+    ``expand``)."""
+    rows = dout.double().square().sum(-1).transpose(1, 2)  # (B, H, M)
     v2 = v.double().square().sum(-1).amax(1)  # (B, Hkv)
     k2 = k.double().square().amax(dim=(1, 3))  # (B, Hkv)
     if expand:
         v2, k2 = v2.repeat_interleave(group, 1), k2.repeat_interleave(group, 1)
-    else:
-        do2 = do2.view(batch, nheads // group, group).amax(-1)
-    return torch.stack([do2, v2, k2], -1).reshape(-1, 3)
+    return rows, torch.stack([v2, k2], -1).reshape(-1, 2)

@@ -8,35 +8,52 @@ fp32 adds in a different order give different last bits; integer adds do not. So
 share is scaled by a power of two, rounded to int32 and added into an int32 buffer:
 whatever order the adds land in, the sum is the same, bit for bit.
 
-The scale comes from a bound on |dQ| that is known before the launch. With
+The scale comes from a bound on |dQ| known before the launch. With
 dS_ij = P_ij (dP_ij - D_i), dP_ij = dO_i . V_j and D_i = sum_j P_ij dP_ij:
   |dP_ij - D_i| <= 2 max_j |dP_ij| <= 2 |dO_i| max_j |V_j|   (Cauchy-Schwarz)
 and since sum_j P_ij = 1,
-  |dQ_ic| = scale |sum_j dS_ij K_jc| <= 2 * scale * |dO_i| * max_j |V_j| * max_jc |K_jc|.
+  |dQ_ic| = scale |sum_j dS_ij K_jc| <= B_i = 2 * scale * |dO_i| * max_j |V_j| * max |K|.
 A softcap multiplies dS by 1 - tanh^2 <= 1; causal masks and windows only drop terms.
-B, that bound over a program head's rows, comes from three maxima per program head
-(``bounds``: max |dO_i|^2 over its query heads, max |V_j|^2 and max K_jc^2 over its key
-head), atomic maxima in one pass over dO, K and V (a maximum is order-free too). The
-kernel scales its dQ shares by 2^e with B 2^e <= 2^30 (``FIXED_LOG2_LIMIT``), so the
-int32 sum cannot overflow, and stores 2^e beside the maxima; ``dequantize`` divides by it.
+``bounds`` reads dO, K and V once: |dO_i|^2 per query row and head, and per program head
+max |V_j|^2 and max K_jc^2 (atomic maxima: order-free too). Each row i gets 2^e_i with
+B_i 2^e_i <= 2^30 (``FIXED_LOG2_LIMIT``, half the int32 range), so no sum can overflow.
 
-Precision: the bound is loose by the spread of the softmax and the alignment of the
-vectors (B / max |dQ| was 300 - 4300 on random and adversarial data at 1k - 16k keys), so
-one unit of the int32 sum, 2^-30 of B, is 2^-18 - 2^-22 of the largest |dQ|, and each
-share rounds by half a unit. The summed roundings reached 2^-14 of the largest |dQ| at
-16k keys (128 shares; a CPU simulation in session 26), against bf16's own rounding of dQ
-at 2^-9, so the DESIGN.md bound holds with the margin of fp32 adds (tests/test_fixed_dq.py
-simulates the scheme up to 4k keys, adversarial scores included). A NaN or an infinity in dO, K or V gives NaN dQ over
-the program head that reads it (fp32 adds would give it in the NaN's rows only).
+One scale per row, not per head: a head-wide bound would quantise a row whose |dO_i| is
+10^4 below the head's largest on the scale of that largest row (worst-row relative error
+~1 in a CPU simulation with dO row norms spread log-normally, sigma ln 10; 2.5e-5 with
+per-row scales).
 
-Buffer layout: ``stats`` is (batch * program heads, 4) fp32, zeroed: the three maxima,
-then the kernel's 2^e. Program heads are the dK/dV grid's second axis: key heads, or
-query heads with ``expand`` (HopperBwdConfig.gqa_expand).
+``mults`` writes 2^e_i once, for the Gluon kernel (each step's rows) and ``dequantize``
+to read. e_i is integer arithmetic on the fp32 exponent fields (no log2 whose
+approximation a torch twin would have to match): with E(x) the unbiased exponent field
+of x (x < 2^(E(x) + 1), zeros and subnormals included with field 0),
+  T_i = E(|dO_i|^2) + E(max |V|^2) + E(max K^2) + E(4 scale^2) + 4  >  log2 B_i^2,
+  e_i = FIXED_LOG2_LIMIT - ceil(T_i / 2), clamped to [-126, 127];
+a field of 255 (an infinity or a NaN in dO, K or V) gives 2^e_i = NaN, and NaN dQ.
+
+Precision: B_i is loose by the spread of the softmax and the alignment of the vectors,
+times up to 2^3.5 from the exponent rounding (B_i / |dQ_i| was 300 - 4300 on random and
+adversarial data at 1k - 16k keys), so a unit of the int32 sum, 2^-30 of B_i, is 2^-14 -
+2^-22 of |dQ_i|, and each share rounds by half a unit: below bf16's own rounding of dQ
+(2^-9). Two cases loosen it: a row whose softmax sits on one key has |dQ_i| << B_i and is
+quantised coarsely against its own size, but its error stays below ~2^-23 B_i, far under
+what the bf16 O in delta = rowsum(dO o O) already puts there (~2^-10 B_i); and an outlier
+channel of K raises max |K| for every column (simulated, 16k keys, a 30x channel: worst
+row 2.4e-3 relative against bf16's 3.6e-3; a per-column scale, not built, gave 6.8e-4).
+tests/test_fixed_dq.py simulates the scheme on the CPU against the DESIGN.md rule and a
+per-row bound (random, wide-logit and late-spike scores, up to 4k keys, dO spread).
+
+Buffers: ``rows`` (B, H, M) fp32 holds |dO_i|^2; ``heads`` (B * program heads, 2) fp32,
+zeroed, max |V_j|^2 and max K_jc^2; ``mults`` (B, H, M) fp32, 2^e_i. Program heads are the
+dK/dV grid's second axis: key heads, or query heads with ``expand``
+(HopperBwdConfig.gqa_expand).
 
 Public functions:
-    bounds(dout, k, v, group, expand) -> stats          the maxima (one launch)
-    dequantize(acc, stats, dq, group, expand)           dq = acc / 2^e (fp32), cast on store
-    fixed_mult(stats_row, sm_scale) -> float            2^e on the host (tests)
+    bounds(dout, k, v, group, expand) -> (rows, heads)          one launch
+    scale_exponent(sm_scale) -> int                             E(4 scale^2), host side
+    mults(rows, heads, es, group, expand) -> (B, H, M)          2^e_i, one launch
+    dequantize(acc, mults, dq)                                  dq = acc / 2^e_i, cast
+    row_mults(rows, heads, es, group, expand) -> (B, H, M)      ``mults`` in torch (tests)
 """
 
 from __future__ import annotations
@@ -49,14 +66,13 @@ import triton.language as tl
 
 from ._common import cast_out, is_interpreting, next_pow2
 
-__all__ = ["bounds", "dequantize", "fixed_mult", "FIXED_LOG2_LIMIT"]
+__all__ = ["bounds", "scale_exponent", "dequantize", "row_mults", "FIXED_LOG2_LIMIT"]
 
-# B * 2^e <= 2^FIXED_LOG2_LIMIT: half the int32 range, so that the shares' roundings (half
-# a unit each) and the kernel's fp32 products cannot reach 2^31
+# B_i * 2^e_i <= 2^FIXED_LOG2_LIMIT: half the int32 range, so that the shares' roundings
+# (half a unit each) and the kernel's fp32 products cannot reach 2^31
 FIXED_LOG2_LIMIT = 30
-# the maxima are floored here before their logarithms (all-zero dO: e stays finite)
-FIXED_TINY = 2.0**-100
-_ROWS = 64  # rows per program of both kernels
+_ROWS = 64  # rows per program of the bound and dequantisation kernels
+_ELEMS = 1024  # rows per program of the multipliers' kernel
 
 
 # ==================================================================================
@@ -65,48 +81,70 @@ _ROWS = 64  # rows per program of both kernels
 
 
 def bounds(dout: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: int,
-           expand: bool) -> torch.Tensor:
-    """The three maxima per program head (module docstring), into a zeroed
-    (batch * program heads, 4) fp32 tensor. dout (B, M, H, D); k, v (B, N, Hkv, D); any
+           expand: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, heads) of the module docstring. dout (B, M, H, D); k, v (B, N, Hkv, D); any
     strides; ``group`` = H // Hkv."""
     batch, seqlen_q, nheads, head_dim = dout.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
-    heads = nheads if expand else nheads_kv
-    stats = torch.zeros((batch * heads, 4), dtype=torch.float32, device=dout.device)
+    pheads = nheads if expand else nheads_kv
+    rows = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=dout.device)
+    heads = torch.zeros((batch * pheads, 2), dtype=torch.float32, device=dout.device)
     grid = (triton.cdiv(max(seqlen_q, seqlen_k), _ROWS), batch * nheads)
     _bounds_kernel[grid](
-        dout, k, v, stats, seqlen_q, seqlen_k, nheads, nheads_kv, heads, group,
+        dout, k, v, rows, heads, seqlen_q, seqlen_k, nheads, nheads_kv, pheads, group,
         *dout.stride(), *k.stride(), *v.stride(),
         EXPAND=bool(expand), HEAD_DIM=head_dim, BLOCK_R=_ROWS, BLOCK_D=next_pow2(head_dim),
     )
-    return stats
+    return rows, heads
 
 
-def dequantize(acc: torch.Tensor, stats: torch.Tensor, dq: torch.Tensor, group: int,
-               expand: bool) -> None:
-    """dq = acc / 2^e (the kernel's multiplier in ``stats[:, 3]``; the sum rounded to
-    fp32), cast to dq's dtype. acc (B, M, H, D) int32, contiguous; dq the same shape, any
-    strides."""
+def scale_exponent(sm_scale: float) -> int:
+    """E(4 scale^2): the unbiased exponent of 4 * sm_scale^2 (so 4 scale^2 < 2^(E + 1))."""
+    return math.frexp(4.0 * float(sm_scale) ** 2)[1] - 1
+
+
+def mults(rows: torch.Tensor, heads: torch.Tensor, es: int, group: int,
+          expand: bool) -> torch.Tensor:
+    """2^e_i per (batch, query head, row) from ``bounds``' output (module docstring)."""
+    batch, nheads, seqlen_q = rows.shape
+    out = torch.empty_like(rows)
+    n = rows.numel()
+    _mults_kernel[(triton.cdiv(n, _ELEMS),)](
+        rows, heads, out, n, seqlen_q, nheads, nheads if expand else nheads // group, group,
+        es, EXPAND=bool(expand), LIMIT=FIXED_LOG2_LIMIT, BLOCK=_ELEMS,
+    )
+    return out
+
+
+def dequantize(acc: torch.Tensor, mult: torch.Tensor, dq: torch.Tensor) -> None:
+    """dq = acc / 2^e_i (the sum rounded to fp32, the division exact), cast to dq's dtype.
+    acc (B, M, H, D) int32, contiguous; ``mult`` (B, H, M) from ``mults``; dq like acc,
+    any strides."""
     batch, seqlen_q, nheads, head_dim = acc.shape
-    heads = nheads if expand else nheads // group
-    rows = batch * seqlen_q * nheads
-    _dequantize_kernel[(triton.cdiv(rows, _ROWS),)](
-        acc, stats, dq, rows, seqlen_q, nheads, heads, group, *dq.stride(),
-        EXPAND=bool(expand), HEAD_DIM=head_dim, BLOCK_R=_ROWS, BLOCK_D=next_pow2(head_dim),
+    n = batch * seqlen_q * nheads
+    _dequantize_kernel[(triton.cdiv(n, _ROWS),)](
+        acc, mult, dq, n, seqlen_q, nheads, *dq.stride(),
+        HEAD_DIM=head_dim, BLOCK_R=_ROWS, BLOCK_D=next_pow2(head_dim),
         UPCAST=is_interpreting(),
     )
 
 
-def fixed_mult(stats_row, sm_scale: float) -> float:
-    """2^e for one program head's maxima (do2, v2, k2), as ops/hopper_bwd._fixed_mult
-    computes it in fp32: e = floor(FIXED_LOG2_LIMIT - log2 B), clamped to [-126, 126];
-    NaN when a maximum is not finite."""
-    do2, v2, k2 = (float(x) for x in stats_row[:3])
-    if not all(math.isfinite(x) for x in (do2, v2, k2)):
-        return math.nan
-    lb = 1.0 + math.log2(sm_scale) + 0.5 * sum(math.log2(max(x, FIXED_TINY))
-                                               for x in (do2, v2, k2))
-    return 2.0 ** min(max(math.floor(FIXED_LOG2_LIMIT - lb), -126), 126)
+def row_mults(rows: torch.Tensor, heads: torch.Tensor, es: int, group: int,
+              expand: bool) -> torch.Tensor:
+    """2^e_i per (batch, query head, row), as the kernels compute it (module docstring)."""
+    batch, nheads, _ = rows.shape
+    h = heads.view(batch, -1, 2)
+    if not expand:
+        h = h.repeat_interleave(group, 1)
+
+    def field(x):
+        return (x.contiguous().view(torch.int32) >> 23) & 0xFF
+
+    fd, fv, fk = field(rows), field(h[..., 0])[..., None], field(h[..., 1])[..., None]
+    t = (fd - 127) + (fv - 127) + (fk - 127) + es + 4
+    e = (FIXED_LOG2_LIMIT - ((t + 1) >> 1)).clamp(-126, 127)
+    mult = ((e + 127) << 23).view(torch.float32)
+    return torch.where((fd == 255) | (fv == 255) | (fk == 255), math.nan, mult)
 
 
 # ==================================================================================
@@ -115,79 +153,97 @@ def fixed_mult(stats_row, sm_scale: float) -> float:
 
 
 @triton.jit
-def _row_max(x, valid):
-    """max over rows of sum(x^2) per row; a row with a NaN or an infinity gives +inf (a
-    maximum over NaN would drop it)."""
-    s = tl.sum(x * x, axis=1)
-    s = tl.where(s == s, s, float("inf"))
-    return tl.max(tl.where(valid, s, 0.0), axis=0)
+def _finite_sq(x):
+    """x^2 with a NaN counted as +inf (a maximum would drop a NaN)."""
+    s = x * x
+    return tl.where(s == s, s, float("inf"))
 
 
 @triton.jit
 def _bounds_kernel(
-    DO, K, V, STATS, seqlen_q, seqlen_k, nheads, nheads_kv, heads, group,
+    DO, K, V, ROWS, HEADS, seqlen_q, seqlen_k, nheads, nheads_kv, pheads, group,
     s_ob, s_om, s_oh, s_od, s_kb, s_kn, s_kh, s_kd, s_vb, s_vn, s_vh, s_vd,
     EXPAND: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_R: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
-    """grid (row blocks, B * H): program (r, b * H + h) takes dO's rows of query head h,
-    and, when h < Hkv, K's and V's rows of key head h, and atomic-maxes them into the
-    program heads that read them."""
+    """grid (row blocks, B * H): program (r, b * H + h) writes |dO_i|^2 of query head h's
+    rows, and, when h < Hkv, atomic-maxes K's and V's rows of key head h into the program
+    heads that read them."""
     r0 = tl.program_id(0) * BLOCK_R
     b = tl.program_id(1) // nheads
     h = tl.program_id(1) % nheads
-    rows = r0 + tl.arange(0, BLOCK_R)
+    r = r0 + tl.arange(0, BLOCK_R)
     d = tl.arange(0, BLOCK_D)
     dmask = d < HEAD_DIM
-    if r0 < seqlen_q:  # dO: program head h (expanded) or its key head
-        qv = rows < seqlen_q
-        x = tl.load(DO + b.to(tl.int64) * s_ob + rows[:, None].to(tl.int64) * s_om
+    if r0 < seqlen_q:
+        qv = r < seqlen_q
+        x = tl.load(DO + b.to(tl.int64) * s_ob + r[:, None].to(tl.int64) * s_om
                     + h * s_oh + d[None, :] * s_od, mask=qv[:, None] & dmask[None, :],
                     other=0.0).to(tl.float32)
-        if EXPAND:
-            ph = h
-        else:
-            ph = h // group
-        tl.atomic_max(STATS + (b * heads + ph) * 4, _row_max(x, qv))
+        tl.store(ROWS + (b * nheads + h).to(tl.int64) * seqlen_q + r, tl.sum(x * x, axis=1),
+                 mask=qv)
     if (h < nheads_kv) & (r0 < seqlen_k):  # K / V of key head h
-        kv = rows < seqlen_k
+        kv = r < seqlen_k
         m2 = kv[:, None] & dmask[None, :]
-        off = b.to(tl.int64) * s_kb + rows[:, None].to(tl.int64) * s_kn + h * s_kh
+        off = b.to(tl.int64) * s_kb + r[:, None].to(tl.int64) * s_kn + h * s_kh
         kx = tl.load(K + off + d[None, :] * s_kd, mask=m2, other=0.0).to(tl.float32)
-        off = b.to(tl.int64) * s_vb + rows[:, None].to(tl.int64) * s_vn + h * s_vh
+        off = b.to(tl.int64) * s_vb + r[:, None].to(tl.int64) * s_vn + h * s_vh
         vx = tl.load(V + off + d[None, :] * s_vd, mask=m2, other=0.0).to(tl.float32)
-        kk = kx * kx
-        kk = tl.where(kk == kk, kk, float("inf"))  # a NaN counts as unbounded
-        k2 = tl.max(tl.max(tl.where(m2, kk, 0.0), axis=1), axis=0)
-        v2 = _row_max(vx, kv)
+        k2 = tl.max(tl.max(tl.where(m2, _finite_sq(kx), 0.0), axis=1), axis=0)
+        v2 = tl.sum(vx * vx, axis=1)
+        v2 = tl.max(tl.where(kv, tl.where(v2 == v2, v2, float("inf")), 0.0), axis=0)
         if EXPAND:  # every query head of the group is a program head
             for g in range(0, group):
-                tl.atomic_max(STATS + (b * heads + h * group + g) * 4 + 1, v2)
-                tl.atomic_max(STATS + (b * heads + h * group + g) * 4 + 2, k2)
+                tl.atomic_max(HEADS + (b * pheads + h * group + g) * 2, v2)
+                tl.atomic_max(HEADS + (b * pheads + h * group + g) * 2 + 1, k2)
         else:
-            tl.atomic_max(STATS + (b * heads + h) * 4 + 1, v2)
-            tl.atomic_max(STATS + (b * heads + h) * 4 + 2, k2)
+            tl.atomic_max(HEADS + (b * pheads + h) * 2, v2)
+            tl.atomic_max(HEADS + (b * pheads + h) * 2 + 1, k2)
 
 
 @triton.jit
-def _dequantize_kernel(
-    ACC, STATS, DQ, rows, seqlen_q, nheads, heads, group, s_b, s_m, s_h, s_d,
-    EXPAND: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_R: tl.constexpr,
-    BLOCK_D: tl.constexpr, UPCAST: tl.constexpr,
-):
-    """BLOCK_R rows (b, m, h) of the int32 sum per program: divided by their program
-    head's 2^e, cast to dq's dtype."""
-    r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-    d = tl.arange(0, BLOCK_D)
-    rv = r < rows
-    h = r % nheads
-    m = (r // nheads) % seqlen_q
-    b = r // (nheads * seqlen_q)
+def _field(x):
+    """The biased exponent field of non-negative fp32 x (0: zero or subnormal; 255:
+    infinity or NaN)."""
+    return (x.to(tl.int32, bitcast=True) >> 23) & 0xFF
+
+
+@triton.jit
+def _mults_kernel(ROWS, HEADS, OUT, n, seqlen_q, nheads, pheads, group, es,
+                  EXPAND: tl.constexpr, LIMIT: tl.constexpr, BLOCK: tl.constexpr):
+    """BLOCK rows' 2^e_i (the module docstring's integer formula; row_mults in torch)."""
+    r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    rv = r < n
+    bh = r // seqlen_q
+    h = bh % nheads
+    b = bh // nheads
     if EXPAND:
         ph = h
     else:
         ph = h // group
-    mult = tl.load(STATS + (b * heads + ph) * 4 + 3, mask=rv, other=1.0)
+    fd = _field(tl.load(ROWS + r, mask=rv, other=0.0))
+    fv = _field(tl.load(HEADS + (b * pheads + ph) * 2, mask=rv, other=0.0))
+    fk = _field(tl.load(HEADS + (b * pheads + ph) * 2 + 1, mask=rv, other=0.0))
+    t = (fd - 127) + (fv - 127) + (fk - 127) + es + 4
+    e = tl.minimum(tl.maximum(LIMIT - ((t + 1) >> 1), -126), 127)
+    mult = ((e + 127) << 23).to(tl.float32, bitcast=True)
+    mult = tl.where((fd == 255) | (fv == 255) | (fk == 255), float("nan"), mult)
+    tl.store(OUT + r, mult, mask=rv)
+
+
+@triton.jit
+def _dequantize_kernel(
+    ACC, MULT, DQ, n, seqlen_q, nheads, s_b, s_m, s_h, s_d, HEAD_DIM: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr,
+):
+    """BLOCK_R rows (b, m, h) of the int32 sum per program: divided by their 2^e_i, cast."""
+    r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    d = tl.arange(0, BLOCK_D)
+    rv = r < n
+    h = r % nheads
+    m = (r // nheads) % seqlen_q
+    b = r // (nheads * seqlen_q)
+    mult = tl.load(MULT + (b * nheads + h).to(tl.int64) * seqlen_q + m, mask=rv, other=1.0)
     mask = rv[:, None] & (d < HEAD_DIM)[None, :]
     acc = tl.load(ACC + r[:, None].to(tl.int64) * HEAD_DIM + d[None, :], mask=mask, other=0)
     out = acc.to(tl.float32) / mult[:, None]

@@ -444,8 +444,10 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         if varlen is not None:  # the per-sequence store descriptors over the partials
             pdk, pdv = dk_t, dv_t
     fixed = None
-    if cfg.dq_reduce and cfg.reduce_fixed:  # the bound's maxima per program head
-        fixed = fixed_dq.bounds(dout, k, v, group, key_heads != nheads_kv)
+    if cfg.dq_reduce and cfg.reduce_fixed:  # each row's 2^e_i from a bound on its |dQ|
+        expand = key_heads != nheads_kv
+        fixed = fixed_dq.mults(*fixed_dq.bounds(dout, k, v, group, expand),
+                               fixed_dq.scale_exponent(scale), group, expand)
         dkdv_flag.update(FIXED=fixed, DQ_FIXED=True)
     descs = (tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
              tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
@@ -478,7 +480,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
                       out=grad)
     if dq_acc is not None:  # dQ came from the dK/dV kernel: no dQ kernel
         if fixed is not None:
-            fixed_dq.dequantize(dq_acc, fixed, outs[0], group, key_heads != nheads_kv)
+            fixed_dq.dequantize(dq_acc, fixed, outs[0])
         else:
             outs[0].copy_(dq_acc)
         return
@@ -980,7 +982,8 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                nheads=0, LSE2_PRE: gl.constexpr = False, GROUP_BRANCH: gl.constexpr = False,
                bits=0, keep_scale=1.0, DROPOUT: gl.constexpr = False, dqr=None,
                DQ_REDUCE: gl.constexpr = False, dq_scale=1.0, dql=0,
-               DQ_LATE: gl.constexpr = False, DQ_ORDERED: gl.constexpr = False):
+               DQ_LATE: gl.constexpr = False, DQ_ORDERED: gl.constexpr = False,
+               DQ_FIXED: gl.constexpr = False):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     DQ_REDUCE (``dqr`` = (dS^T tile, fp32 dQ staging tile, dQ accumulator descriptor)):
@@ -1100,11 +1103,17 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         gl.thread_barrier()  # every warpgroup's keys are in
         # dV done (its P^T operand's registers free) before dQ's accumulator is taken
         dv, p_op = warpgroup_mma_wait(num_outstanding=1, deps=(dv, p_op))
+        dq_l: gl.constexpr = _dq_mma_layout(gl.num_warps(), HEAD_DIM)
         dq = warpgroup_mma(ds_smem.permute((1, 0)), k2,
-                           gl.zeros([BLOCK_M, HEAD_DIM], gl.float32,
-                                    _dq_mma_layout(gl.num_warps(), HEAD_DIM)),
+                           gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, dq_l),
                            use_acc=False, is_async=True)
+        if DQ_FIXED:  # the rows' 2^e_i (dqr[7]), loaded under the dQ GEMM
+            rq = (m_lo + j) * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, dq_l))
+            mult = gl.load(dqr[7] + bh.to(gl.int64) * seqlen_q + rq, mask=rq < seqlen_q,
+                           other=0.0)
         dk, ds_op, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ds_op, dq))
+        if DQ_FIXED:
+            dq = dq * mult[:, None]
     else:
         dv, dk, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, p_op, ds_op))
     # -- refill: every warpgroup must be done with slot s before TMA overwrites it --
@@ -1133,11 +1142,6 @@ def _dq_mma_layout(num_warps, head_dim):
                                      instr_shape=[16, head_dim // wgs, 16])
 
 
-# ops/fixed_dq.py's constants, as the kernel reads them
-_FIXED_LIMIT = gl.constexpr(float(fixed_dq.FIXED_LOG2_LIMIT))
-_FIXED_TINY = gl.constexpr(fixed_dq.FIXED_TINY)
-
-
 @gluon.jit
 def _rint_i32(x):
     """fp32 -> int32, rounded to nearest-even (cvt.rni; Triton's cast truncates), saturating
@@ -1147,29 +1151,12 @@ def _rint_i32(x):
 
 
 @gluon.jit
-def _fixed_mult(FIXED, p, sm_scale):
-    """DQ_FIXED: 2^e for program head ``p`` from its three maxima (ops/fixed_dq.py: max
-    |dO_i|^2, max |V_j|^2, max K_jc^2), e = floor(FIXED_LOG2_LIMIT - log2 B) with B = 2 *
-    sm_scale * |dO| |V| |K| the bound on |dQ|, clamped to [-126, 126]; NaN when a maximum
-    is not finite. The key tile 0 program stores it beside the maxima for
-    fixed_dq.dequantize (every program of the head computes the same value)."""
-    base = FIXED + p * 4
-    lb = 1.0 + gl.log2(sm_scale) + 0.5 * (gl.log2(gl.maximum(gl.load(base), _FIXED_TINY))
-                                          + gl.log2(gl.maximum(gl.load(base + 1), _FIXED_TINY))
-                                          + gl.log2(gl.maximum(gl.load(base + 2), _FIXED_TINY)))
-    e = gl.minimum(gl.maximum(gl.floor(_FIXED_LIMIT - lb), -126.0), 126.0)
-    mult = gl.where(lb < 3.0e38, gl.exp2(e), float("nan"))
-    if gl.program_id(0) == 0:
-        gl.store(base + 3, mult)
-    return mult
-
-
-@gluon.jit
 def _dq_reduce(dq, dq_smem, dq_desc, coords, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr):
     """Add a finished dQ tile to the accumulator: registers -> the staging tile (once the
     previous reduce has read it) -> TMA reduce-add at ``coords`` (rows past the sequence
     end clipped); the next call (or the epilogue's store_wait) waits for it. An int32
-    accumulator (DQ_FIXED: ``dq`` already scaled by 2^e) takes it rounded to integers."""
+    accumulator (DQ_FIXED: ``dq``'s rows already scaled by their 2^e_i) takes it rounded
+    to integers."""
     tma.store_wait(pendings=0)  # the previous reduce has read the staging tile
     gl.thread_barrier()
     if dq_smem.dtype == gl.int32:
@@ -1307,7 +1294,7 @@ def _bwd_dkdv_kernel(
     DQ_LATE: gl.constexpr = False,  # HopperBwdConfig.reduce_late: each dQ a step late
     SEM=None,  # DQ_ORDERED: (B * H, cdiv(M, BLOCK_M)) int32, zeroed: adds per query tile
     DQ_ORDERED: gl.constexpr = False,  # HopperBwdConfig.reduce_ordered: deterministic
-    FIXED=None,  # DQ_FIXED: (grid axis 1, 4) fp32: fixed_dq.bounds' maxima, then 2^e
+    FIXED=None,  # DQ_FIXED: (B, H, M) fp32, each row's 2^e_i (ops/fixed_dq.mults)
     DQ_FIXED: gl.constexpr = False,  # HopperBwdConfig.reduce_fixed: int32 adds (dq_desc)
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
@@ -1364,9 +1351,9 @@ def _bwd_dkdv_kernel(
                SEM, rot, (seqlen_k + BLOCK_N - 1) // BLOCK_N, 0)
         if DQ_ORDERED:
             dqr = dqr[:6] + (_rank_base(rot, n_m, dqr[5], pid_n),)
+        if DQ_FIXED:  # rows' shares scaled into the int32 range (ops/fixed_dq.py)
+            dqr = dqr + (FIXED,)
         dq_scale = sm_scale * keep_scale if DROPOUT else sm_scale
-        if DQ_FIXED:  # each share scaled into the int32 range (ops/fixed_dq.py)
-            dq_scale = dq_scale * _fixed_mult(FIXED, gl.program_id(1), sm_scale)
     else:
         dqr = 0
         dq_scale = 1.0
@@ -1398,7 +1385,7 @@ def _bwd_dkdv_kernel(
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED)
+                DQ_ORDERED, DQ_FIXED)
         for j in range(n_band, n_mid):
             dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
@@ -1407,7 +1394,7 @@ def _bwd_dkdv_kernel(
                 NUM_STAGES, False, PREFETCH, D_SPLIT, HALF, True, 0, False, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED)
+                DQ_ORDERED, DQ_FIXED)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
@@ -1418,7 +1405,7 @@ def _bwd_dkdv_kernel(
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED)
+                DQ_ORDERED, DQ_FIXED)
 
     if DQ_LATE:  # the last step's dQ (n_iter >= 1)
         pend = _late_reduce(dql, dqr, dq_scale, b, nheads, BLOCK_M, HEAD_DIM, DQ_ORDERED)
