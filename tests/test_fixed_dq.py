@@ -55,7 +55,7 @@ def test_bounds_match_reference(shape, expand, device):
 
 
 @pytest.mark.parametrize("expand", [False, True])
-def test_row_mults_headroom_and_tightness(expand):
+def test_mults_headroom_and_tightness(expand):
     """2^e_i times B_i stays within 2^30 and above 2^26.5 (the exponent rounding loses
     at most 3.5 bits) over values spread across 2^-60 .. 2^60, and is a power of two."""
     gen = torch.Generator().manual_seed(3)
@@ -64,7 +64,8 @@ def test_row_mults_headroom_and_tightness(expand):
     heads = torch.exp2(torch.empty(b * (h if expand else h // group), 2).uniform_(
         -30, 30, generator=gen))
     for scale in (0.125, 0.088, 1.0 / 3.0):
-        mult = fixed_dq.row_mults(rows, heads, fixed_dq.scale_exponent(scale), group, expand)
+        es = fixed_dq.scale_exponent(scale)
+        mult = reference.fixed_dq_mults(rows, heads, es, group, expand)
         assert torch.equal(mult, torch.exp2(torch.log2(mult).round()))
         prod = mult.double() * _bound(rows, heads, scale, group, expand)
         assert (prod <= LIMIT).all() and (prod > LIMIT * 2.0**-3.5).all(), (
@@ -79,12 +80,14 @@ def test_bounds_nonfinite(device):
     es = fixed_dq.scale_exponent(0.25)
     bad_do = dout.clone()
     bad_do[0, 7, 1, 3] = math.nan
-    mult = fixed_dq.row_mults(*fixed_dq.bounds(bad_do, k, v, 2, False), es, 2, False).cpu()
+    mult = reference.fixed_dq_mults(*fixed_dq.bounds(bad_do, k, v, 2, False), es, 2,
+                                    False).cpu()
     assert mult[0, 1, 7].isnan() and mult.isnan().sum() == 1
     for which in (1, 2):
         kv = [k.clone(), v.clone()]
         kv[which - 1][0, 30, 1, 0] = math.inf if which == 1 else math.nan
-        mult = fixed_dq.row_mults(*fixed_dq.bounds(dout, *kv, 2, False), es, 2, False).cpu()
+        mult = reference.fixed_dq_mults(*fixed_dq.bounds(dout, *kv, 2, False), es, 2,
+                                        False).cpu()
         assert mult[0, 2:].isnan().all() and torch.isfinite(mult[0, :2]).all()
 
 
@@ -137,7 +140,7 @@ def test_mults_and_dequantize(expand, device):
     es = fixed_dq.scale_exponent(0.125)
     dq = torch.full((b, h, m, d + 3), math.nan, dtype=torch.bfloat16,
                     device=device).transpose(1, 2)[..., :d]
-    mult = fixed_dq.row_mults(rows, heads, es, group, expand)  # (B, H, M)
+    mult = reference.fixed_dq_mults(rows, heads, es, group, expand)  # (B, H, M)
     got = fixed_dq.mults(rows.to(device), heads.to(device), es, group, expand)
     assert torch.equal(got.cpu(), mult)
     fixed_dq.dequantize(acc.to(device), got, dq)
@@ -170,7 +173,7 @@ def _simulated_dq(q, k, v, dout, scale, group, expand, block_n=128, **kw):
     rows, heads = fixed_dq.bounds(dout, k, v, group, expand)
     es = fixed_dq.scale_exponent(scale)
     mult = fixed_dq.mults(rows, heads, es, group, expand)
-    assert torch.equal(mult, fixed_dq.row_mults(rows, heads, es, group, expand))
+    assert torch.equal(mult, reference.fixed_dq_mults(rows, heads, es, group, expand))
     dmult = mult.double()[..., None]  # (B, H, M, 1)
     total = torch.zeros(b, h, sq, d, dtype=torch.int64)
     ideal = torch.zeros(b, h, sq, d, dtype=torch.float64)

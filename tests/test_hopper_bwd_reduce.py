@@ -23,7 +23,7 @@ import pytest
 import torch
 
 import flashtile
-from flashtile import configs
+from flashtile import configs, reference
 from flashtile.ops import flash, hopper_bwd
 from flashtile.validate import make_qkv
 from sm90 import grad_ref_checks, launcher_grads, require_sm90
@@ -201,7 +201,8 @@ def test_reduce_launcher_plumbing(monkeypatch, fixed, expand):
         assert torch.equal(dq, acc.to(dq.dtype))
         return
     rows, heads = fixed_dq.bounds(dout, k, v, h // hkv, expand)  # (tests/test_fixed_dq.py)
-    mult = fixed_dq.row_mults(rows, heads, fixed_dq.scale_exponent(d**-0.5), h // hkv, expand)
+    mult = reference.fixed_dq_mults(rows, heads, fixed_dq.scale_exponent(d**-0.5), h // hkv,
+                                    expand)
     assert torch.equal(kw["FIXED"], mult)
     assert torch.equal(dq, (acc.float() / mult.transpose(1, 2)[..., None]).to(dq.dtype))
 

@@ -259,3 +259,24 @@ def fixed_dq_bounds(dout, k, v, group, expand):
     if expand:
         v2, k2 = v2.repeat_interleave(group, 1), k2.repeat_interleave(group, 1)
     return rows, torch.stack([v2, k2], -1).reshape(-1, 2)
+
+
+def fixed_dq_mults(rows, heads, es, group, expand):
+    """Reference twin of ``flashtile.ops.fixed_dq.mults``: each row's 2^e_i from
+    ``fixed_dq_bounds``-shaped fp32 (rows, heads) and ``es`` = fixed_dq.scale_exponent, by
+    the same integer formula on the exponent fields (ops/fixed_dq.py's docstring)."""
+    from flashtile.ops.fixed_dq import FIXED_LOG2_LIMIT
+
+    batch = rows.shape[0]
+    h = heads.view(batch, -1, 2)
+    if not expand:
+        h = h.repeat_interleave(group, 1)
+
+    def field(x):
+        return (x.contiguous().view(torch.int32) >> 23) & 0xFF
+
+    fd, fv, fk = field(rows), field(h[..., 0])[..., None], field(h[..., 1])[..., None]
+    t = (fd - 127) + (fv - 127) + (fk - 127) + es + 4
+    e = (FIXED_LOG2_LIMIT - ((t + 1) >> 1)).clamp(-126, 127)
+    mult = ((e + 127) << 23).view(torch.float32)
+    return torch.where((fd == 255) | (fv == 255) | (fk == 255), math.nan, mult)

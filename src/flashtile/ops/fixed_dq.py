@@ -53,7 +53,7 @@ Public functions:
     scale_exponent(sm_scale) -> int                             E(4 scale^2), host side
     mults(rows, heads, es, group, expand) -> (B, H, M)          2^e_i, one launch
     dequantize(acc, mults, dq)                                  dq = acc / 2^e_i, cast
-    row_mults(rows, heads, es, group, expand) -> (B, H, M)      ``mults`` in torch (tests)
+Reference twins: flashtile.reference.fixed_dq_bounds, fixed_dq_mults.
 """
 
 from __future__ import annotations
@@ -65,8 +65,9 @@ import triton
 import triton.language as tl
 
 from ._common import cast_out, is_interpreting, next_pow2
+from ._gluon_common import launch
 
-__all__ = ["bounds", "scale_exponent", "dequantize", "row_mults", "FIXED_LOG2_LIMIT"]
+__all__ = ["bounds", "scale_exponent", "mults", "dequantize", "FIXED_LOG2_LIMIT"]
 
 # B_i * 2^e_i <= 2^FIXED_LOG2_LIMIT: half the int32 range, so that the shares' roundings
 # (half a unit each) and the kernel's fp32 products cannot reach 2^31
@@ -90,8 +91,9 @@ def bounds(dout: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: int,
     rows = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=dout.device)
     heads = torch.zeros((batch * pheads, 2), dtype=torch.float32, device=dout.device)
     grid = (triton.cdiv(max(seqlen_q, seqlen_k), _ROWS), batch * nheads)
-    _bounds_kernel[grid](
-        dout, k, v, rows, heads, seqlen_q, seqlen_k, nheads, nheads_kv, pheads, group,
+    launch(
+        _bounds_kernel, grid, dout.device, dout, k, v, rows, heads, seqlen_q, seqlen_k,
+        nheads, nheads_kv, pheads, group,
         *dout.stride(), *k.stride(), *v.stride(),
         EXPAND=bool(expand), HEAD_DIM=head_dim, BLOCK_R=_ROWS, BLOCK_D=next_pow2(head_dim),
     )
@@ -109,8 +111,9 @@ def mults(rows: torch.Tensor, heads: torch.Tensor, es: int, group: int,
     batch, nheads, seqlen_q = rows.shape
     out = torch.empty_like(rows)
     n = rows.numel()
-    _mults_kernel[(triton.cdiv(n, _ELEMS),)](
-        rows, heads, out, n, seqlen_q, nheads, nheads if expand else nheads // group, group,
+    launch(
+        _mults_kernel, (triton.cdiv(n, _ELEMS),), rows.device, rows, heads, out, n, seqlen_q,
+        nheads, nheads if expand else nheads // group, group,
         es, EXPAND=bool(expand), LIMIT=FIXED_LOG2_LIMIT, BLOCK=_ELEMS,
     )
     return out
@@ -122,29 +125,12 @@ def dequantize(acc: torch.Tensor, mult: torch.Tensor, dq: torch.Tensor) -> None:
     any strides."""
     batch, seqlen_q, nheads, head_dim = acc.shape
     n = batch * seqlen_q * nheads
-    _dequantize_kernel[(triton.cdiv(n, _ROWS),)](
-        acc, mult, dq, n, seqlen_q, nheads, *dq.stride(),
+    launch(
+        _dequantize_kernel, (triton.cdiv(n, _ROWS),), acc.device, acc, mult, dq, n,
+        seqlen_q, nheads, *dq.stride(),
         HEAD_DIM=head_dim, BLOCK_R=_ROWS, BLOCK_D=next_pow2(head_dim),
         UPCAST=is_interpreting(),
     )
-
-
-def row_mults(rows: torch.Tensor, heads: torch.Tensor, es: int, group: int,
-              expand: bool) -> torch.Tensor:
-    """2^e_i per (batch, query head, row), as the kernels compute it (module docstring)."""
-    batch, nheads, _ = rows.shape
-    h = heads.view(batch, -1, 2)
-    if not expand:
-        h = h.repeat_interleave(group, 1)
-
-    def field(x):
-        return (x.contiguous().view(torch.int32) >> 23) & 0xFF
-
-    fd, fv, fk = field(rows), field(h[..., 0])[..., None], field(h[..., 1])[..., None]
-    t = (fd - 127) + (fv - 127) + (fk - 127) + es + 4
-    e = (FIXED_LOG2_LIMIT - ((t + 1) >> 1)).clamp(-126, 127)
-    mult = ((e + 127) << 23).view(torch.float32)
-    return torch.where((fd == 255) | (fv == 255) | (fk == 255), math.nan, mult)
 
 
 # ==================================================================================
@@ -153,10 +139,9 @@ def row_mults(rows: torch.Tensor, heads: torch.Tensor, es: int, group: int,
 
 
 @triton.jit
-def _finite_sq(x):
-    """x^2 with a NaN counted as +inf (a maximum would drop a NaN)."""
-    s = x * x
-    return tl.where(s == s, s, float("inf"))
+def _nan_to_inf(x):
+    """x with NaN as +inf (a maximum would drop a NaN)."""
+    return tl.where(x == x, x, float("inf"))
 
 
 @triton.jit
@@ -189,9 +174,8 @@ def _bounds_kernel(
         kx = tl.load(K + off + d[None, :] * s_kd, mask=m2, other=0.0).to(tl.float32)
         off = b.to(tl.int64) * s_vb + r[:, None].to(tl.int64) * s_vn + h * s_vh
         vx = tl.load(V + off + d[None, :] * s_vd, mask=m2, other=0.0).to(tl.float32)
-        k2 = tl.max(tl.max(tl.where(m2, _finite_sq(kx), 0.0), axis=1), axis=0)
-        v2 = tl.sum(vx * vx, axis=1)
-        v2 = tl.max(tl.where(kv, tl.where(v2 == v2, v2, float("inf")), 0.0), axis=0)
+        k2 = tl.max(tl.max(tl.where(m2, _nan_to_inf(kx * kx), 0.0), axis=1), axis=0)
+        v2 = tl.max(tl.where(kv, _nan_to_inf(tl.sum(vx * vx, axis=1)), 0.0), axis=0)
         if EXPAND:  # every query head of the group is a program head
             for g in range(0, group):
                 tl.atomic_max(HEADS + (b * pheads + h * group + g) * 2, v2)
@@ -211,7 +195,8 @@ def _field(x):
 @triton.jit
 def _mults_kernel(ROWS, HEADS, OUT, n, seqlen_q, nheads, pheads, group, es,
                   EXPAND: tl.constexpr, LIMIT: tl.constexpr, BLOCK: tl.constexpr):
-    """BLOCK rows' 2^e_i (the module docstring's integer formula; row_mults in torch)."""
+    """BLOCK rows' 2^e_i (the module docstring's integer formula; its torch twin is
+    reference.fixed_dq_mults)."""
     r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     rv = r < n
     bh = r // seqlen_q

@@ -418,7 +418,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
             raise ValueError(f"dq_reduce: dense calls, whole head dims, no dropout: {cfg}")
         if cfg.reduce_fixed and cfg.reduce_ordered:
             raise ValueError(f"reduce_fixed or reduce_ordered, not both: {cfg}")
-        # fixed point: an int32 sum, each share scaled by its program head's 2^e
+        # fixed point: an int32 sum, each row's shares scaled by its 2^e_i
         dq_acc = torch.zeros(q.shape, dtype=torch.int32 if cfg.reduce_fixed else torch.float32,
                              device=q.device)
         dkdv_flag.update(dq_desc=tma_desc(dq_acc, cfg.block_m), DQ_REDUCE=True,
@@ -613,8 +613,8 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int,
     runs of whole models (configs.parse_overrides). Memoised per environment value, as
     hopper_fwd.default_config."""
     if deterministic:  # fixed-point adds (reduce_fixed), else the ordered adds
-        mode = "off" if dropout else fixed_mode()
-        fixed = mode == "on" or (mode == "auto" and configs.hopper_bwd_fixed_preferred(
+        fmode = "off" if dropout else fixed_mode()
+        fixed = fmode == "on" or (fmode == "auto" and configs.hopper_bwd_fixed_preferred(
             head_dim, causal, seqlen_k))
         mode = "off" if dropout or causal or not ordered else ordered_mode()
         reduce = fixed or mode == "on" or (
