@@ -64,6 +64,7 @@ def test_default_config_reduce(monkeypatch, head_dim):
     when switched off."""
     monkeypatch.delenv(hopper_bwd.OVERRIDES_ENV_VAR, raising=False)
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
+    monkeypatch.setenv(hopper_bwd.FIXED_ENV_VAR, "0")  # deterministic: the two-kernel tiles
     two_kernel = configs.hopper_bwd_config(head_dim, False, 4096)
     monkeypatch.setenv(hopper_bwd.REDUCE_ENV_VAR, "1")
     assert hopper_bwd.default_config(head_dim, False, 4096) == two_kernel
@@ -117,6 +118,7 @@ def test_default_config_ordered(monkeypatch):
     deterministic=False the racing reduce; unset, the measured table."""
     monkeypatch.delenv(hopper_bwd.OVERRIDES_ENV_VAR, raising=False)
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
+    monkeypatch.setenv(hopper_bwd.FIXED_ENV_VAR, "0")  # else ahead of the ordered adds
     monkeypatch.setenv(hopper_bwd.ORDERED_ENV_VAR, "1")
     monkeypatch.setenv(hopper_bwd.REDUCE_ENV_VAR, "1")
     got = hopper_bwd.default_config(128, False, 4096)
@@ -154,6 +156,13 @@ def test_default_config_fixed(monkeypatch):
     monkeypatch.delenv(hopper_bwd.ORDERED_ENV_VAR)
     auto = hopper_bwd.default_config(128, False, 16384)
     assert auto.reduce_fixed == configs.hopper_bwd_fixed_preferred(128, False, 16384)
+    for head_dim, causal, seqlen in ((128, False, 4096), (128, False, 2048), (128, True, 16384),
+                                     (64, False, 16384)):
+        got = hopper_bwd.default_config(head_dim, causal, seqlen)
+        assert got.reduce_fixed == (head_dim == 128 and not causal and seqlen >= 4096), got
+    monkeypatch.setenv(hopper_bwd.FIXED_ENV_VAR, "0")
+    assert hopper_bwd.default_config(128, False, 16384) == configs.hopper_bwd_config(
+        128, False, 16384)
 
 
 @pytest.mark.parametrize("fixed", [False, True])
@@ -447,14 +456,19 @@ def test_fixed_public_api(causal, left, softcap, device, monkeypatch):
 
 @pytest.mark.gpu
 def test_fixed_nonfinite(device):
-    """A NaN in dO makes its program head's dQ NaN (its multiplier is NaN: fp32 adds would
-    make the NaN's row NaN; dK and dV of its key head are NaN either way); the other key
-    head's dQ stays finite."""
+    """A NaN in dO makes its row's multiplier NaN, so that row's dQ is NaN (as fp32 adds
+    would make it) and no other row's: the multipliers are per row, the int32 sum of the
+    NaN row dequantises to NaN. dK and dV of its key head are NaN (the row reaches every
+    key), the other key head's stay finite."""
     require_sm90()
     cfg = configs.hopper_bwd_reduce_config(128, False, 1100, 2, fixed=True)
     q, k, v = make_qkv(1, 300, 1100, 4, 2, 128, torch.bfloat16, device, seed=5)
     dout = torch.randn_like(q)
     dout[0, 17, 3, 9] = float("nan")  # query head 3: key head 1
-    ((dq, _, _),) = launcher_grads(q, k, v, dout, False, [cfg])
-    assert dq[:, :, 2:].isnan().all(), "the NaN head's dQ is not NaN"
-    assert torch.isfinite(dq[:, :, :2]).all()
+    ((dq, dk, dv),) = launcher_grads(q, k, v, dout, False, [cfg])
+    assert dq[0, 17, 3].isnan().all(), "the NaN row's dQ is not NaN"
+    finite = torch.ones(dq.shape[:3], dtype=torch.bool, device=dq.device)
+    finite[0, 17, 3] = False
+    assert torch.isfinite(dq[finite]).all(), "a NaN reached another row's dQ"
+    assert dk[:, :, 1].isnan().all() and dv[:, :, 1].isnan().all()
+    assert torch.isfinite(dk[:, :, 0]).all() and torch.isfinite(dv[:, :, 0]).all()

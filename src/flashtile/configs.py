@@ -603,10 +603,14 @@ def hopper_bwd_ordered_preferred(head_dim: int, causal: bool, seqlen_k: int) -> 
 
 def hopper_bwd_fixed_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
     """Where deterministic calls take ``hopper_bwd_reduce_config(..., fixed=True)`` (the
-    one-kernel backward with fixed-point adds, ops/fixed_dq.py) by default: nowhere until
-    measured (session 26 built it after the device time ran out;
-    FLASHTILE_HOPPER_BWD_REDUCE_FIXED=1 forces it on)."""
-    return False
+    one-kernel backward with fixed-point adds, ops/fixed_dq.py) by default
+    (FLASHTILE_HOPPER_BWD_REDUCE_FIXED=1 forces it on, =0 off): hd 128 non-causal from 4k
+    keys, where `s26a` (45aebd3, bench_hopper_bwd --ab, 5 rounds, MHA) measured it +4.4% /
+    +11.9% / +10.4% over the two-kernel backward at 4k / 8k / 16k (the racing reduce in
+    the same run: -3.4% / +5.5% / +9.1%), -14.0% at 1k. Causal (-28.2% / -17.0% at 4k /
+    16k) and hd 64 on one warpgroup of 64 keys (-18% to -1.5% non-causal, -26% to -5%
+    causal) lose, as the racing reduce does there."""
+    return head_dim == 128 and not causal and seqlen_k >= 4096
 
 
 # From this many keys dense GQA at hd 64 runs the dK/dV kernel's group loop instead of
