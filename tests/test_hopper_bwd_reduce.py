@@ -458,8 +458,8 @@ def test_fixed_public_api(causal, left, softcap, device, monkeypatch):
 def test_fixed_nonfinite(device):
     """A NaN in dO makes its row's multiplier NaN, so that row's dQ is NaN (as fp32 adds
     would make it) and no other row's: the multipliers are per row, the int32 sum of the
-    NaN row dequantises to NaN. dK and dV of its key head are NaN (the row reaches every
-    key), the other key head's stay finite."""
+    NaN row dequantises to NaN. dK of its key head is NaN (the row's dS reaches every
+    key), dV there only in dO's NaN column; the other key head's stay finite."""
     require_sm90()
     cfg = configs.hopper_bwd_reduce_config(128, False, 1100, 2, fixed=True)
     q, k, v = make_qkv(1, 300, 1100, 4, 2, 128, torch.bfloat16, device, seed=5)
@@ -470,5 +470,7 @@ def test_fixed_nonfinite(device):
     finite = torch.ones(dq.shape[:3], dtype=torch.bool, device=dq.device)
     finite[0, 17, 3] = False
     assert torch.isfinite(dq[finite]).all(), "a NaN reached another row's dQ"
-    assert dk[:, :, 1].isnan().all() and dv[:, :, 1].isnan().all()
+    assert dk[:, :, 1].isnan().all()  # dS of row 17 is NaN: it reaches every key
+    assert dv[:, :, 1, 9].isnan().all()  # dV = P^T dO: only dO's NaN column
+    assert torch.isfinite(dv[:, :, 1, :9]).all() and torch.isfinite(dv[:, :, 1, 10:]).all()
     assert torch.isfinite(dk[:, :, 0]).all() and torch.isfinite(dv[:, :, 0]).all()
