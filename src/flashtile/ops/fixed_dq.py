@@ -1,6 +1,8 @@
 """Fixed-point dQ for the one-kernel Gluon backward (``HopperBwdConfig.reduce_fixed``):
-deterministic adds, meant to cost what the racing fp32 adds cost (same buffer size, same
-traffic; not yet measured on a GPU).
+deterministic adds at what the racing fp32 adds cost (same buffer size, same traffic;
+`s26a` measured the fixed build 1-8% ahead of the racing one at hd 128 non-causal 4k-16k,
+benchmarks/results.md, session 27), the deterministic default there
+(configs.hopper_bwd_fixed_preferred).
 
 In the one-kernel backward (ops/hopper_bwd.py, DQ_REDUCE) every 128-key program adds its
 share of each query tile's dQ into one buffer by TMA reduce-adds, and the programs race.

@@ -241,8 +241,9 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     With a fused config (``config.fused``) dQ goes through fp32 atomics, in key-tile
     order unless ``deterministic=False``; the two-kernel path is deterministic anyway.
     ``deterministic=False`` picks the one-kernel dQ_REDUCE tiles where
-    ``reduce_mode`` allows them (``default_config``); an explicit ``config`` with
-    ``dq_reduce`` runs them regardless (A/B runs)."""
+    ``reduce_mode`` allows them, deterministic calls the same tiles with fixed-point dQ
+    (``reduce_fixed``) where ``fixed_mode`` does (``default_config``); an explicit
+    ``config`` with ``dq_reduce`` runs them regardless (A/B runs)."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
     if dropout_p > 0 and bits is None:
