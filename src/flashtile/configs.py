@@ -481,6 +481,11 @@ class HopperBwdConfig:
     # buffer: integer adds land in any order with the same sum, so the racing kernel's
     # schedule and memory give bitwise repeatable dQ. Any mask; not with reduce_ordered
     reduce_fixed: bool = False
+    # both kernels' grids (B * heads, tiles) instead of (tiles, B * heads): the block
+    # scheduler walks blockIdx.x fastest, so tile t of every head launches before tile
+    # t + 1 of any. Causal: every head's heaviest tiles first, where head-major order
+    # starts the last heads' heaviest tiles near the end (dense calls; not varlen)
+    tile_major: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""
