@@ -623,6 +623,21 @@ def hopper_bwd_fixed_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bo
 GQA_LOOP_MIN_SEQLEN = 32768
 
 
+# Causal two-kernel backwards at hd 64 / 128 run tile-major grids for seqlen_k in this
+# range (HopperBwdConfig.tile_major): `s27c` (1007e8e, bench_hopper_bwd --ab, 5 rounds),
+# backward TFLOPS against the head-major grid: hd 128 causal -21.8% / +3.7% / -0.7% at 1k
+# / 4k / 16k, hd 64 -15.9% / +8.1% / +0.4%; non-causal 4k +0.8% (hd 128), -7.5% (hd 64).
+# At 1k the grid's 256-512 heads x 16 tiles put one program per head in flight where the
+# head-major order keeps a head's tiles together (their shared Q / dO / K / V reads hit
+# L2), and at 16k the tail is short anyway (a list-scheduling simulation: +0.4%)
+TILE_MAJOR_CAUSAL = (4096, 16384)
+
+
+def _tile_major(causal: bool, seqlen_k: int, dropout: bool) -> bool:
+    lo, hi = TILE_MAJOR_CAUSAL
+    return bool(causal) and not dropout and lo <= seqlen_k < hi
+
+
 def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
                       group: int = 1, expand: bool = True,
                       softcap: bool = False, dropout: bool = False) -> HopperBwdConfig:
@@ -699,7 +714,8 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
         return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 2 if gqa else 3,
                                max_regs=168 if capped else None, gqa_expand=gqa_expand,
                                early_expect=True, stats_tma=True, lse2_pre=True,
-                               group_branch=True)
+                               group_branch=True,
+                               tile_major=_tile_major(causal, seqlen_k, dropout))
     if head_dim > 128:
         # hd 256 (opt-in, FLASHTILE_HOPPER_BWD=1; 0e01b69 `bwd256`: 156-198 TFLOPS, below the
         # portable backward's swept tiles, 206-239, so not preferred): a 64-key dK and
@@ -725,4 +741,5 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
     # stats_tma alone -0.6% to +5.4%)
     return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 2, prefetch_stats=not causal,
                            gqa_expand=gqa_expand, stats_tma=True, lse2_pre=True,
-                           group_branch=True)
+                           group_branch=True,
+                           tile_major=_tile_major(causal, seqlen_k, dropout))
