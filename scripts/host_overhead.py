@@ -216,9 +216,13 @@ def check_gluon_launch() -> int:
     persistent stage C on 132 programs) and
     the two-kernel backward (the lse2 preprocess that lse2_pre ships with, dK/dV, dQ), MHA
     and GQA (the expanded dK/dV programs), causal or not, two batches and two lengths,
-    each call on new tensors.
+    each call on new tensors (the fixed-point one-kernel backward, the deterministic
+    default at hd 128 non-causal from 4k keys, switched off: its bound kernels are
+    Triton's, not stubbed here).
     Returns the number of cases checked; raises on a mismatch."""
     from flashtile.ops import _gluon_common, flash, hopper_bwd, hopper_fwd
+
+    os.environ[hopper_bwd.FIXED_ENV_VAR] = "0"
 
     kernels = {"fwd": hopper_fwd._fwd_kernel, "fwd_ws": hopper_fwd._fwd_ws_kernel,
                "fwd_c": hopper_fwd._fwd_c_kernel, "fwd_cp": hopper_fwd._fwd_cp_kernel,
