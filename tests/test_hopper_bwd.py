@@ -105,6 +105,32 @@ def test_compiles_for_sm90(name, compiled):
     assert_sm90_build(name, rec, limit.get(tag, 0))
 
 
+def _tile_ids(lin, n_tiles, heads, tile_heads):  # ops/hopper_bwd._tile_ids, transcribed
+    block = lin // (n_tiles * tile_heads)
+    r = lin - block * n_tiles * tile_heads
+    width = min(tile_heads, heads - block * tile_heads)
+    tile = r // width
+    return tile, block * tile_heads + r - tile * width
+
+
+@pytest.mark.parametrize("n_tiles,heads,tile_heads", [(1, 1, 1), (16, 256, 17), (64, 64, 5),
+                                                      (7, 3, 3), (5, 10, 1), (9, 4, 100),
+                                                      (256, 16, 2), (3, 11, 4)])
+def test_tile_major_order(n_tiles, heads, tile_heads):
+    """The tile-major launch order (a Python transcription of the kernel's integer
+    formulas) visits every (tile, head) once; within each block of ``tile_heads`` heads
+    the tiles go in order, each tile over the block's heads before the next tile."""
+    order = [_tile_ids(lin, n_tiles, heads, tile_heads) for lin in range(n_tiles * heads)]
+    assert sorted(order) == [(t, h) for t in range(n_tiles) for h in range(heads)]
+    for lo in range(0, heads, tile_heads):
+        block = [(t, h) for t, h in order if lo <= h < lo + tile_heads]
+        width = min(tile_heads, heads - lo)
+        assert block == [(t, h) for t in range(n_tiles) for h in range(lo, lo + width)]
+        # the block's programs are consecutive in the launch
+        first = order.index(block[0])
+        assert order[first:first + len(block)] == block
+
+
 def test_register_cap(compiled):
     """HopperBwdConfig.max_regs reaches ptxas: the shipped (capped) hd 64 dK/dV kernel
     stays within 168 registers, where the uncapped one takes more."""

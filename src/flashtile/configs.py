@@ -481,10 +481,11 @@ class HopperBwdConfig:
     # buffer: integer adds land in any order with the same sum, so the racing kernel's
     # schedule and memory give bitwise repeatable dQ. Any mask; not with reduce_ordered
     reduce_fixed: bool = False
-    # both kernels' grids (B * heads, tiles) instead of (tiles, B * heads): the block
-    # scheduler walks blockIdx.x fastest, so tile t of every head launches before tile
-    # t + 1 of any. Causal: every head's heaviest tiles first, where head-major order
-    # starts the last heads' heaviest tiles near the end (dense calls; not varlen)
+    # both kernels launch their programs tile-major within blocks of heads (ops/
+    # hopper_bwd._tile_ids, _tile_heads: a block's tiles fill about a wave): tile t of
+    # every head of the block before tile t + 1 of any. Causal: the heaviest tiles first,
+    # where head-major order starts the last heads' heaviest tiles near the end (dense
+    # calls; not varlen, not with the ordered adds)
     tile_major: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
@@ -629,7 +630,10 @@ GQA_LOOP_MIN_SEQLEN = 32768
 # / 4k / 16k, hd 64 -15.9% / +8.1% / +0.4%; non-causal 4k +0.8% (hd 128), -7.5% (hd 64).
 # At 1k the grid's 256-512 heads x 16 tiles put one program per head in flight where the
 # head-major order keeps a head's tiles together (their shared Q / dO / K / V reads hit
-# L2), and at 16k the tail is short anyway (a list-scheduling simulation: +0.4%)
+# L2), and at 16k the tail is short anyway (a list-scheduling simulation: +0.4%). Those
+# were fully tile-major grids; since then the order is tile-major within blocks of about
+# a wave's heads (ops/hopper_bwd._tile_heads), as much L2 sharing as head-major order
+# (suite s27d measures it)
 TILE_MAJOR_CAUSAL = (4096, 16384)
 
 

@@ -465,13 +465,12 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         prefetch = False
     # not with the ordered adds: they need all of a head's programs resident at once
     tile_major = cfg.tile_major and varlen is None and not cfg.reduce_ordered
-    if tile_major:
-        flag = dict(flag, TILE_MAJOR=True)
-        dkdv_flag["TILE_MAJOR"] = True
+    if tile_major:  # blocks of heads whose tiles fill about a wave of programs
+        dkdv_flag.update(TILE_MAJOR=True, tile_heads=_tile_heads(q, rows_k, cfg.block_n))
+        flag = dict(flag, TILE_MAJOR=True, tile_heads=_tile_heads(q, rows_q, cfg.dq_block_m))
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
         launch(
-            _bwd_dkdv_kernel, _grid(triton.cdiv(rows_k, cfg.block_n), batch * key_heads,
-                                    tile_major), q.device,
+            _bwd_dkdv_kernel, (triton.cdiv(rows_k, cfg.block_n), batch * key_heads), q.device,
             *descs, lse, delta, pq, pk, pv, pdo, pdk, pdv, cu_q, cu_k, seqlen_q, seqlen_k,
             nheads, group, qk_scale, float(scale), HEAD_DIM=head_dim,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages,
@@ -492,8 +491,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
             outs[0].copy_(dq_acc)
         return
     launch(
-        _bwd_dq_kernel, _grid(triton.cdiv(rows_q, cfg.dq_block_m), batch * nheads,
-                              tile_major), q.device,
+        _bwd_dq_kernel, (triton.cdiv(rows_q, cfg.dq_block_m), batch * nheads), q.device,
         tma_desc(q, cfg.dq_block_m), tma_desc(k, cfg.dq_block_n),
         tma_desc(v, cfg.dq_block_n), tma_desc(dout, cfg.dq_block_m),
         tma_desc(outs[0], cfg.dq_block_m), lse, delta, pq, pk, pv, pdo, pdq, cu_q, cu_k,
@@ -653,9 +651,11 @@ def _default_config(head_dim, causal, seqlen_k, group, fused, overrides, expand=
     return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
 
 
-def _grid(tiles: int, heads: int, tile_major: bool) -> tuple[int, int]:
-    """The two-axis grid of the dK/dV and dQ kernels (their ``_tile_ids``)."""
-    return (heads, tiles) if tile_major else (tiles, heads)
+def _tile_heads(q: torch.Tensor, rows: int, block: int) -> int:
+    """``tile_heads`` of ``_tile_ids``: heads per block of the tile-major order, enough
+    for one wave of two programs per SM (the hd 64 / 128 kernels run two or three)."""
+    sms = sm_count(q.device) if q.is_cuda else 132
+    return max(1, triton.cdiv(2 * sms, triton.cdiv(rows, block)))
 
 
 def _tma_ok(x: torch.Tensor) -> bool:
@@ -749,29 +749,40 @@ def _q_window_range(start_n, diag, left, m_lo, n_band, n_m, BLOCK_M: gl.constexp
 
 
 @gluon.jit
-def _tile_ids(TILE_MAJOR: gl.constexpr):
-    """(tile, batch * head, tile count) of this program. The grid is (tiles, B * heads),
-    or with TILE_MAJOR (B * heads, tiles): the block scheduler launches blockIdx.x
-    fastest, so tile t of every head goes before tile t + 1 of any, and with causal
-    masks every head's heaviest tiles start first, not only each head's in turn
-    (HopperBwdConfig.tile_major)."""
+def _tile_ids(TILE_MAJOR: gl.constexpr, tile_heads=1):
+    """(tile, batch * head, tile count) of this program on the grid (tiles, B * heads).
+    The block scheduler launches blockIdx.x fastest, so that grid runs head-major: a
+    head's tiles in order, then the next head's, and with causal masks the last heads'
+    heaviest tiles start near the end. TILE_MAJOR (HopperBwdConfig.tile_major) reorders
+    the launch in blocks of ``tile_heads`` heads (the last block what is left): within a
+    block tile t of every head goes before tile t + 1 of any, so the heaviest tiles of
+    the block's heads start first, and a block's heads still share their reads in L2.
+    ``tile_heads`` = B * heads is a fully tile-major order."""
+    n_tiles = gl.num_programs(0)
     if TILE_MAJOR:
-        return gl.program_id(1), gl.program_id(0), gl.num_programs(1)
+        heads = gl.num_programs(1)
+        lin = gl.program_id(1) * n_tiles + gl.program_id(0)  # the launch order
+        block = lin // (n_tiles * tile_heads)
+        r = lin - block * n_tiles * tile_heads
+        width = gl.minimum(tile_heads, heads - block * tile_heads)
+        tile = r // width
+        return tile, block * tile_heads + r - tile * width, n_tiles
     else:
-        return gl.program_id(0), gl.program_id(1), gl.num_programs(0)
+        return gl.program_id(0), gl.program_id(1), n_tiles
 
 
 @gluon.jit
 def _key_tile_coords(seqlen_q, seqlen_k, nheads, group, BLOCK_M: gl.constexpr,
                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, left=0,
-                     HAS_LEFT: gl.constexpr = False, TILE_MAJOR: gl.constexpr = False):
+                     HAS_LEFT: gl.constexpr = False, TILE_MAJOR: gl.constexpr = False,
+                     tile_heads=1):
     """A key-tile program's (pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m,
     n_iter): grid (key tiles, B * Hkv), the query tiles it visits (``_q_tile_range``, cut
     by a sliding window's far edge with HAS_LEFT: ``_q_window_range``, whose masked
     tiles start at n_mid; n_mid = n_m without one; n_m at least 1 so it // n_m stays
-    defined) and its ring iterations over the group's heads. TILE_MAJOR: the grid is
-    (B * Hkv, key tiles) instead (``_tile_ids``)."""
-    pid_n, pid_bhk, _n_tiles = _tile_ids(TILE_MAJOR)
+    defined) and its ring iterations over the group's heads. TILE_MAJOR: the launch
+    order in blocks of ``tile_heads`` heads (``_tile_ids``)."""
+    pid_n, pid_bhk, _n_tiles = _tile_ids(TILE_MAJOR, tile_heads)
     nheads_kv = nheads // group
     b = pid_bhk // nheads_kv
     hk = pid_bhk % nheads_kv
@@ -902,7 +913,7 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
                     EARLY_EXPECT: gl.constexpr = False, STATS: gl.constexpr = False,
                     lse_desc=None, delta_desc=None, GROUP_BRANCH: gl.constexpr = False,
                     LSE2_PRE: gl.constexpr = False, ROT: gl.constexpr = False,
-                    TILE_MAJOR: gl.constexpr = False):
+                    TILE_MAJOR: gl.constexpr = False, tile_heads=1):
     """What the dK/dV kernel starts with: this program's (batch, KV head, the query heads
     per KV head it visits, key tile), the
     query tiles it visits (``_q_tile_range``), shared memory for the resident K, V and
@@ -916,13 +927,13 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     if EXPAND:
         pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter = _key_tile_coords(
             seqlen_q, seqlen_k, nheads, 1, BLOCK_M, BLOCK_N, CAUSAL, left, HAS_LEFT,
-            TILE_MAJOR)
+            TILE_MAJOR, tile_heads)
         kv_head = hk // group
         q_group = 1
     else:
         pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter = _key_tile_coords(
             seqlen_q, seqlen_k, nheads, group, BLOCK_M, BLOCK_N, CAUSAL, left, HAS_LEFT,
-            TILE_MAJOR)
+            TILE_MAJOR, tile_heads)
         kv_head = hk
         q_group = group
     if VARLEN:
@@ -1325,7 +1336,8 @@ def _bwd_dkdv_kernel(
     DQ_ORDERED: gl.constexpr = False,  # HopperBwdConfig.reduce_ordered: deterministic
     FIXED=None,  # DQ_FIXED: (B, H, M) fp32, each row's 2^e_i (ops/fixed_dq.mults)
     DQ_FIXED: gl.constexpr = False,  # HopperBwdConfig.reduce_fixed: int32 adds (dq_desc)
-    TILE_MAJOR: gl.constexpr = False,  # HopperBwdConfig.tile_major: grid (B * H, tiles)
+    TILE_MAJOR: gl.constexpr = False,  # HopperBwdConfig.tile_major: launch order in
+    tile_heads=1,  # blocks of this many heads (_tile_ids)
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -1359,7 +1371,7 @@ def _bwd_dkdv_kernel(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
         BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND, left, HAS_LEFT,
         EARLY_EXPECT, STATS, lse_desc, delta_desc, GROUP_BRANCH, LSE2_PRE, DQ_ORDERED,
-        TILE_MAJOR)
+        TILE_MAJOR, tile_heads)
     gl.static_assert(not (STATS and (VARLEN or PREFETCH)), "STATS: dense, no PREFETCH")
     gl.static_assert(not (TILE_MAJOR and VARLEN), "TILE_MAJOR: dense grids only")
 
@@ -1899,7 +1911,8 @@ def _bwd_dq_kernel(
     EARLY_EXPECT: gl.constexpr = False,  # HopperBwdConfig.early_expect
     BITS=None, keep_scale=1.0,  # DROPOUT: the forward's bit words (after the header)
     DROPOUT: gl.constexpr = False,  # attention dropout read from BITS (dense only)
-    TILE_MAJOR: gl.constexpr = False,  # HopperBwdConfig.tile_major: grid (B * H, tiles)
+    TILE_MAJOR: gl.constexpr = False,  # HopperBwdConfig.tile_major: launch order in
+    tile_heads=1,  # blocks of this many heads (_tile_ids)
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -1907,7 +1920,7 @@ def _bwd_dq_kernel(
     gl.static_assert(not (TILE_MAJOR and VARLEN), "TILE_MAJOR: dense grids only")
     d_layout: gl.constexpr = mma_layout(gl.num_warps(), HEAD_DIM)
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_N)
-    pid_m, pid_bh, n_tiles = _tile_ids(TILE_MAJOR)
+    pid_m, pid_bh, n_tiles = _tile_ids(TILE_MAJOR, tile_heads)
     if CAUSAL:
         pid_m = n_tiles - 1 - pid_m  # longest rows first: better tail balance
     b = pid_bh // nheads
@@ -2077,6 +2090,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                 constexprs["DROPOUT"] = True
             else:
                 constexprs["BITS"] = None
+            types["tile_heads"] = "i32"
             if cfg.tile_major and not varlen and not cfg.reduce_ordered:  # as _launch_split
                 constexprs["TILE_MAJOR"] = True
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
