@@ -481,12 +481,13 @@ class HopperBwdConfig:
     # buffer: integer adds land in any order with the same sum, so the racing kernel's
     # schedule and memory give bitwise repeatable dQ. Any mask; not with reduce_ordered
     reduce_fixed: bool = False
-    # both kernels launch their programs tile-major within blocks of heads (ops/
-    # hopper_bwd._tile_ids, _tile_heads: a block's tiles fill about a wave): tile t of
-    # every head of the block before tile t + 1 of any. Causal: the heaviest tiles first,
-    # where head-major order starts the last heads' heaviest tiles near the end (dense
-    # calls; not varlen, not with the ordered adds)
+    # both kernels launch their programs tile-major (ops/hopper_bwd._tile_ids): tile t of
+    # every head before tile t + 1 of any, or with tile_heads within blocks of that many
+    # heads. Causal: the heaviest tiles first, where head-major order starts the last
+    # heads' heaviest tiles near the end (dense calls; not varlen, not with the ordered
+    # adds)
     tile_major: bool = False
+    tile_heads: int | None = None
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""
@@ -630,10 +631,12 @@ GQA_LOOP_MIN_SEQLEN = 32768
 # / 4k / 16k, hd 64 -15.9% / +8.1% / +0.4%; non-causal 4k +0.8% (hd 128), -7.5% (hd 64).
 # At 1k the grid's 256-512 heads x 16 tiles put one program per head in flight where the
 # head-major order keeps a head's tiles together (their shared Q / dO / K / V reads hit
-# L2), and at 16k the tail is short anyway (a list-scheduling simulation: +0.4%). Those
-# were fully tile-major grids; since then the order is tile-major within blocks of about
-# a wave's heads (ops/hopper_bwd._tile_heads), as much L2 sharing as head-major order
-# (suite s27d measures it)
+# L2), and at 16k the tail is short anyway (a list-scheduling simulation: +0.4%).
+# Tile-major within blocks of heads whose tiles fill about a wave (tile_heads 17 / 9 / 5 /
+# 3 / 2 at 1k-16k: as few heads in flight as head-major order) gained nothing: `s27d`
+# (7540bd4) -4.0% / -3.2% / -0.3% / +0.0% / -0.6% at hd 128 causal 1k-16k, hd 64 -2.2% to
+# +0.8%, so neither the L2 loss at 1k nor the 4k gain came from the tail the simulation
+# modelled (not profiled); whole-grid tile-major order ships where it won
 TILE_MAJOR_CAUSAL = (4096, 16384)
 
 

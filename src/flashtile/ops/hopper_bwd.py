@@ -465,9 +465,9 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         prefetch = False
     # not with the ordered adds: they need all of a head's programs resident at once
     tile_major = cfg.tile_major and varlen is None and not cfg.reduce_ordered
-    if tile_major:  # blocks of heads whose tiles fill about a wave of programs
-        dkdv_flag.update(TILE_MAJOR=True, tile_heads=_tile_heads(q, rows_k, cfg.block_n))
-        flag = dict(flag, TILE_MAJOR=True, tile_heads=_tile_heads(q, rows_q, cfg.dq_block_m))
+    if tile_major:  # every head, or blocks of cfg.tile_heads heads
+        dkdv_flag.update(TILE_MAJOR=True, tile_heads=cfg.tile_heads or batch * key_heads)
+        flag = dict(flag, TILE_MAJOR=True, tile_heads=cfg.tile_heads or batch * nheads)
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
         launch(
             _bwd_dkdv_kernel, (triton.cdiv(rows_k, cfg.block_n), batch * key_heads), q.device,
@@ -649,13 +649,6 @@ def _default_config(head_dim, causal, seqlen_k, group, fused, overrides, expand=
            or configs.hopper_bwd_config(head_dim, causal, seqlen_k, group, expand, softcap,
                                         dropout))
     return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
-
-
-def _tile_heads(q: torch.Tensor, rows: int, block: int) -> int:
-    """``tile_heads`` of ``_tile_ids``: heads per block of the tile-major order, enough
-    for one wave of two programs per SM (the hd 64 / 128 kernels run two or three)."""
-    sms = sm_count(q.device) if q.is_cuda else 132
-    return max(1, triton.cdiv(2 * sms, triton.cdiv(rows, block)))
 
 
 def _tma_ok(x: torch.Tensor) -> bool:
