@@ -463,9 +463,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         dkdv_flag.update(lse_desc=stats_desc(lse, cfg.block_m),
                          delta_desc=stats_desc(delta, cfg.block_m), STATS=True)
         prefetch = False
-    # not with the ordered adds: they need all of a head's programs resident at once
-    tile_major = cfg.tile_major and varlen is None and not cfg.reduce_ordered
-    if tile_major:  # every head, or blocks of cfg.tile_heads heads
+    if _tile_major(cfg, varlen is not None):  # every head, or blocks of cfg.tile_heads
         dkdv_flag.update(TILE_MAJOR=True, tile_heads=cfg.tile_heads or batch * key_heads)
         flag = dict(flag, TILE_MAJOR=True, tile_heads=cfg.tile_heads or batch * nheads)
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
@@ -553,6 +551,13 @@ def _lse2_pre(cfg, varlen) -> bool:
     """Whether the preprocess writes the (lse2, delta) boxes the dK/dV kernel loads
     (HopperBwdConfig.lse2_pre): with stats_tma, on tiles of the preprocess's rows."""
     return _stats_tma(cfg, varlen) and cfg.lse2_pre and cfg.block_m == PRE_ROWS
+
+
+def _tile_major(cfg, varlen) -> bool:
+    """Whether both kernels launch tile-major (HopperBwdConfig.tile_major, ``_tile_ids``):
+    dense calls, not with the ordered adds (they need all of a head's programs resident
+    at once)."""
+    return cfg.tile_major and not varlen and not cfg.reduce_ordered
 
 
 def _group_branch(cfg, varlen) -> bool:
@@ -2084,7 +2089,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             else:
                 constexprs["BITS"] = None
             types["tile_heads"] = "i32"
-            if cfg.tile_major and not varlen and not cfg.reduce_ordered:  # as _launch_split
+            if _tile_major(cfg, varlen):
                 constexprs["TILE_MAJOR"] = True
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
         ptrs = [n for n in ("Q", "K", "V", "DO", "DQ", "DK", "DV", "CU_Q", "CU_K")
