@@ -45,6 +45,10 @@ COLUMNS = (  # (label, metric-name regex); first match wins; ms and GB in those 
     ("grid", r"^launch__grid_size$"),  # LaunchStats, as are block and smem
     ("block", r"^launch__block_size$"),
     ("smem KB", r"^launch__shared_mem_per_block$"),
+    ("L2 hit %", r"^lts__t_sector_hit_rate\.pct$"),  # MemoryWorkloadAnalysis only
+    # spills: collected only with --metrics l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum,...
+    ("local ld GB", r"^l1tex__t_bytes_pipe_lsu_mem_local_op_ld\.sum$"),
+    ("local st GB", r"^l1tex__t_bytes_pipe_lsu_mem_local_op_st\.sum$"),
 )
 INTS = ("regs", "grid", "block")  # printed whole
 STALL = re.compile(r"^smsp__average_warp(s_issue_stalled|_latency_issue_stalled)_([a-z_]+?)"
