@@ -1,0 +1,129 @@
+"""A/B of environment settings on flashtile's public call, in one process, the way
+`flashtile bench` times it: per shape (the DESIGN.md ones, 16k tokens, bf16) and per
+variant (a set of environment variables, read by the dispatch on every call), the
+forward+backward and the backward alone (autograd.grad on a kept graph), each by
+do_bench (L2 flushed before every call, as `flashtile bench` and bench_hopper_bwd.py do)
+and by CUDA events around back-to-back calls (no flush). Rounds interleave the variants.
+
+Written for session 28: `bench_hopper_bwd.py --ab "tile_major=0|tile_major=1"` measured
+the tile-major order +3-8% on the backward at causal 4k / 8k (s27c, s27e), and the perf
+table at 4e10906 read those two cells 8-10% below the head-major table at 7887446.
+
+    python scripts/env_ab.py --ab "FLASHTILE_HOPPER_BWD_OVERRIDES=tile_major=0|" \
+        --head-dims 128 64 --seqlens 4096 8192 --causal 1 [--rounds 5] [--csv F]
+
+A variant is `VAR=VALUE[;VAR=VALUE...]`; an empty variant is the default (those
+variables unset).
+"""
+
+import argparse
+import csv
+import os
+import statistics
+
+import torch
+import triton
+
+from flashtile import flash_attn_func
+from flashtile.bench.flops import attn_flops, paper_shape, tflops
+from flashtile.bench.harness import events_us
+
+
+def parse_variant(text: str) -> dict:
+    env = {}
+    for item in filter(None, (s.strip() for s in text.split(";"))):
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"variant item {item!r} is not VAR=VALUE")
+        env[name] = value
+    return env
+
+
+def apply(env: dict, names: set) -> None:
+    for name in names:
+        os.environ.pop(name, None)
+    os.environ.update(env)
+
+
+def ab_shape(shape, variants, labels, names, rounds, rows) -> None:
+    """Time one shape's variants in interleaved rounds; print the medians, append rows."""
+    causal = shape.causal
+    torch.manual_seed(0)
+    q, k, v, dout = (torch.randn(shape.batch, shape.seqlen, shape.nheads, shape.head_dim,
+                                 device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    q, k, v = (t.requires_grad_(True) for t in (q, k, v))
+
+    def fwd_bwd():
+        o = flash_attn_func(q, k, v, causal=causal)
+        torch.autograd.grad(o, (q, k, v), dout)
+
+    out = flash_attn_func(q, k, v, causal=causal)
+
+    def bwd():
+        torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+
+    fns = {"fwd+bwd": fwd_bwd, "bwd": bwd}
+    times = {(i, m, t): [] for i in range(len(variants)) for m in fns
+             for t in ("flush", "noflush")}
+    grads = []
+    for env in variants:  # compile + warm up, and each variant's gradients
+        apply(env, names)
+        grads.append(torch.autograd.grad(out, (q, k, v), dout, retain_graph=True))
+        fwd_bwd()
+    torch.cuda.synchronize()
+    same = all(torch.equal(a, b) for g in grads[1:] for a, b in zip(grads[0], g))
+    for _ in range(rounds):
+        for i, env in enumerate(variants):
+            apply(env, names)
+            for m, fn in fns.items():
+                times[i, m, "flush"].append(triton.testing.do_bench(
+                    fn, warmup=5, rep=40, return_mode="median"))
+                times[i, m, "noflush"].append(events_us(fn, 20) / 1e3)
+    apply({}, names)
+    flops = {"fwd+bwd": attn_flops(shape, "fwd_bwd"), "bwd": attn_flops(shape, "bwd")}
+    print(f"\n{shape.label()} causal={int(causal)} gradients "
+          f"{'bitwise equal' if same else 'DIFFER'} across variants")
+    for m in fns:
+        for t in ("flush", "noflush"):
+            med = [statistics.median(times[i, m, t]) for i in range(len(variants))]
+            cells = []
+            for i, ms in enumerate(med):
+                tf = tflops(flops[m], ms)
+                d = f" ({(med[0] / ms - 1) * 100:+.1f}%)" if i else ""
+                cells.append(f"{ms:.3f} ms {tf:.1f} TF{d}")
+                rows.append(dict(shape=shape.label(), causal=int(causal), variant=labels[i],
+                                 measure=m, timing=t, ms=round(ms, 5), tflops=round(tf, 2),
+                                 spread=round(max(times[i, m, t]) - min(times[i, m, t]), 5)))
+            print(f"  {m:<8} {t:<8} " + " | ".join(cells))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--ab", required=True, help="variants separated by |")
+    p.add_argument("--head-dims", type=int, nargs="+", default=[128])
+    p.add_argument("--seqlens", type=int, nargs="+", default=[4096])
+    p.add_argument("--causal", type=int, nargs="+", default=[1])
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--csv")
+    args = p.parse_args(argv)
+    labels = args.ab.split("|")
+    variants = [parse_variant(v) for v in labels]
+    names = {n for v in variants for n in v}
+    rows = []
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton "
+          f"{triton.__version__}; variants: " + " | ".join(repr(v) for v in labels))
+    for head_dim in args.head_dims:
+        for seqlen in args.seqlens:
+            for causal in map(bool, args.causal):
+                ab_shape(paper_shape(seqlen, head_dim, causal), variants, labels, names,
+                         args.rounds, rows)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
