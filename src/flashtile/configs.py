@@ -636,11 +636,22 @@ GQA_LOOP_MIN_SEQLEN = 32768
 # 3 / 2 at 1k-16k: as few heads in flight as head-major order) gained nothing: `s27d`
 # (7540bd4) -4.0% / -3.2% / -0.3% / +0.0% / -0.6% at hd 128 causal 1k-16k, hd 64 -2.2% to
 # +0.8%, so neither the L2 loss at 1k nor the 4k gain came from the tail the simulation
-# modelled (not profiled); whole-grid tile-major order ships where it won
-TILE_MAJOR_CAUSAL = (4096, 16384)
+# modelled (not profiled); whole-grid tile-major order shipped for 4k <= seqlen_k < 16k.
+# Withdrawn in session 28: through the public call (scripts/env_ab.py, `s28b`, 437ab1d, 5
+# interleaved rounds, L2 flushed / back to back) tile-major lost on the backward in every
+# causal cell it covered, hd 128 -5.7% / -5.5% at 4k and -4.8% / -2.4% at 8k, hd 64 -6.9%
+# / -7.5% and -2.9% / -6.0%; the perf table at 4e10906 read hd 128 / 64 causal 4k
+# forward+backward 7-8% below 7887446's (head-major) with the other cells within 1%, and
+# ncu (`s28a`) read both kernels 1.5-4% slower there with the L2 hit rate at 59-60%
+# against 89-90% (DRAM 1.35 against 0.39 GB per dK/dV kernel). bench_hopper_bwd --ab's
+# gains (s27c / s27e) are not explained. None: every grid head-major; an override
+# (tile_major=1) still runs the order
+TILE_MAJOR_CAUSAL: tuple[int, int] | None = None
 
 
 def _tile_major(causal: bool, seqlen_k: int, dropout: bool) -> bool:
+    if TILE_MAJOR_CAUSAL is None:
+        return False
     lo, hi = TILE_MAJOR_CAUSAL
     return bool(causal) and not dropout and lo <= seqlen_k < hi
 
