@@ -265,7 +265,8 @@ def hopper_bwd_variants():
     ending " window") a sliding window's left bound at hd 64 / 128, and (names ending
     " varlen") the varlen build of the shipped kernels at hd 64 / 128 (" window varlen":
     both), (" softcap") a softcap and (" dropout") dropout from the forward's bit words
-    at hd 64 / 128."""
+    at hd 64 / 128; (" spec") the int arguments specialised as a launch at the DESIGN.md
+    shape does (16 / 32 heads, MHA: ops/hopper_bwd.compile_sm90's ``ints``)."""
     import dataclasses
 
     import torch
@@ -329,6 +330,10 @@ def hopper_bwd_variants():
                 # deterministic: fixed-point adds into int32 (ops/fixed_dq.py)
                 fixed = configs.hopper_bwd_reduce_config(hd, causal, 4096, fixed=True)
                 yield f"{tag} bfloat16 reduce fixed", hd, causal, torch.bfloat16, fixed
+                if causal:  # the band and the rest in one loop (HopperBwdConfig.one_loop),
+                    # with the ints a launch at the DESIGN.md shape specialises (" spec")
+                    yield (f"{tag} bfloat16 reduce fixed one-loop spec", hd, causal,
+                           torch.bfloat16, dataclasses.replace(fixed, one_loop=1))
                 if not causal:
                     yield (f"{tag} bfloat16 reduce fixed gqa-expand", hd, causal,
                            torch.bfloat16, dataclasses.replace(fixed, gqa_expand=True))
@@ -359,7 +364,10 @@ def hopper_bwd_main(as_json: bool, only: str | None = None) -> None:
                                               varlen=name.endswith(" varlen"),
                                               window=" window" in name,
                                               softcap=name.endswith(" softcap"),
-                                              dropout=name.endswith(" dropout"))
+                                              dropout=name.endswith(" dropout"),
+                                              ints=dict(nheads=2048 // hd, group=1,
+                                                        tile_heads=1)
+                                              if " spec" in name else None)
         except Exception as exc:  # report every variant, then fail in the caller
             kernels = {kn: exc for kn in (("fused",) if cfg.fused else ("dkdv", "dq"))}
         for kname, k in kernels.items():

@@ -102,6 +102,8 @@ def test_compiles_for_sm90(name, compiled):
     if " reduce" in name:
         limit = (ORDERED_SPILL_LIMIT if " ordered" in name
                  else FIXED_SPILL_LIMIT if " fixed" in name else REDUCE_SPILL_LIMIT)
+    if " one-loop spec" in name:  # two loops reload 25 spilled values a step (session 28)
+        limit = {}
     assert_sm90_build(name, rec, limit.get(tag, 0))
 
 

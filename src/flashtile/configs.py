@@ -488,6 +488,13 @@ class HopperBwdConfig:
     # adds)
     tile_major: bool = False
     tile_heads: int | None = None
+    # causal dK/dV programs without a window: the diagonal band's masked steps and the
+    # unmasked rest in one loop instead of two (ONE_LOOP). 0: two loops; 1: one loop with
+    # the causal mask on every step (a no-op off the band); 2: one loop, the mask behind
+    # a runtime branch taken on band steps. With two loops the one-kernel causal build at
+    # hd 128 reloads 25 spilled values (wgmma descriptors) in every unmasked step
+    # (nvdisasm, session 28); one loop has none (1) or 2 (2)
+    one_loop: int = 0
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

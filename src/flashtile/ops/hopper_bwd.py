@@ -466,6 +466,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
     if _tile_major(cfg, varlen is not None):  # every head, or blocks of cfg.tile_heads
         dkdv_flag.update(TILE_MAJOR=True, tile_heads=cfg.tile_heads or batch * key_heads)
         flag = dict(flag, TILE_MAJOR=True, tile_heads=cfg.tile_heads or batch * nheads)
+    if cfg.one_loop and causal:
+        dkdv_flag["ONE_LOOP"] = cfg.one_loop
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
         launch(
             _bwd_dkdv_kernel, (triton.cdiv(rows_k, cfg.block_n), batch * key_heads), q.device,
@@ -685,15 +687,21 @@ def _row_delta(DELTA, bh, rows, seqlen_q, stride):
 @gluon.jit
 def _probs_t(s_t, lse2, keys, rows, diag, qk_scale, dtype: gl.constexpr,
              a_layout: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr = True,
-             left=0, HAS_LEFT: gl.constexpr = False):
+             left=0, HAS_LEFT: gl.constexpr = False, BAND_BRANCH: gl.constexpr = False,
+             band=True):
     """P^T = exp2(S^T * qk_scale - lse2) of a key tile's scores (when MASKED: zero above
     the causal diagonal, the band tiles, and with HAS_LEFT more than ``left`` keys left
     of it, a sliding window's far edge), in fp32 and as the ``dtype`` register A operand
-    of the dV wgmma (``a_layout``). Shared by the key-tile kernels' steps."""
+    of the dV wgmma (``a_layout``). BAND_BRANCH: the causal mask only where the runtime
+    ``band`` holds. Shared by the key-tile kernels' steps."""
     p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
     if MASKED:
         if CAUSAL:
-            p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
+            if BAND_BRANCH:
+                if band:
+                    p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
+            else:
+                p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
         if HAS_LEFT:
             p_t = gl.where(keys[:, None] >= rows[None, :] + diag - left, p_t, 0.0)
     return p_t, gl.convert_layout(p_t.to(dtype), a_layout)
@@ -1021,7 +1029,8 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                bits=0, keep_scale=1.0, DROPOUT: gl.constexpr = False, dqr=None,
                DQ_REDUCE: gl.constexpr = False, dq_scale=1.0, dql=0,
                DQ_LATE: gl.constexpr = False, DQ_ORDERED: gl.constexpr = False,
-               DQ_FIXED: gl.constexpr = False):
+               DQ_FIXED: gl.constexpr = False, BAND_BRANCH: gl.constexpr = False,
+               n_band=0):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     DQ_REDUCE (``dqr`` = (dS^T tile, fp32 dQ staging tile, dQ accumulator descriptor)):
@@ -1050,7 +1059,9 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     iteration's are loaded here (returned), a whole step ahead of their use; otherwise
     they are loaded here under the S^T GEMM (and the arguments are unused scalars).
     D_SPLIT > 1: dK, dV hold columns [HALF * HEAD_DIM / D_SPLIT, ...) only; S^T and dP^T
-    still use the whole head dim."""
+    still use the whole head dim.
+    BAND_BRANCH (HopperBwdConfig.one_loop = 2): MASKED steps apply the causal mask only
+    when the step is one of the first ``n_band`` (the diagonal band)."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
                                                  k_width=2)
@@ -1103,7 +1114,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         s_t = tanh_f32(s_t * cap_scale, True)
         grad_t = 1.0 - s_t * s_t
     p_t, p_op = _probs_t(s_t, lse2, keys, rows, diag, qk_scale, q_buf.dtype, a_layout,
-                         MASKED, CAUSAL, left, HAS_LEFT)
+                         MASKED, CAUSAL, left, HAS_LEFT, BAND_BRANCH, sj < n_band)
     if DROPOUT:  # P^T o M unscaled: dV and dK take 1 / (1 - p) at the end
         keep = bits_masks_t(words, s_layout)
         p_op = gl.convert_layout(dropped(p_t, keep).to(q_buf.dtype), a_layout)
@@ -1336,6 +1347,7 @@ def _bwd_dkdv_kernel(
     DQ_FIXED: gl.constexpr = False,  # HopperBwdConfig.reduce_fixed: int32 adds (dq_desc)
     TILE_MAJOR: gl.constexpr = False,  # HopperBwdConfig.tile_major: launch order in
     tile_heads=1,  # blocks of this many heads (_tile_ids)
+    ONE_LOOP: gl.constexpr = 0,  # HopperBwdConfig.one_loop (causal, no window)
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -1412,6 +1424,9 @@ def _bwd_dkdv_kernel(
                0, 0, 0, 0, -1, 0)
     else:
         dql = 0
+    # ONE_LOOP (causal, no window): the band's steps run in the second loop, masked
+    ONE: gl.constexpr = CAUSAL and not HAS_LEFT and ONE_LOOP > 0
+    n_sep = 0 if ONE else n_band
     for g in range(0, q_group):
         bh = bh0 + g
         if DROPOUT:  # this head's bit blocks (_common.BITS_PAD), and the key tile
@@ -1419,7 +1434,7 @@ def _bwd_dkdv_kernel(
             bits = (base, NC8, start_n)
         else:
             bits = 0
-        for j in range(0, n_band):
+        for j in range(0, n_sep):
             dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
@@ -1428,15 +1443,15 @@ def _bwd_dkdv_kernel(
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
                 DQ_ORDERED, DQ_FIXED)
-        for j in range(n_band, n_mid):
+        for j in range(n_sep, n_mid):
             dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-                NUM_STAGES, False, PREFETCH, D_SPLIT, HALF, True, 0, False, cap_scale,
+                NUM_STAGES, ONE, PREFETCH, D_SPLIT, HALF, True, 0, False, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED, DQ_FIXED)
+                DQ_ORDERED, DQ_FIXED, ONE and ONE_LOOP == 2, n_band)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
@@ -2005,12 +2020,17 @@ def _bwd_dq_kernel(
 
 def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                  deterministic: bool = True, varlen: bool = False,
-                 window: bool = False, softcap: bool = False, dropout: bool = False) -> dict:
+                 window: bool = False, softcap: bool = False, dropout: bool = False,
+                 ints: dict | None = None) -> dict:
     """Compile both backward kernels for sm_90 on any machine (no GPU) with the argument
     types a real launch produces (``varlen``: hopper_varlen_backward's; ``window``: a
     sliding window's left bound, HAS_LEFT). Returns
     {"dkdv": kernel, "dq": kernel} (Triton compiled kernels: ``.asm`` holds
-    ttgir/ptx/cubin, ``.metadata.shared`` shared memory bytes)."""
+    ttgir/ptx/cubin, ``.metadata.shared`` shared memory bytes).
+    ``ints``: values of the specialised int arguments (``nheads``, ``group``,
+    ``tile_heads``) as a launch at one shape passes them, specialised as Triton does (1:
+    a constant; a multiple of 16: divisible by 16); without it they stay plain i32, so
+    the build may keep arithmetic a real launch folds away."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -2091,6 +2111,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             types["tile_heads"] = "i32"
             if _tile_major(cfg, varlen):
                 constexprs["TILE_MAJOR"] = True
+            if name == "dkdv":
+                constexprs["ONE_LOOP"] = cfg.one_loop if causal else 0
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
         ptrs = [n for n in ("Q", "K", "V", "DO", "DQ", "DK", "DV", "CU_Q", "CU_K")
                 if n in kernel.arg_names]
@@ -2099,10 +2121,18 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs["VARLEN"] = True
         else:
             constexprs.update({n: None for n in ptrs})
+        divisible = []
+        for n, value in (ints or {}).items():  # as JITFunction.run specialises them
+            if n in kernel.arg_names and types.get(n) == "i32":
+                if value == 1:
+                    constexprs[n] = 1
+                elif value % 16 == 0:
+                    divisible.append(n)
         types.update({n: "constexpr" for n in constexprs})
         sig = {n: types[n] for n in kernel.arg_names if n in types}  # parameter order
         # LSE, DELTA (DQ_ACC, SEM; the varlen pointers): torch allocations, 16-byte aligned
-        aligned = [kernel.arg_names.index(n) for n in sig if sig[n].startswith("*")]
+        aligned = [kernel.arg_names.index(n) for n in sig
+                   if sig[n].startswith("*") or n in divisible]
         src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs,
                              attrs={(i,): [["tt.divisibility", 16]] for i in aligned})
         out[name] = triton.compile(src, target=GPUTarget("cuda", 90, 32),
