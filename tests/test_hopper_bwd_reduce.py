@@ -159,7 +159,13 @@ def test_default_config_fixed(monkeypatch):
     for head_dim, causal, seqlen in ((128, False, 4096), (128, False, 2048), (128, True, 16384),
                                      (64, False, 16384)):
         got = hopper_bwd.default_config(head_dim, causal, seqlen)
-        assert got.reduce_fixed == (head_dim == 128 and not causal and seqlen >= 4096), got
+        assert got.reduce_fixed == (head_dim == 128 and seqlen >= 4096), got
+        # causal: the band in one loop (one_loop = 2, s28c), not with a window / softcap
+        assert got.one_loop == (2 if got.reduce_fixed and causal else 0), got
+    for causal in (False, True):  # non-causal windows / softcaps keep the fixed adds
+        for kw in (dict(window=True), dict(softcap=True)):
+            got = hopper_bwd.default_config(128, causal, 16384, **kw)
+            assert got.reduce_fixed == (not causal), (causal, kw, got)
     monkeypatch.setenv(hopper_bwd.FIXED_ENV_VAR, "0")
     assert hopper_bwd.default_config(128, False, 16384) == configs.hopper_bwd_config(
         128, False, 16384)

@@ -586,13 +586,22 @@ def hopper_bwd_reduce_config(head_dim: int, causal: bool, seqlen_k: int,
     -> 268.9 / 314.4 / 361.2 / 400.7 / 425.8 -> 249.3 / 298.6 / 335.5 / 365.6 / 393.4;
     hd 64 non-causal 404.1 .. 415.9 -> 289.2 .. 374.9 -> 308.5 .. 389.4 (-24% .. -6%),
     causal -27% .. -6% late. (`s23a`, ef00a84, one do_bench each: hd 128 non-causal 4k /
-    16k two-kernel 437.4 / 451.6, reduce 484.0 / 512.3.)"""
+    16k two-kernel 437.4 / 451.6, reduce 484.0 / 512.3.)
+    Causal at hd 128: the band's steps and the rest in one loop, the mask behind a branch
+    (one_loop = 2; with two loops the unmasked steps reload 25 spilled values each, 8.55
+    GB of local loads per backward at 16k in `s28a`'s ncu). `s28c` (ec0f30b,
+    scripts/env_ab.py through the public call, 3 rounds, backward TFLOPS, L2 flushed),
+    fixed point, two loops -> one_loop 1 -> 2, against the two-kernel backward's 398.6 /
+    447.0 at 4k / 16k: 325.2 / 387.3 -> 402.4 / 478.0 -> 407.1 / 481.0; at hd 64 level
+    (-16.8% / -4.5% against the two-kernel backward with two loops, -17.1% / -5.3% with
+    one_loop 2), so two loops there."""
     if head_dim > 128:
         return None
     base = hopper_bwd_config(head_dim, causal, seqlen_k, group)
     return dataclasses.replace(base, block_n=128, num_warps=8, max_regs=None,
                                prefetch_stats=False, dq_reduce=True, reduce_late=True,
-                               reduce_ordered=ordered, reduce_fixed=fixed)
+                               reduce_ordered=ordered, reduce_fixed=fixed,
+                               one_loop=2 if causal and head_dim == 128 else 0)
 
 
 def hopper_bwd_reduce_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
@@ -615,7 +624,8 @@ def hopper_bwd_ordered_preferred(head_dim: int, causal: bool, seqlen_k: int) -> 
     return False
 
 
-def hopper_bwd_fixed_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
+def hopper_bwd_fixed_preferred(head_dim: int, causal: bool, seqlen_k: int,
+                               masked: bool = False) -> bool:
     """Where deterministic calls take ``hopper_bwd_reduce_config(..., fixed=True)`` (the
     one-kernel backward with fixed-point adds, ops/fixed_dq.py) by default
     (FLASHTILE_HOPPER_BWD_REDUCE_FIXED=1 forces it on, =0 off): hd 128 non-causal from 4k
@@ -623,8 +633,14 @@ def hopper_bwd_fixed_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bo
     +11.9% / +10.4% over the two-kernel backward at 4k / 8k / 16k (the racing reduce in
     the same run: -3.4% / +5.5% / +9.1%), -14.0% at 1k. Causal (-28.2% / -17.0% at 4k /
     16k) and hd 64 on one warpgroup of 64 keys (-18% to -1.5% non-causal, -26% to -5%
-    causal) lose, as the racing reduce does there."""
-    return head_dim == 128 and not causal and seqlen_k >= 4096
+    causal) lose, as the racing reduce does there.
+    Causal too since session 28, with the band in one loop (hopper_bwd_reduce_config's
+    one_loop = 2): `s28c` (ec0f30b, scripts/env_ab.py through the public call, 3 rounds)
+    +2.1% / +7.6% backward over the two-kernel backward at hd 128 causal 4k / 16k
+    (forward+backward +4.3% at 16k, L2 flushed); not with a window or a softcap
+    (``masked``: those builds still spill 33-72 values per step, unmeasured), nor at
+    hd 64 (-17% / -5%)."""
+    return head_dim == 128 and seqlen_k >= 4096 and not (causal and masked)
 
 
 # From this many keys dense GQA at hd 64 runs the dK/dV kernel's group loop instead of

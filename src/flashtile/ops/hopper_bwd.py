@@ -249,12 +249,13 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     if dropout_p > 0 and bits is None:
         raise ValueError("dropout in the Gluon backward needs the forward's bit words")
     cfg = config or default_config(head_dim, causal, seqlen_k, nheads // nheads_kv,
-                                   bool(softcap), dropout_p > 0, deterministic)
+                                   bool(softcap), dropout_p > 0, deterministic,
+                                   window=left is not None)
     if cfg.reduce_ordered and config is None and not reduce_ordered_ok(q, k, causal, left,
                                                                        cfg):
         # the ordered adds wait on other programs of their head: all must be resident
         cfg = default_config(head_dim, causal, seqlen_k, nheads // nheads_kv, bool(softcap),
-                             dropout_p > 0, True, ordered=False)
+                             dropout_p > 0, True, ordered=False, window=left is not None)
     if not _tma_ok(dout):  # e.g. an expanded (stride 0) gradient from a .sum()
         dout = dout.contiguous()
     lse = lse.contiguous()  # the kernels index it as (B * H, M)
@@ -616,8 +617,8 @@ def reduce_ordered_ok(q, k, causal, left, cfg) -> bool:
 
 def default_config(head_dim: int, causal: bool, seqlen_k: int,
                    group: int = 1, softcap: bool = False,
-                   dropout: bool = False, deterministic: bool = True, ordered: bool = True
-                   ) -> configs.HopperBwdConfig:
+                   dropout: bool = False, deterministic: bool = True, ordered: bool = True,
+                   window: bool = False) -> configs.HopperBwdConfig:
     """The shipped tiles (configs.hopper_bwd_config: the two-kernel backward);
     FLASHTILE_HOPPER_BWD_FUSED=1 picks the fused kernel's (configs.hopper_bwd_fused_config).
     ``softcap``: the tiles of a softcapped call (configs.hopper_bwd_config's: uncapped at
@@ -628,7 +629,7 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int,
     if deterministic:  # fixed-point adds (reduce_fixed), else the ordered adds
         fmode = "off" if dropout else fixed_mode()
         fixed = fmode == "on" or (fmode == "auto" and configs.hopper_bwd_fixed_preferred(
-            head_dim, causal, seqlen_k))
+            head_dim, causal, seqlen_k, masked=window or softcap))
         mode = "off" if dropout or causal or not ordered else ordered_mode()
         reduce = fixed or mode == "on" or (
             mode == "auto" and configs.hopper_bwd_ordered_preferred(head_dim, causal, seqlen_k))
