@@ -162,6 +162,15 @@ def test_default_config_fixed(monkeypatch):
         assert got.reduce_fixed == (head_dim == 128 and seqlen >= 4096), got
         # causal: the band in one loop (one_loop = 2, s28c), not with a window / softcap
         assert got.one_loop == (2 if got.reduce_fixed and causal else 0), got
+    # deterministic=False: the racing adds where preferred (non-causal), else the
+    # fixed-point kernel where that is (causal hd 128 from 4k keys, session 28)
+    nd = hopper_bwd.default_config(128, False, 16384, deterministic=False)
+    assert nd.dq_reduce and not nd.reduce_fixed, nd
+    nd = hopper_bwd.default_config(128, True, 16384, deterministic=False)
+    assert nd.reduce_fixed and nd.one_loop == 2, nd
+    assert not hopper_bwd.default_config(128, True, 16384, deterministic=False,
+                                         window=True).dq_reduce
+    assert not hopper_bwd.default_config(128, True, 2048, deterministic=False).dq_reduce
     for causal in (False, True):  # non-causal windows / softcaps keep the fixed adds
         for kw in (dict(window=True), dict(softcap=True)):
             got = hopper_bwd.default_config(128, causal, 16384, **kw)

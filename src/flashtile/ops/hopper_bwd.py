@@ -637,12 +637,19 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int,
         mode = "off" if dropout else reduce_mode()
         reduce = mode == "on" or (mode == "auto" and configs.hopper_bwd_reduce_preferred(
             head_dim, causal, seqlen_k))
+        # where the racing adds are not preferred but the fixed-point ones are (causal at
+        # hd 128 since session 28), the fixed-point kernel: faster than two kernels, and
+        # repeatable as a bonus
+        fixed = (not reduce and mode == "auto" and not dropout and fixed_mode() == "auto"
+                 and configs.hopper_bwd_fixed_preferred(head_dim, causal, seqlen_k,
+                                                        masked=window or softcap))
+        reduce = reduce or fixed
     return _default_config(head_dim, causal, seqlen_k, group,
                            os.environ.get(FUSED_ENV_VAR) == "1",
                            os.environ.get(OVERRIDES_ENV_VAR, ""), softcap=softcap,
                            dropout=dropout,
-                           reduce=reduce and ("racing" if not deterministic
-                                              else "fixed" if fixed else "ordered"))
+                           reduce=reduce and ("fixed" if fixed else "racing"
+                                              if not deterministic else "ordered"))
 
 
 @functools.lru_cache(maxsize=1024)
