@@ -637,10 +637,13 @@ def hopper_bwd_fixed_preferred(head_dim: int, causal: bool, seqlen_k: int,
     Causal too since session 28, with the band in one loop (hopper_bwd_reduce_config's
     one_loop = 2): `s28c` (ec0f30b, scripts/env_ab.py through the public call, 3 rounds)
     +2.1% / +7.6% backward over the two-kernel backward at hd 128 causal 4k / 16k
-    (forward+backward +4.3% at 16k, L2 flushed); not with a window or a softcap
-    (``masked``: those builds still spill 33-72 values per step, unmeasured), nor at
-    hd 64 (-17% / -5%)."""
-    return head_dim == 128 and seqlen_k >= 4096 and not (causal and masked)
+    (forward+backward +4.3% at 16k, L2 flushed); nor at hd 64 (-17% / -5%).
+    Not with a window or a softcap (``masked``), causal or not (since session 28; session
+    27 had sent non-causal ones here unmeasured): sm_90 builds with a launch's int
+    specialisation (compile_sm90 ``ints``) reload 26-33 spilled values per main-loop step
+    with a softcap and 48-72 with a window's extra loops, against 0-6 in the two-kernel
+    dK/dV kernel, and a build that spilled 25 per step lost 17-28% (step 70)."""
+    return head_dim == 128 and seqlen_k >= 4096 and not masked
 
 
 # From this many keys dense GQA at hd 64 runs the dK/dV kernel's group loop instead of
