@@ -4,6 +4,9 @@ time) and report registers/spills/shared memory and whether wgmma was used.
     python scripts/compile_sm90.py [--head-dims 64,128,256] [--ptx DIR]
     python scripts/compile_sm90.py --hopper [--json]   # the Gluon forward, every config
     python scripts/compile_sm90.py --hopper-bwd [--json]   # the Gluon backward
+    python scripts/compile_sm90.py --hopper-bwd --spec --loops --variants "d128-causal"
+        # the backward as a launch at the DESIGN.md shape specialises its ints, with the
+        # spilled values each loop of the SASS reloads / stores per iteration (nvdisasm)
 
 Run without TRITON_INTERPRET. Catches compile errors and resource problems before a
 GPU call; the same check runs in CI (tests/test_compile.py).
@@ -351,7 +354,55 @@ def hopper_bwd_variants():
                 yield f"{tag} bfloat16 fused defer", hd, causal, torch.bfloat16, defer
 
 
-def hopper_bwd_main(as_json: bool, only: str | None = None) -> None:
+def sass_loops(kernel) -> list[dict]:
+    """Per loop of ``kernel``'s SASS (nvdisasm of its cubin; a loop is a backward branch
+    spanning more than 64 instructions, shortest first): its instruction count and the
+    local-memory loads (LDL, spill reloads) and stores (STL) it executes per iteration.
+    The mbarrier waits' retry paths sit out of line at the kernel's end and branch back
+    into the loop, so longer spans that end there overlap the loop: the shortest span
+    starting in a loop is its body.
+    ptxas's spill bytes say how much spilled; this says where, which is what costs: a
+    reload in a hot loop stalls on L1TEX every step (session 28: 25 per step of the
+    causal one-kernel backward's main loop, 8.55 GB of local loads per backward)."""
+    import subprocess
+    import tempfile
+
+    nvdisasm = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin",
+                            "nvdisasm")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"])
+        f.flush()
+        sass = subprocess.run([nvdisasm, "-c", f.name], capture_output=True, text=True,
+                              check=True).stdout
+    ins, labels, pending = [], {}, []
+    for line in sass.splitlines():
+        m = re.match(r"\s*\.L_x_(\d+):", line)
+        if m:
+            pending.append(int(m.group(1)))
+            continue
+        m = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);", line)
+        if m:
+            addr = int(m.group(1), 16)
+            ins.append((addr, m.group(2)))
+            for lab in pending:
+                labels[lab] = addr
+            pending = []
+    loops = []
+    for addr, text in ins:
+        m = re.search(r"BRA.*\.L_x_(\d+)", text)
+        if m and int(m.group(1)) in labels:
+            top = labels[int(m.group(1))]
+            if top < addr and (addr - top) // 16 > 64:
+                body = [t for a, t in ins if top <= a <= addr]
+                loops.append(dict(start=top, end=addr, instructions=len(body),
+                                  ldl=sum("LDL" in t for t in body),
+                                  stl=sum("STL" in t for t in body)))
+    loops.sort(key=lambda lp: lp["end"] - lp["start"])
+    return loops
+
+
+def hopper_bwd_main(as_json: bool, only: str | None = None, spec: bool = False,
+                    loops: bool = False) -> None:
     """Compile the Gluon backward (dK/dV and dQ kernels) for sm_90: one line per kernel
     of each variant (JSON with --json)."""
     import json
@@ -370,7 +421,7 @@ def hopper_bwd_main(as_json: bool, only: str | None = None) -> None:
                                               dropout=name.endswith(" dropout"),
                                               ints=dict(nheads=2048 // hd, group=1,
                                                         tile_heads=1)
-                                              if " spec" in name else None)
+                                              if spec or " spec" in name else None)
         except Exception as exc:  # report every variant, then fail in the caller
             kernels = {kn: exc for kn in (("fused",) if cfg.fused else ("dkdv", "dq"))}
         for kname, k in kernels.items():
@@ -384,12 +435,18 @@ def hopper_bwd_main(as_json: bool, only: str | None = None) -> None:
                 rec.update(ok=True, regs=regs, spill_bytes=spills, smem=k.metadata.shared,
                            wgmma="wgmma.mma_async" in ptx, tma="cp.async.bulk.tensor" in ptx,
                            local=bool(re.search(r"\.local", ptx)))
+                if loops:
+                    rec["loops"] = sass_loops(k)
             if as_json:
                 print(json.dumps(rec), flush=True)
             elif rec["ok"]:
                 print(f"{rec['name']:<40} regs={rec['regs']:>4} "
                       f"spill_bytes={rec['spill_bytes']:>5} smem={rec['smem']:>6} "
                       f"wgmma={'yes' if rec['wgmma'] else 'NO'}  {cfg}", flush=True)
+                for lp in rec.get("loops", []):
+                    print(f"    loop {lp['start']:#x}-{lp['end']:#x}: {lp['instructions']} "
+                          f"instructions, {lp['ldl']} LDL / {lp['stl']} STL per iteration",
+                          flush=True)
             else:
                 print(f"{rec['name']:<40} FAILED {rec['error']}", flush=True)
 
@@ -409,9 +466,14 @@ def main():
     ap.add_argument("--variants", help="only variants whose name contains this text")
     ap.add_argument("--json", action="store_true",
                     help="with --hopper / --hopper-bwd: one JSON line each")
+    ap.add_argument("--spec", action="store_true",
+                    help="with --hopper-bwd: every variant with the ints a launch at the "
+                         "DESIGN.md shape specialises (MHA, 2048 / head_dim heads)")
+    ap.add_argument("--loops", action="store_true",
+                    help="with --hopper-bwd: spill reloads / stores per loop (nvdisasm)")
     args = ap.parse_args()
     if args.hopper_bwd:
-        return hopper_bwd_main(args.json, args.variants)
+        return hopper_bwd_main(args.json, args.variants, args.spec, args.loops)
     if args.hopper:
         return hopper_main(args.json, args.variants)
     import torch
