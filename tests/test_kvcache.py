@@ -69,7 +69,14 @@ def run_kvcache(batch, seqlen_q, seqlen_new, capacity, nheads, nheads_kv, head_d
         for i, up in ((1, True), (2, False)))
     assert torch.equal(caches[0][0], caches[1][0]), "appended K differs from the reference"
     assert torch.equal(caches[0][1], caches[1][1]), "appended V differs from the reference"
-    return [check_close("out", out, o64, olp), check_close("lse", lse, l64, llp)]
+    # fp32: each split's partial output is rescaled and added once more than the
+    # reference's single pass, about one rounding of the output per split; the fp32
+    # reference itself can land within an ulp of the truth (CPU-dependent: this case
+    # failed at 1.25x its bound on one machine and passed on another with the same code)
+    atol = 0.0
+    if dtype == torch.float32 and o64.numel():
+        atol = 2.0**-23 * (max(num_splits, 1) + 1) * float(o64.abs().max())
+    return [check_close("out", out, o64, olp, atol=atol), check_close("lse", lse, l64, llp)]
 
 
 def _counters_zero() -> bool:
