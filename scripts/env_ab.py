@@ -13,7 +13,10 @@ table at 4e10906 read those two cells 8-10% below the head-major table at 788744
         --head-dims 128 64 --seqlens 4096 8192 --causal 1 [--rounds 5] [--csv F]
 
 A variant is `VAR=VALUE[;VAR=VALUE...]`; an empty variant is the default (those
-variables unset).
+variables unset). `--nd` calls with deterministic=False. `--varlen` calls
+flash_attn_varlen_func instead, on packed sequences whose lengths are drawn uniformly
+from [seqlen / 2, seqlen] (seeded) up to the shape's 16k tokens, FLOPs counted per
+sequence.
 """
 
 import argparse
@@ -24,8 +27,8 @@ import statistics
 import torch
 import triton
 
-from flashtile import flash_attn_func
-from flashtile.bench.flops import attn_flops, paper_shape, tflops
+from flashtile import flash_attn_func, flash_attn_varlen_func
+from flashtile.bench.flops import BWD_FACTOR, attn_flops, attn_fwd_flops, paper_shape, tflops
 from flashtile.bench.harness import events_us
 
 
@@ -45,19 +48,51 @@ def apply(env: dict, names: set) -> None:
     os.environ.update(env)
 
 
-def ab_shape(shape, variants, labels, names, rounds, rows) -> None:
+def _lengths(shape) -> list[int]:
+    """Sequence lengths uniform in [seqlen / 2, seqlen] until the shape's tokens are used."""
+    gen = torch.Generator().manual_seed(shape.seqlen)
+    total, lens = shape.batch * shape.seqlen, []
+    while sum(lens) < total:
+        n = int(torch.randint(shape.seqlen // 2, shape.seqlen + 1, (1,), generator=gen))
+        lens.append(min(n, total - sum(lens)))
+    return lens
+
+
+def ab_shape(shape, variants, labels, names, rounds, rows, nd=False, varlen=False) -> None:
     """Time one shape's variants in interleaved rounds; print the medians, append rows."""
     causal = shape.causal
     torch.manual_seed(0)
-    q, k, v, dout = (torch.randn(shape.batch, shape.seqlen, shape.nheads, shape.head_dim,
-                                 device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    kw = dict(causal=causal, deterministic=False) if nd else dict(causal=causal)
+    if varlen:
+        lens = _lengths(shape)
+        tokens = sum(lens)
+        q, k, v, dout = (torch.randn(tokens, shape.nheads, shape.head_dim, device="cuda",
+                                     dtype=torch.bfloat16) for _ in range(4))
+        cu = torch.tensor([0] + lens, device="cuda").cumsum(0).to(torch.int32)
+        kw.pop("deterministic", None)  # (the varlen backward has no racing mode)
+
+        def attn(q_, k_, v_):
+            return flash_attn_varlen_func(q_, k_, v_, cu, cu, max(lens), max(lens), **kw)
+
+        fwd = sum(attn_fwd_flops(1, shape.nheads, n, n, shape.head_dim, causal) for n in lens)
+        flops = {"fwd+bwd": (1.0 + BWD_FACTOR) * fwd, "bwd": BWD_FACTOR * fwd}
+        label = f"varlen {len(lens)} seqs {min(lens)}-{max(lens)} H{shape.nheads} D{shape.head_dim}"
+    else:
+        q, k, v, dout = (torch.randn(shape.batch, shape.seqlen, shape.nheads, shape.head_dim,
+                                     device="cuda", dtype=torch.bfloat16) for _ in range(4))
+
+        def attn(q_, k_, v_):
+            return flash_attn_func(q_, k_, v_, **kw)
+
+        flops = {"fwd+bwd": attn_flops(shape, "fwd_bwd"), "bwd": attn_flops(shape, "bwd")}
+        label = shape.label() + (" nd" if nd else "")
     q, k, v = (t.requires_grad_(True) for t in (q, k, v))
 
     def fwd_bwd():
-        o = flash_attn_func(q, k, v, causal=causal)
+        o = attn(q, k, v)
         torch.autograd.grad(o, (q, k, v), dout)
 
-    out = flash_attn_func(q, k, v, causal=causal)
+    out = attn(q, k, v)
 
     def bwd():
         torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
@@ -80,8 +115,7 @@ def ab_shape(shape, variants, labels, names, rounds, rows) -> None:
                     fn, warmup=5, rep=40, return_mode="median"))
                 times[i, m, "noflush"].append(events_us(fn, 20) / 1e3)
     apply({}, names)
-    flops = {"fwd+bwd": attn_flops(shape, "fwd_bwd"), "bwd": attn_flops(shape, "bwd")}
-    print(f"\n{shape.label()} causal={int(causal)} gradients "
+    print(f"\n{label} causal={int(causal)} gradients "
           f"{'bitwise equal' if same else 'DIFFER'} across variants")
     for m in fns:
         for t in ("flush", "noflush"):
@@ -91,7 +125,7 @@ def ab_shape(shape, variants, labels, names, rounds, rows) -> None:
                 tf = tflops(flops[m], ms)
                 d = f" ({(med[0] / ms - 1) * 100:+.1f}%)" if i else ""
                 cells.append(f"{ms:.3f} ms {tf:.1f} TF{d}")
-                rows.append(dict(shape=shape.label(), causal=int(causal), variant=labels[i],
+                rows.append(dict(shape=label, causal=int(causal), variant=labels[i],
                                  measure=m, timing=t, ms=round(ms, 5), tflops=round(tf, 2),
                                  spread=round(max(times[i, m, t]) - min(times[i, m, t]), 5)))
             print(f"  {m:<8} {t:<8} " + " | ".join(cells))
@@ -105,6 +139,9 @@ def main(argv=None) -> int:
     p.add_argument("--causal", type=int, nargs="+", default=[1])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--csv")
+    p.add_argument("--nd", action="store_true", help="deterministic=False calls")
+    p.add_argument("--varlen", action="store_true",
+                   help="flash_attn_varlen_func on packed sequences of seqlen / 2 .. seqlen")
     args = p.parse_args(argv)
     labels = args.ab.split("|")
     variants = [parse_variant(v) for v in labels]
@@ -116,7 +153,7 @@ def main(argv=None) -> int:
         for seqlen in args.seqlens:
             for causal in map(bool, args.causal):
                 ab_shape(paper_shape(seqlen, head_dim, causal), variants, labels, names,
-                         args.rounds, rows)
+                         args.rounds, rows, args.nd, args.varlen)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -1,0 +1,28 @@
+# gpu_check.sh suite "s29a" (sourced; $out, $commit, ft() and status are set)
+# Written at the end of session 28 (no device time left) for the next session.
+# 1. deterministic=False at hd 128 causal from 4k keys now takes the fixed-point
+#    one-kernel backward (9ccf488, CPU-tested dispatch): GPU tests through the public
+#    API, and an A/B against the two kernels it replaced (FLASHTILE_HOPPER_BWD_REDUCE_FIXED=0
+#    sends it back). Prediction: +2-8% backward at 4k / 16k, as the deterministic path
+#    measured in s28c (the same kernel).
+# 2. hd 64 varlen backward: `compile_sm90.py --hopper-bwd --spec --loops` shows the
+#    dK/dV kernel capped at 168 registers (the dense tiles' cap) reloading 4-5 spilled
+#    values per step non-causal, 5 + 14 in the causal band, 30-38 with a window; uncapped
+#    (max_regs=none) none. GPU tests with it forced, then the A/B through
+#    flash_attn_varlen_func (scripts/env_ab.py --varlen; sequences of 8k-16k / 16k-32k,
+#    where the Gluon varlen backward runs). Prediction: -5% to +10% backward (the spills
+#    go, but 2 programs per SM instead of 3).
+# 3. tests/test_kvcache.py on the GPU (the fp32 bound changed in 55ead43).
+source scripts/suites/lib/steps.sh
+gpu_pytest pytest_nd_public 150 4 6 tests/test_hopper_bwd_reduce.py -k "public or default_config"
+timeout 150 python3 scripts/env_ab.py --nd --ab "|FLASHTILE_HOPPER_BWD_REDUCE_FIXED=0" \
+  --head-dims 128 --seqlens 4096 16384 --causal 1 --rounds 3 \
+  --csv "$out/nd_causal_ab.csv" >"$out/nd_causal_ab.log" 2>&1 || status=1
+grep -vE "^\s*$" "$out/nd_causal_ab.log" | cut -c1-200
+FLASHTILE_HOPPER_BWD_OVERRIDES=max_regs=none gpu_pytest pytest_varlen64_uncapped 200 4 6 \
+  tests/test_varlen.py -k "64"
+timeout 200 python3 scripts/env_ab.py --varlen --ab "|FLASHTILE_HOPPER_BWD_OVERRIDES=max_regs=none" \
+  --head-dims 64 --seqlens 16384 32768 --causal 0 1 --rounds 3 \
+  --csv "$out/varlen64_cap_ab.csv" >"$out/varlen64_cap_ab.log" 2>&1 || status=1
+grep -vE "^\s*$" "$out/varlen64_cap_ab.log" | cut -c1-200
+gpu_pytest pytest_kvcache 150 4 4 tests/test_kvcache.py
