@@ -216,7 +216,7 @@ def hopper_variants():
                        "softcap")
 
 
-def hopper_main(as_json: bool, only: str | None = None) -> None:
+def hopper_main(as_json: bool, only: str | None = None, loops: bool = False) -> None:
     """Compile the Gluon forward for sm_90: one line per variant (JSON with --json)."""
     import json
 
@@ -246,6 +246,8 @@ def hopper_main(as_json: bool, only: str | None = None) -> None:
                        scratch=getattr(k.metadata, "global_scratch_size", 0),
                        nreg=sorted({int(n) for n in re.findall(r"setmaxnreg\.\w+\.sync\.aligned"
                                                                r"\.u32\s+(\d+)", ptx)}))
+            if loops:
+                rec["loops"] = sass_loops(k)
         except Exception as exc:  # report every variant, then fail in the caller
             rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[-4000:])
         if as_json:
@@ -256,6 +258,10 @@ def hopper_main(as_json: bool, only: str | None = None) -> None:
                   f"spill_bytes={rec['spill_bytes']:>5} smem={rec['smem']:>6} "
                   f"wgmma={'yes' if rec['wgmma'] else 'NO'} warps={rec['warps']} "
                   f"setmaxnreg={rec['nreg']}", flush=True)
+            for lp in rec.get("loops", []):
+                print(f"    loop {lp['start']:#x}-{lp['end']:#x}: {lp['instructions']} "
+                      f"instructions, {lp['ldl']} LDL / {lp['stl']} STL per iteration",
+                      flush=True)
         else:
             print(f"{name:<36} FAILED {rec['error']}", flush=True)
 
@@ -470,12 +476,13 @@ def main():
                     help="with --hopper-bwd: every variant with the ints a launch at the "
                          "DESIGN.md shape specialises (MHA, 2048 / head_dim heads)")
     ap.add_argument("--loops", action="store_true",
-                    help="with --hopper-bwd: spill reloads / stores per loop (nvdisasm)")
+                    help="with --hopper / --hopper-bwd: spill reloads / stores per loop "
+                         "(nvdisasm)")
     args = ap.parse_args()
     if args.hopper_bwd:
         return hopper_bwd_main(args.json, args.variants, args.spec, args.loops)
     if args.hopper:
-        return hopper_main(args.json, args.variants)
+        return hopper_main(args.json, args.variants, args.loops)
     import torch
 
     dev = torch.device("cuda")  # only used as a key: configs treat it as sm_90 below
