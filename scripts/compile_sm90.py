@@ -339,11 +339,12 @@ def hopper_bwd_variants():
                 # deterministic: fixed-point adds into int32 (ops/fixed_dq.py)
                 fixed = configs.hopper_bwd_reduce_config(hd, causal, 4096, fixed=True)
                 yield f"{tag} bfloat16 reduce fixed", hd, causal, torch.bfloat16, fixed
-                if causal:  # with the ints a launch at the DESIGN.md shape specialises
-                    # (" spec"): as shipped (hd 128: one loop, the mask behind a band
-                    # branch), and one loop masking every step (HopperBwdConfig.one_loop)
-                    yield (f"{tag} bfloat16 reduce fixed spec", hd, causal, torch.bfloat16,
-                           fixed)
+                # with the ints a launch at the DESIGN.md shape specialises (" spec"): as
+                # shipped (causal hd 128: one loop, the mask behind a band branch), and
+                # causal with one loop masking every step (HopperBwdConfig.one_loop)
+                yield (f"{tag} bfloat16 reduce fixed spec", hd, causal, torch.bfloat16,
+                       fixed)
+                if causal:
                     yield (f"{tag} bfloat16 reduce fixed one-loop spec", hd, causal,
                            torch.bfloat16, dataclasses.replace(fixed, one_loop=1))
                 if not causal:
