@@ -323,6 +323,11 @@ def hopper_bwd_variants():
                 # a softcap (SOFTCAP, on by default), on its own tiles
                 yield (f"{tag} bfloat16 softcap", hd, causal, torch.bfloat16,
                        configs.hopper_bwd_config(hd, causal, 4096, softcap=True))
+                if not causal:  # 1 - t^2 folded into P^T early (HopperBwdConfig.
+                    # softcap_fold, opt-in), with the launch's ints: no spills
+                    yield (f"{tag} bfloat16 softcap fold spec", hd, causal, torch.bfloat16,
+                           dataclasses.replace(configs.hopper_bwd_config(
+                               hd, causal, 4096, softcap=True), softcap_fold=True))
                 # dropout read from the forward's bit words (DROPOUT)
                 yield (f"{tag} bfloat16 dropout", hd, causal, torch.bfloat16,
                        configs.hopper_bwd_config(hd, causal, 4096, dropout=True))
@@ -424,7 +429,8 @@ def hopper_bwd_main(as_json: bool, only: str | None = None, spec: bool = False,
                                               deterministic=" racing" not in name,
                                               varlen=name.endswith(" varlen"),
                                               window=" window" in name,
-                                              softcap=name.endswith(" softcap"),
+                                              softcap=name.endswith(" softcap")
+                                              or " softcap fold" in name,
                                               dropout=name.endswith(" dropout"),
                                               ints=dict(nheads=2048 // hd, group=1,
                                                         tile_heads=1)

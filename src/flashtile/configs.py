@@ -495,6 +495,12 @@ class HopperBwdConfig:
     # hd 128 reloads 25 spilled values (wgmma descriptors) in every unmasked step
     # (nvdisasm, session 28); one loop has none (1) or 2 (2)
     one_loop: int = 0
+    # softcap: dS^T's factor 1 - t^2 folded into P^T right after the dV GEMM's operand is
+    # taken, so one fp32 tile (P^T o (1 - t^2)) stays live across that GEMM instead of
+    # two (P^T, 1 - t^2). Launch-specialised sm_90 builds at hd 128 (session 28): the
+    # two-kernel dK/dV kernel's 6 reloads per step go to 0, the one-kernel's 26 to 1
+    # (non-causal); causal 30 -> 7, and 33 -> 15 with one loop. Opt-in until measured
+    softcap_fold: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

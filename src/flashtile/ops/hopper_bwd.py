@@ -469,6 +469,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         flag = dict(flag, TILE_MAJOR=True, tile_heads=cfg.tile_heads or batch * nheads)
     if cfg.one_loop and causal:
         dkdv_flag["ONE_LOOP"] = cfg.one_loop
+    if cfg.softcap_fold and softcap:
+        dkdv_flag["CAP_FOLD"] = True
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
         launch(
             _bwd_dkdv_kernel, (triton.cdiv(rows_k, cfg.block_n), batch * key_heads), q.device,
@@ -1038,7 +1040,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                DQ_REDUCE: gl.constexpr = False, dq_scale=1.0, dql=0,
                DQ_LATE: gl.constexpr = False, DQ_ORDERED: gl.constexpr = False,
                DQ_FIXED: gl.constexpr = False, BAND_BRANCH: gl.constexpr = False,
-               n_band=0):
+               n_band=0, CAP_FOLD: gl.constexpr = False):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     DQ_REDUCE (``dqr`` = (dS^T tile, fp32 dQ staging tile, dQ accumulator descriptor)):
@@ -1069,7 +1071,9 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     D_SPLIT > 1: dK, dV hold columns [HALF * HEAD_DIM / D_SPLIT, ...) only; S^T and dP^T
     still use the whole head dim.
     BAND_BRANCH (HopperBwdConfig.one_loop = 2): MASKED steps apply the causal mask only
-    when the step is one of the first ``n_band`` (the diagonal band)."""
+    when the step is one of the first ``n_band`` (the diagonal band).
+    CAP_FOLD (HopperBwdConfig.softcap_fold): with SOFTCAP, dS^T = (P^T o (1 - t^2)) o
+    (dP^T - delta), the product taken before the dV GEMM instead of after dP^T."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
                                                  k_width=2)
@@ -1126,6 +1130,8 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     if DROPOUT:  # P^T o M unscaled: dV and dK take 1 / (1 - p) at the end
         keep = bits_masks_t(words, s_layout)
         p_op = gl.convert_layout(dropped(p_t, keep).to(q_buf.dtype), a_layout)
+    if SOFTCAP and CAP_FOLD:  # only dS^T reads P^T from here on: 1 - t^2 folded in now,
+        p_t = p_t * grad_t  # so one fp32 tile stays live across the dV GEMM, not two
     if D_SPLIT > 1:  # this launch's column block of dO and Q (B operands of dV, dK)
         ACC_DIM: gl.constexpr = HEAD_DIM // D_SPLIT
         do_b = do_buf.slice(HALF * ACC_DIM, ACC_DIM, dim=1)
@@ -1148,7 +1154,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         dp_t = dropped(dp_t, keep)
         delta = delta * (1.0 / keep_scale)
     ds_t = p_t * (dp_t - delta[None, :])
-    if SOFTCAP:
+    if SOFTCAP and not CAP_FOLD:
         ds_t = ds_t * grad_t
     ds_lp = ds_t.to(q_buf.dtype)
     ds_op = gl.convert_layout(ds_lp, a_layout)
@@ -1356,6 +1362,7 @@ def _bwd_dkdv_kernel(
     TILE_MAJOR: gl.constexpr = False,  # HopperBwdConfig.tile_major: launch order in
     tile_heads=1,  # blocks of this many heads (_tile_ids)
     ONE_LOOP: gl.constexpr = 0,  # HopperBwdConfig.one_loop (causal, no window)
+    CAP_FOLD: gl.constexpr = False,  # HopperBwdConfig.softcap_fold
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -1450,7 +1457,7 @@ def _bwd_dkdv_kernel(
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED, DQ_FIXED)
+                DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD)
         for j in range(n_sep, n_mid):
             dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
@@ -1459,7 +1466,7 @@ def _bwd_dkdv_kernel(
                 NUM_STAGES, ONE, PREFETCH, D_SPLIT, HALF, True, 0, False, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED, DQ_FIXED, ONE and ONE_LOOP == 2, n_band)
+                DQ_ORDERED, DQ_FIXED, ONE and ONE_LOOP == 2, n_band, CAP_FOLD)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
@@ -1470,7 +1477,7 @@ def _bwd_dkdv_kernel(
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED, DQ_FIXED)
+                DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD)
 
     if DQ_LATE:  # the last step's dQ (n_iter >= 1)
         pend = _late_reduce(dql, dqr, dq_scale, b, nheads, BLOCK_M, HEAD_DIM, DQ_ORDERED)
@@ -2121,6 +2128,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                 constexprs["TILE_MAJOR"] = True
             if name == "dkdv":
                 constexprs["ONE_LOOP"] = cfg.one_loop if causal else 0
+                constexprs["CAP_FOLD"] = bool(cfg.softcap_fold and softcap)
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
         ptrs = [n for n in ("Q", "K", "V", "DO", "DQ", "DK", "DV", "CU_Q", "CU_K")
                 if n in kernel.arg_names]
