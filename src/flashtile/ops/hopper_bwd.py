@@ -628,10 +628,11 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int,
     FLASHTILE_HOPPER_BWD_OVERRIDES="max_regs=none,..." replaces fields of either, for A/B
     runs of whole models (configs.parse_overrides). Memoised per environment value, as
     hopper_fwd.default_config."""
+    fmode = "off" if dropout else fixed_mode()
+    fixed_auto = fmode == "auto" and configs.hopper_bwd_fixed_preferred(
+        head_dim, causal, seqlen_k, masked=window or softcap)
     if deterministic:  # fixed-point adds (reduce_fixed), else the ordered adds
-        fmode = "off" if dropout else fixed_mode()
-        fixed = fmode == "on" or (fmode == "auto" and configs.hopper_bwd_fixed_preferred(
-            head_dim, causal, seqlen_k, masked=window or softcap))
+        fixed = fmode == "on" or fixed_auto
         mode = "off" if dropout or causal or not ordered else ordered_mode()
         reduce = fixed or mode == "on" or (
             mode == "auto" and configs.hopper_bwd_ordered_preferred(head_dim, causal, seqlen_k))
@@ -642,9 +643,7 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int,
         # where the racing adds are not preferred but the fixed-point ones are (causal at
         # hd 128 since session 28), the fixed-point kernel: faster than two kernels, and
         # repeatable as a bonus
-        fixed = (not reduce and mode == "auto" and not dropout and fixed_mode() == "auto"
-                 and configs.hopper_bwd_fixed_preferred(head_dim, causal, seqlen_k,
-                                                        masked=window or softcap))
+        fixed = not reduce and mode == "auto" and fixed_auto
         reduce = reduce or fixed
     return _default_config(head_dim, causal, seqlen_k, group,
                            os.environ.get(FUSED_ENV_VAR) == "1",
@@ -697,20 +696,16 @@ def _row_delta(DELTA, bh, rows, seqlen_q, stride):
 @gluon.jit
 def _probs_t(s_t, lse2, keys, rows, diag, qk_scale, dtype: gl.constexpr,
              a_layout: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr = True,
-             left=0, HAS_LEFT: gl.constexpr = False, BAND_BRANCH: gl.constexpr = False,
-             band=True):
+             left=0, HAS_LEFT: gl.constexpr = False, band=True):
     """P^T = exp2(S^T * qk_scale - lse2) of a key tile's scores (when MASKED: zero above
     the causal diagonal, the band tiles, and with HAS_LEFT more than ``left`` keys left
     of it, a sliding window's far edge), in fp32 and as the ``dtype`` register A operand
-    of the dV wgmma (``a_layout``). BAND_BRANCH: the causal mask only where the runtime
-    ``band`` holds. Shared by the key-tile kernels' steps."""
+    of the dV wgmma (``a_layout``). ``band``: a runtime flag puts the causal mask behind a
+    branch (HopperBwdConfig.one_loop = 2). Shared by the key-tile kernels' steps."""
     p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
     if MASKED:
         if CAUSAL:
-            if BAND_BRANCH:
-                if band:
-                    p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
-            else:
+            if band:
                 p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
         if HAS_LEFT:
             p_t = gl.where(keys[:, None] >= rows[None, :] + diag - left, p_t, 0.0)
@@ -1125,8 +1120,11 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     if SOFTCAP:  # scores tanh(s * cap_scale) (qk_scale: softcap * log2 e); ds/ds_raw = 1 - t^2
         s_t = tanh_f32(s_t * cap_scale, True)
         grad_t = 1.0 - s_t * s_t
+    band = True  # (a constant: the mask, where MASKED, on every step)
+    if BAND_BRANCH:
+        band = sj < n_band
     p_t, p_op = _probs_t(s_t, lse2, keys, rows, diag, qk_scale, q_buf.dtype, a_layout,
-                         MASKED, CAUSAL, left, HAS_LEFT, BAND_BRANCH, sj < n_band)
+                         MASKED, CAUSAL, left, HAS_LEFT, band)
     if DROPOUT:  # P^T o M unscaled: dV and dK take 1 / (1 - p) at the end
         keep = bits_masks_t(words, s_layout)
         p_op = gl.convert_layout(dropped(p_t, keep).to(q_buf.dtype), a_layout)
