@@ -14,9 +14,10 @@ table at 4e10906 read those two cells 8-10% below the head-major table at 788744
 
 A variant is `VAR=VALUE[;VAR=VALUE...]`; an empty variant is the default (those
 variables unset). `--nd` calls with deterministic=False, `--softcap X` with a softcap.
-`--varlen` calls flash_attn_varlen_func instead, on packed sequences whose lengths are
-drawn uniformly from [seqlen / 2, seqlen] (seeded) up to the shape's 16k tokens, FLOPs
-counted per sequence.
+`--varlen` calls flash_attn_varlen_func instead, on packed sequences whose lengths
+`flashtile bench --suite varlen`'s draw_lengths picks (the first seqlen long, the rest
+log-uniform in [seqlen / 2, seqlen], seeded) up to the shape's 16k tokens, FLOPs counted
+per sequence.
 """
 
 import argparse
@@ -30,6 +31,7 @@ import triton
 from flashtile import flash_attn_func, flash_attn_varlen_func
 from flashtile.bench.flops import BWD_FACTOR, attn_flops, attn_fwd_flops, paper_shape, tflops
 from flashtile.bench.harness import events_us
+from flashtile.bench.varlen import draw_lengths
 
 
 def parse_variant(text: str) -> dict:
@@ -48,16 +50,6 @@ def apply(env: dict, names: set) -> None:
     os.environ.update(env)
 
 
-def _lengths(shape) -> list[int]:
-    """Sequence lengths uniform in [seqlen / 2, seqlen] until the shape's tokens are used."""
-    gen = torch.Generator().manual_seed(shape.seqlen)
-    total, lens = shape.batch * shape.seqlen, []
-    while sum(lens) < total:
-        n = int(torch.randint(shape.seqlen // 2, shape.seqlen + 1, (1,), generator=gen))
-        lens.append(min(n, total - sum(lens)))
-    return lens
-
-
 def ab_shape(shape, variants, labels, names, rounds, rows, nd=False, varlen=False,
              softcap=0.0) -> None:
     """Time one shape's variants in interleaved rounds; print the medians, append rows."""
@@ -67,7 +59,8 @@ def ab_shape(shape, variants, labels, names, rounds, rows, nd=False, varlen=Fals
     if softcap:
         kw["softcap"] = softcap
     if varlen:
-        lens = _lengths(shape)
+        lens = draw_lengths(shape.batch * shape.seqlen, shape.seqlen, seed=shape.seqlen,
+                            min_len=shape.seqlen // 2)
         tokens = sum(lens)
         q, k, v, dout = (torch.randn(tokens, shape.nheads, shape.head_dim, device="cuda",
                                      dtype=torch.bfloat16) for _ in range(4))

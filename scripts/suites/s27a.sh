@@ -17,19 +17,5 @@
 source scripts/suites/lib/steps.sh
 gpu_pytest pytest_s27a 150 4 8 tests/test_hopper_bwd_reduce.py tests/test_fixed_dq.py \
   -k "fixed or bounds or dequantize or public"
-FLASHTILE_HOPPER_BWD=1 FLASHTILE_HOPPER_BWD_REDUCE_FIXED=1 timeout 120 python3 - >"$out/validate_fixed.log" 2>&1 <<'PY' || status=1
-import torch
-from flashtile.validate import case_grid, run_case, with_
-cases = [with_(c, batch=2) for c in case_grid(full=False) if c.head_dim in (64, 128)]
-bad = 0
-for c in cases:
-    r = run_case(c, torch.device("cuda"))
-    bad += not r.ok
-    print(c.name, "ok" if r.ok else "FAILED " + r.summary(), flush=True)
-print(f"covering grid, hd 64 / 128, fixed-point dQ forced: {len(cases) - bad} passed, "
-      f"{bad} failed")
-raise SystemExit(1 if bad else 0)
-PY
-grep -E "FAILED" "$out/validate_fixed.log" | head -5
-tail -n 1 "$out/validate_fixed.log"
+FLASHTILE_HOPPER_BWD=1 FLASHTILE_HOPPER_BWD_REDUCE_FIXED=1 validate_covering_tail validate_fixed 120 1 64,128
 source scripts/suites/perf.sh

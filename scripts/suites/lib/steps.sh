@@ -16,25 +16,30 @@ validate_covering() {
     || status=1
   tr '\r' '\n' <"$out/$1.log" | grep -v "it/s\]$" | tail -n 3
 }
-# validate_covering_tail LOG LIMIT FIRST: the covering grid's cases from FIRST (1-based) on,
-# as `flashtile validate --grid covering` runs them (batch 2), log $out/LOG.log: the rest of
-# a run its time limit cut; prints the count line.
+# validate_covering_tail LOG LIMIT FIRST [HEAD_DIMS]: the covering grid's cases from FIRST
+# (1-based) on, as `flashtile validate --grid covering` runs them (batch 2), log
+# $out/LOG.log: the rest of a run its time limit cut, or (HEAD_DIMS, e.g. "64,128") only
+# those head dims' cases; environment variables set on the call (a forced path) reach
+# the cases. Prints the failures (5 at most) and the count line.
 validate_covering_tail() {
-  timeout "$2" python3 - "$3" >"$out/$1.log" 2>&1 <<'PY' || status=1
+  timeout "$2" python3 - "$3" "${4:-}" >"$out/$1.log" 2>&1 <<'PY' || status=1
 import sys
 import torch
 from flashtile.validate import case_grid, run_case, with_
 first = int(sys.argv[1])
+dims = {int(d) for d in sys.argv[2].split(",") if d}
 cases = [with_(c, batch=2) for c in case_grid(full=False)][first - 1:]
+cases = [c for c in cases if not dims or c.head_dim in dims]
 bad = 0
 for c in cases:
     r = run_case(c, torch.device("cuda"))
     bad += not r.ok
     print(c.name, "ok" if r.ok else "FAILED " + r.summary(), flush=True)
-print(f"covering grid cases {first}-{first - 1 + len(cases)}: {len(cases) - bad} passed, "
-      f"{bad} failed")
+what = f"hd {sys.argv[2]}" if dims else f"cases {first}-{first - 1 + len(cases)}"
+print(f"covering grid {what}: {len(cases) - bad} passed, {bad} failed")
 raise SystemExit(1 if bad else 0)
 PY
+  grep -E "FAILED" "$out/$1.log" | head -5
   tail -n 1 "$out/$1.log"
 }
 # dropout_gpu_tests: the dropout GPU tests of sessions 18-19: the Gluon forward's
