@@ -8,6 +8,8 @@ alone (benchmarks/results.md, session 4).
 (session 9: also the varlen bench's dense baseline at 640 tokens, hd 128, which read
 94-125 TFLOPS forward+backward where its kernels bench at ~260.)
 
+Session 29: the kernels as one line each (GPU us per call), none left out.
+
 Session 10: per shape also the host's own time per forward+backward call (perf_counter
 around 50 calls, no sync) and a cProfile of 20 calls by own time: where the host time of
 the short, launch-bound shapes goes on the GPU machine's CPU.
@@ -44,9 +46,19 @@ def main() -> None:
             torch.cuda.synchronize()
         print(f"B{batch} S{seqlen} H{heads} D{head_dim} causal={causal}: "
               f"fwd {f * 1e3:.0f} us, fwd+bwd {fb * 1e3:.0f} us")
-        print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=8,
-                                        max_name_column_width=50))
+        print_kernels(prof, calls=3)
         host_profile(be.fwd_bwd)
+
+
+def print_kernels(prof, calls: int) -> None:
+    """One line per GPU kernel: its name, GPU microseconds per fwd+bwd call, launches
+    per call, most expensive first (small kernels included: no row limit)."""
+    rows = [(e.self_device_time_total / calls, e.count / calls, e.key)
+            for e in prof.key_averages() if e.self_device_time_total > 0]
+    total = sum(r[0] for r in rows)
+    for us, n, name in sorted(rows, reverse=True):
+        print(f"  {us:9.1f} us {us / total * 100:5.1f}%  x{n:g}  {name[:90]}")
+    print(f"  {total:9.1f} us in kernels per fwd+bwd")
 
 
 def host_profile(fn, calls: int = 50, profiled: int = 20, top: int = 22) -> None:

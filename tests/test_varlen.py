@@ -266,18 +266,18 @@ def test_hopper_varlen_bwd_window_launch(monkeypatch):
 
 def test_hopper_varlen_bwd_threshold():
     """configs.hopper_varlen_bwd_preferred as measured: from 8k everywhere, causal from
-    4k, from 2k at hd 128 non-causal."""
+    4k (from 2k at hd 64), from 2k at hd 128 non-causal."""
     long_ = configs.HOPPER_VARLEN_MIN_SEQLEN
     for d in (64, 128):
         for causal in (False, True):
             assert configs.hopper_varlen_bwd_preferred(d, causal, long_)
             assert not configs.hopper_varlen_bwd_preferred(d, causal, 2047)
             assert configs.hopper_varlen_bwd_preferred(d, causal, 2048) == (
-                d == 128 and not causal)
+                (d == 128) != causal)
             assert configs.hopper_varlen_bwd_preferred(d, causal, 4096) == (
                 causal or d == 128)
             assert configs.hopper_varlen_bwd_preferred(d, causal, 4095) == (
-                d == 128 and not causal)
+                (d == 128) != causal)
 
 
 def test_hopper_varlen_threshold():

@@ -368,6 +368,14 @@ HOPPER_VARLEN_MIN_SEQLEN = 8192
 # Between 4k and 8k not measured: the Gluon kernels from 4k where 4k measured them ahead.
 HOPPER_VARLEN_HD128_MIN_SEQLEN = 4096
 HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN = 4096
+# ... and at hd 64 causal from 2k. `s29a` (13913a2, scripts/env_ab.py --varlen through
+# flash_attn_varlen_func, 11 sequences of 200-2048 tokens, 32 heads, three interleaved
+# rounds): the Gluon varlen backward forced against the portable default, backward
+# +22.2% / +22.1% (L2 flushed / not), forward+backward +18.3% / +15.5%; s25d had it
+# +11% / +7% (two runs); 30970b9 (session 9, an older Gluon backward) had it losing
+# (146.3 / 174.8). Non-causal hd 64 at 2k stayed behind (-2% to -6%). Below 2k not
+# measured.
+HOPPER_VARLEN_BWD_CAUSAL_HD64_MIN_SEQLEN = 2048
 
 
 def hopper_varlen_preferred(max_seqlen_q: int, head_dim: int | None = None) -> bool:
@@ -379,14 +387,16 @@ def hopper_varlen_preferred(max_seqlen_q: int, head_dim: int | None = None) -> b
 
 
 def hopper_varlen_bwd_preferred(head_dim: int, causal: bool, max_seqlen_q: int) -> bool:
-    """The Gluon varlen backward: from HOPPER_VARLEN_MIN_SEQLEN, causal from
-    HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN (`s25d`, above), and at hd 128 non-causal from 2k,
+    """The Gluon varlen backward: from HOPPER_VARLEN_MIN_SEQLEN; causal from
+    HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN (`s25d`, above), at hd 64 from
+    HOPPER_VARLEN_BWD_CAUSAL_HD64_MIN_SEQLEN (`s29a`); at hd 128 non-causal from 2k,
     where it won both runs (Gluon / portable varlen backward, forward+backward TFLOPS at
     2k-long sequences: 308.0 / 264.5 at 30970b9, 305.0 / 261.1 at 2b1077d; hd 128 causal
-    150.6 / 185.8 and 182.9 / 186.1, hd 64 lost both times). Below 2k not measured."""
+    150.6 / 185.8 and 182.9 / 186.1, hd 64 non-causal lost both times). Below 2k not measured."""
     if head_dim == 128 and not causal and max_seqlen_q >= 2048:
         return True
-    if causal and max_seqlen_q >= HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN:
+    if causal and max_seqlen_q >= (HOPPER_VARLEN_BWD_CAUSAL_HD64_MIN_SEQLEN if head_dim == 64
+                                   else HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN):
         return True
     return hopper_varlen_preferred(max_seqlen_q)
 
