@@ -323,11 +323,11 @@ def hopper_bwd_variants():
                 # a softcap (SOFTCAP, on by default), on its own tiles
                 yield (f"{tag} bfloat16 softcap", hd, causal, torch.bfloat16,
                        configs.hopper_bwd_config(hd, causal, 4096, softcap=True))
-                if not causal:  # 1 - t^2 folded into P^T early (HopperBwdConfig.
-                    # softcap_fold, opt-in), with the launch's ints: no spills
-                    yield (f"{tag} bfloat16 softcap fold spec", hd, causal, torch.bfloat16,
-                           dataclasses.replace(configs.hopper_bwd_config(
-                               hd, causal, 4096, softcap=True), softcap_fold=True))
+                # 1 - t^2 folded into P^T early (HopperBwdConfig.softcap_fold), with the
+                # launch's ints
+                yield (f"{tag} bfloat16 softcap fold spec", hd, causal, torch.bfloat16,
+                       dataclasses.replace(configs.hopper_bwd_config(
+                           hd, causal, 4096, softcap=True), softcap_fold=True))
                 # dropout read from the forward's bit words (DROPOUT)
                 yield (f"{tag} bfloat16 dropout", hd, causal, torch.bfloat16,
                        configs.hopper_bwd_config(hd, causal, 4096, dropout=True))

@@ -171,10 +171,19 @@ def test_default_config_fixed(monkeypatch):
     assert not hopper_bwd.default_config(128, True, 16384, deterministic=False,
                                          window=True).dq_reduce
     assert not hopper_bwd.default_config(128, True, 2048, deterministic=False).dq_reduce
-    for causal in (False, True):  # windows / softcaps keep two kernels (their one-kernel
-        for kw in (dict(window=True), dict(softcap=True)):  # builds spill, session 28)
-            got = hopper_bwd.default_config(128, causal, 16384, **kw)
-            assert not got.dq_reduce, (causal, kw, got)
+    for causal in (False, True):  # windows keep two kernels (their one-kernel builds
+        got = hopper_bwd.default_config(128, causal, 16384, window=True)  # spill)
+        assert not got.dq_reduce, (causal, got)
+    # softcaps (session 29, s29b): 1 - t^2 folded into P^T at hd 128 on either kernel; the
+    # fixed-point kernel non-causal from 4k keys, causal from FIXED_SOFTCAP_CAUSAL_MIN_SEQLEN
+    low = configs.FIXED_SOFTCAP_CAUSAL_MIN_SEQLEN
+    for causal, seqlen, one in ((False, 4096, True), (False, 2048, False), (True, low, True),
+                                (True, low - 1, False), (True, 16384, True)):
+        got = hopper_bwd.default_config(128, causal, seqlen, softcap=True)
+        assert got.softcap_fold and got.dq_reduce == one == got.reduce_fixed, (causal, seqlen,
+                                                                               got)
+    assert not hopper_bwd.default_config(64, False, 16384, softcap=True).softcap_fold
+    assert not hopper_bwd.default_config(128, False, 16384).softcap_fold
     monkeypatch.setenv(hopper_bwd.FIXED_ENV_VAR, "0")
     assert hopper_bwd.default_config(128, False, 16384) == configs.hopper_bwd_config(
         128, False, 16384)

@@ -265,19 +265,19 @@ def test_hopper_varlen_bwd_window_launch(monkeypatch):
 
 
 def test_hopper_varlen_bwd_threshold():
-    """configs.hopper_varlen_bwd_preferred as measured: from 8k everywhere, causal from
-    4k (from 2k at hd 64), from 2k at hd 128 non-causal."""
+    """configs.hopper_varlen_bwd_preferred as measured: from 8k everywhere, causal and
+    at hd 128 non-causal from 2k."""
     long_ = configs.HOPPER_VARLEN_MIN_SEQLEN
     for d in (64, 128):
         for causal in (False, True):
             assert configs.hopper_varlen_bwd_preferred(d, causal, long_)
             assert not configs.hopper_varlen_bwd_preferred(d, causal, 2047)
             assert configs.hopper_varlen_bwd_preferred(d, causal, 2048) == (
-                (d == 128) != causal)
+                causal or d == 128)
             assert configs.hopper_varlen_bwd_preferred(d, causal, 4096) == (
                 causal or d == 128)
             assert configs.hopper_varlen_bwd_preferred(d, causal, 4095) == (
-                (d == 128) != causal)
+                causal or d == 128)
 
 
 def test_hopper_varlen_threshold():
@@ -416,7 +416,7 @@ def test_varlen_hopper_auto(device, monkeypatch):
     ran.clear()
     bwd.clear()
     # hd 128 from HOPPER_VARLEN_HD128_MIN_SEQLEN: both Gluon (causal), at hd 64 the
-    # portable forward and the Gluon backward (causal from 4k too)
+    # portable forward and the Gluon backward (causal from 2k)
     mid = configs.HOPPER_VARLEN_HD128_MIN_SEQLEN
     lens = [mid, 3, mid // 2 + 1]
     for d, fwd_gluon in ((128, True), (64, False)):
@@ -426,6 +426,17 @@ def test_varlen_hopper_auto(device, monkeypatch):
         assert len(bwd) == 1, (d, bwd)
         ran.clear()
         bwd.clear()
+    # the causal backward's threshold (HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN), both head
+    # dims: Gluon at it, portable one below
+    low = configs.HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN
+    for d in (64, 128):
+        for top, gluon in ((low, True), (low - 1, False)):
+            lens = [top, 3, top // 2 + 1]
+            checks = run_varlen(lens, lens, 4, 2, d, torch.bfloat16, device, causal=True)
+            _assert_ok(checks, lens, lens)
+            assert len(bwd) == (1 if gluon else 0), (d, top, bwd)
+            ran.clear()
+            bwd.clear()
     lens = [long_ - 1, 5]
     checks = run_varlen(lens, lens, 4, 2, 64, torch.bfloat16, device)
     _assert_ok(checks, lens, lens)

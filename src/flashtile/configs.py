@@ -367,15 +367,16 @@ HOPPER_VARLEN_MIN_SEQLEN = 8192
 #   +13% / -8% (hd 128): kept portable there (30970b9 had them losing).
 # Between 4k and 8k not measured: the Gluon kernels from 4k where 4k measured them ahead.
 HOPPER_VARLEN_HD128_MIN_SEQLEN = 4096
-HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN = 4096
-# ... and at hd 64 causal from 2k. `s29a` (13913a2, scripts/env_ab.py --varlen through
-# flash_attn_varlen_func, 11 sequences of 200-2048 tokens, 32 heads, three interleaved
-# rounds): the Gluon varlen backward forced against the portable default, backward
-# +22.2% / +22.1% (L2 flushed / not), forward+backward +18.3% / +15.5%; s25d had it
-# +11% / +7% (two runs); 30970b9 (session 9, an older Gluon backward) had it losing
-# (146.3 / 174.8). Non-causal hd 64 at 2k stayed behind (-2% to -6%). Below 2k not
-# measured.
-HOPPER_VARLEN_BWD_CAUSAL_HD64_MIN_SEQLEN = 2048
+# The varlen backward causal from 2k since session 29: `s29a` (13913a2) and `s29c`
+# (f349091), scripts/env_ab.py --varlen through flash_attn_varlen_func, 16k packed tokens
+# of sequences of seqlen / 2 .. seqlen, three interleaved rounds, the Gluon varlen
+# backward against the portable one, backward L2 flushed / not: at 2k hd 64 +22.2% /
+# +22.1% (s29a), +22.6% / +22.2% (s29c), hd 128 +27.6% / +26.8% (s29c; forward+backward
+# +22.2% / +21.7%); s25d had +11% / +7% and +13% / -8% there. At 1k (s29c) the backward
+# gained +3.7% / +3.2% (hd 64) and +15.1% / +13.9% (hd 128) but forward+backward did not
+# move (-7.9% .. +1.8%: host-bound there, ~1 ms of host time per call), so 1k stays
+# portable.
+HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN = 2048
 
 
 def hopper_varlen_preferred(max_seqlen_q: int, head_dim: int | None = None) -> bool:
@@ -388,15 +389,14 @@ def hopper_varlen_preferred(max_seqlen_q: int, head_dim: int | None = None) -> b
 
 def hopper_varlen_bwd_preferred(head_dim: int, causal: bool, max_seqlen_q: int) -> bool:
     """The Gluon varlen backward: from HOPPER_VARLEN_MIN_SEQLEN; causal from
-    HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN (`s25d`, above), at hd 64 from
-    HOPPER_VARLEN_BWD_CAUSAL_HD64_MIN_SEQLEN (`s29a`); at hd 128 non-causal from 2k,
-    where it won both runs (Gluon / portable varlen backward, forward+backward TFLOPS at
-    2k-long sequences: 308.0 / 264.5 at 30970b9, 305.0 / 261.1 at 2b1077d; hd 128 causal
-    150.6 / 185.8 and 182.9 / 186.1, hd 64 non-causal lost both times). Below 2k not measured."""
+    HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN (`s29a` / `s29c`, above); at hd 128 non-causal
+    from 2k, where it won both runs (Gluon / portable varlen backward, forward+backward
+    TFLOPS at 2k-long sequences: 308.0 / 264.5 at 30970b9, 305.0 / 261.1 at 2b1077d; hd
+    64 non-causal lost both times, and -2% to -6% in s29a). Below 2k not measured
+    non-causal."""
     if head_dim == 128 and not causal and max_seqlen_q >= 2048:
         return True
-    if causal and max_seqlen_q >= (HOPPER_VARLEN_BWD_CAUSAL_HD64_MIN_SEQLEN if head_dim == 64
-                                   else HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN):
+    if causal and max_seqlen_q >= HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN:
         return True
     return hopper_varlen_preferred(max_seqlen_q)
 
@@ -509,7 +509,8 @@ class HopperBwdConfig:
     # taken, so one fp32 tile (P^T o (1 - t^2)) stays live across that GEMM instead of
     # two (P^T, 1 - t^2). Launch-specialised sm_90 builds at hd 128 (session 28): the
     # two-kernel dK/dV kernel's 6 reloads per step go to 0, the one-kernel's 26 to 1
-    # (non-causal); causal 30 -> 7, and 33 -> 15 with one loop. Opt-in until measured
+    # (non-causal); causal 30 -> 7, and 33 -> 15 with one loop. On with a softcap at hd
+    # 128 since session 29 (`s29b`: hopper_bwd_config, hopper_bwd_reduce_config)
     softcap_fold: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
@@ -584,7 +585,8 @@ def hopper_bwd_fused_config(head_dim: int, causal: bool) -> HopperBwdConfig | No
 
 def hopper_bwd_reduce_config(head_dim: int, causal: bool, seqlen_k: int,
                              group: int = 1, ordered: bool = False,
-                             fixed: bool = False) -> HopperBwdConfig | None:
+                             fixed: bool = False,
+                             softcap: bool = False) -> HopperBwdConfig | None:
     """The one-kernel backward of ``deterministic=False`` calls (HopperBwdConfig.dq_reduce:
     the dK/dV kernel also computes dQ = dS K and adds it to fp32 by TMA reduce-adds, 5
     GEMMs per tile pair, no dQ kernel): the two-kernel dK/dV tiles on 128 keys over two
@@ -610,14 +612,20 @@ def hopper_bwd_reduce_config(head_dim: int, causal: bool, seqlen_k: int,
     fixed point, two loops -> one_loop 1 -> 2, against the two-kernel backward's 398.6 /
     447.0 at 4k / 16k: 325.2 / 387.3 -> 402.4 / 478.0 -> 407.1 / 481.0; at hd 64 level
     (-16.8% / -4.5% against the two-kernel backward with two loops, -17.1% / -5.3% with
-    one_loop 2), so two loops there."""
+    one_loop 2), so two loops there.
+    ``softcap``: with 1 - t^2 folded into P^T at hd 128 (softcap_fold; spec builds reload
+    26 -> 1 values per step non-causal, 33 -> 15 causal); `s29b` (f349091, env_ab.py
+    --softcap 30), fixed point forced, backward L2 flushed / not against no fold: +31.9%
+    / +31.1% non-causal 4k, +28.2% / +27.3% 16k; causal +15.1% / +14.9% 4k, +17.4% /
+    +13.9% 16k."""
     if head_dim > 128:
         return None
     base = hopper_bwd_config(head_dim, causal, seqlen_k, group)
     return dataclasses.replace(base, block_n=128, num_warps=8, max_regs=None,
                                prefetch_stats=False, dq_reduce=True, reduce_late=True,
                                reduce_ordered=ordered, reduce_fixed=fixed,
-                               one_loop=2 if causal and head_dim == 128 else 0)
+                               one_loop=2 if causal and head_dim == 128 else 0,
+                               softcap_fold=softcap and head_dim == 128)
 
 
 def hopper_bwd_reduce_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
@@ -640,8 +648,13 @@ def hopper_bwd_ordered_preferred(head_dim: int, causal: bool, seqlen_k: int) -> 
     return False
 
 
+# Causal softcapped calls at hd 128 take the fixed-point one-kernel backward from this many
+# keys (hopper_bwd_fixed_preferred)
+FIXED_SOFTCAP_CAUSAL_MIN_SEQLEN = 8192
+
+
 def hopper_bwd_fixed_preferred(head_dim: int, causal: bool, seqlen_k: int,
-                               masked: bool = False) -> bool:
+                               window: bool = False, softcap: bool = False) -> bool:
     """Where deterministic calls take ``hopper_bwd_reduce_config(..., fixed=True)`` (the
     one-kernel backward with fixed-point adds, ops/fixed_dq.py) by default
     (FLASHTILE_HOPPER_BWD_REDUCE_FIXED=1 forces it on, =0 off): hd 128 non-causal from 4k
@@ -654,12 +667,22 @@ def hopper_bwd_fixed_preferred(head_dim: int, causal: bool, seqlen_k: int,
     one_loop = 2): `s28c` (ec0f30b, scripts/env_ab.py through the public call, 3 rounds)
     +2.1% / +7.6% backward over the two-kernel backward at hd 128 causal 4k / 16k
     (forward+backward +4.3% at 16k, L2 flushed); nor at hd 64 (-17% / -5%).
-    Not with a window or a softcap (``masked``), causal or not (since session 28; session
-    27 had sent non-causal ones here unmeasured): sm_90 builds with a launch's int
-    specialisation (compile_sm90 ``ints``) reload 26-33 spilled values per main-loop step
-    with a softcap and 48-72 with a window's extra loops, against 0-6 in the two-kernel
-    dK/dV kernel, and a build that spilled 25 per step lost 17-28% (step 70)."""
-    return head_dim == 128 and seqlen_k >= 4096 and not masked
+    Not with a window, causal or not (since session 28; session 27 had sent non-causal
+    ones here unmeasured): sm_90 builds with a launch's int specialisation (compile_sm90
+    ``ints``) reload 48-72 spilled values per step in a window's extra loops, against 0
+    in the two-kernel dK/dV kernel, and a build that spilled 25 per step lost 17-28%
+    (step 70).
+    With a softcap (softcap_fold on both sides since session 29, the one-kernel build's
+    reloads 26 -> 1 per step): `s29b` (f349091, scripts/env_ab.py --softcap 30, 3 rounds),
+    backward L2 flushed / not, the fixed-point kernel with the fold against the two
+    kernels with it: non-causal 4k +10.5% / +16.2%, 16k +13.9% / +14.7%; causal 4k
+    -3.5% / -2.3%, 16k +7.8% / +6.2%. So non-causal from 4k keys, causal from
+    FIXED_SOFTCAP_CAUSAL_MIN_SEQLEN (8k: between the two, not measured when chosen)."""
+    if head_dim != 128 or window:
+        return False
+    if softcap and causal:
+        return seqlen_k >= FIXED_SOFTCAP_CAUSAL_MIN_SEQLEN
+    return seqlen_k >= 4096
 
 
 # From this many keys dense GQA at hd 64 runs the dK/dV kernel's group loop instead of
@@ -799,7 +822,13 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
     # process, 9 interleaved rounds), backward TFLOPS at 4k / 16k: non-causal 442.7 /
     # 439.5 -> 447.3 / 451.8, causal 388.4 / 426.7 -> 410.3 / 443.5 (+1.0% to +5.6%;
     # stats_tma alone -0.6% to +5.4%)
+    # A softcap: 1 - t^2 folded into P^T (softcap_fold; reloads per step 6 -> 0
+    # non-causal, 23 / 6 -> 7 / 0 causal). `s29b` (f349091, scripts/env_ab.py --softcap 30
+    # through the public call, 3 rounds), backward L2 flushed / not, against no fold:
+    # causal 4k +6.6% / +6.4%, 16k +5.3% / +3.4%; non-causal 4k +1.5% / -1.8%, 16k +0.6%
+    # / +0.4% (level)
     return HopperBwdConfig(64, 64, 4, 2, 64, 64, 4, 2, prefetch_stats=not causal,
                            gqa_expand=gqa_expand, stats_tma=True, lse2_pre=True,
                            group_branch=True,
-                           tile_major=_tile_major(causal, seqlen_k, dropout))
+                           tile_major=_tile_major(causal, seqlen_k, dropout),
+                           softcap_fold=softcap)

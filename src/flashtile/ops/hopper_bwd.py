@@ -630,7 +630,7 @@ def default_config(head_dim: int, causal: bool, seqlen_k: int,
     hopper_fwd.default_config."""
     fmode = "off" if dropout else fixed_mode()
     fixed_auto = fmode == "auto" and configs.hopper_bwd_fixed_preferred(
-        head_dim, causal, seqlen_k, masked=window or softcap)
+        head_dim, causal, seqlen_k, window=window, softcap=softcap)
     if deterministic:  # fixed-point adds (reduce_fixed), else the ordered adds
         fixed = fmode == "on" or fixed_auto
         mode = "off" if dropout or causal or not ordered else ordered_mode()
@@ -661,7 +661,8 @@ def _default_config(head_dim, causal, seqlen_k, group, fused, overrides, expand=
     cfg = (fused and configs.hopper_bwd_fused_config(head_dim, causal)
            or reduce and configs.hopper_bwd_reduce_config(head_dim, causal, seqlen_k, group,
                                                           ordered=reduce == "ordered",
-                                                          fixed=reduce == "fixed")
+                                                          fixed=reduce == "fixed",
+                                                          softcap=softcap)
            or configs.hopper_bwd_config(head_dim, causal, seqlen_k, group, expand, softcap,
                                         dropout))
     return dataclasses.replace(cfg, **configs.parse_overrides(overrides))

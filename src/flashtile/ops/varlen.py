@@ -28,7 +28,7 @@ from 4k (hopper_fwd.hopper_varlen_forward, where hopper_varlen_supported and
 configs.hopper_varlen_preferred; grid (query tiles of the longest sequence, B * H)):
 measured 1.07-1.39x this kernel at 8k-long sequences and 0.73-0.98x at 2k (ac7393a), at
 hd 128 and 4k 1.05-1.18x (s25d). FLASHTILE_HOPPER_VARLEN=1 / =0 forces it on / off. The
-backward is this file's, or on sm_90 from 8k-long sequences, causal from 4k (hd 64 from 2k), hd 128
+backward is this file's, or on sm_90 from 8k-long sequences, causal and at hd 128
 non-causal from 2k (configs.hopper_varlen_bwd_preferred; FLASHTILE_HOPPER_VARLEN_BWD=1 /
 =0 forces it on / off) the Gluon two-kernel backward over per-sequence descriptors
 (hopper_bwd.hopper_varlen_backward), sliding windows included.
