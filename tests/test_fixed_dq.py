@@ -54,6 +54,38 @@ def test_bounds_match_reference(shape, expand, device):
     torch.testing.assert_close(heads.double().cpu(), want_heads.cpu(), rtol=1e-5, atol=0)
 
 
+@pytest.mark.parametrize("shape", [(2, 70, 133, 4, 2, 64), (1, 130, 64, 2, 1, 128),
+                                   (2, 64, 64, 4, 4, 64)], ids=str)
+@pytest.mark.parametrize("expand", [False, True])
+@pytest.mark.parametrize("lse2", [False, True])
+def test_prologue_matches_separate_kernels(shape, expand, lse2, device):
+    """fixed_dq.prologue (one launch, HopperBwdConfig.fixed_prologue) writes what the four
+    launches it replaces write, bit for bit: delta and the (lse2, delta) boxes as
+    hopper_bwd._delta, rows and heads as ``bounds``, and zeros over the whole int32 sum
+    (handed in full of 7s); more key rows than query rows and fewer, strided K / V, rows
+    with lse = -inf (no key)."""
+    from flashtile.ops import hopper_bwd
+
+    b, sq, sk, h, hkv, d = shape
+    if expand and h == hkv:
+        pytest.skip("expand needs GQA")
+    assert fixed_dq._ROWS == hopper_bwd.PRE_ROWS  # the boxes' row count
+    out, dout = (torch.randn(b, sq, h, d, device=device, dtype=torch.bfloat16)
+                 for _ in range(2))
+    wide = lambda n: torch.randn(b, sk, n, d + 8, device=device)[..., :d]  # noqa: E731
+    k, v = 3.0 * wide(hkv), 0.5 * wide(hkv)
+    lse = torch.randn(b, h, sq, device=device)
+    lse[:, :, ::7] = float("-inf")
+    acc = torch.full((b, sq, h, d), 7, dtype=torch.int32, device=device)
+    got = fixed_dq.prologue(out, dout, lse, k, v, h // hkv, expand, lse2, acc=acc)
+    assert got.acc is acc and not acc.any()
+    want = hopper_bwd._delta(out, dout, lse) if lse2 else (hopper_bwd._delta(out, dout), None)
+    assert torch.equal(got.delta, want[0])
+    assert (got.st is None) == (not lse2) and (not lse2 or torch.equal(got.st, want[1]))
+    rows, heads = fixed_dq.bounds(dout, k, v, h // hkv, expand)
+    assert torch.equal(got.rows, rows) and torch.equal(got.heads, heads)
+
+
 @pytest.mark.parametrize("expand", [False, True])
 def test_mults_headroom_and_tightness(expand):
     """2^e_i times B_i stays within 2^30 and above 2^26.5 (the exponent rounding loses

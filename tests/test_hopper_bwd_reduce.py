@@ -191,7 +191,8 @@ def test_default_config_fixed(monkeypatch):
 
 @pytest.mark.parametrize("fixed", [False, True])
 @pytest.mark.parametrize("expand", [False, True])
-def test_reduce_launcher_plumbing(monkeypatch, fixed, expand):
+@pytest.mark.parametrize("prologue", [False, True])
+def test_reduce_launcher_plumbing(monkeypatch, fixed, expand, prologue):
     """The launcher's host side with the reduce tiles (CPU tensors, launches captured;
     fixed_dq's kernels run under the interpreter): one dK/dV launch over batch x program
     heads and no dQ kernel; its accumulator zeroed, int32 for fixed point (fp32 racing);
@@ -216,14 +217,18 @@ def test_reduce_launcher_plumbing(monkeypatch, fixed, expand):
     q = torch.randn(b, m, h, d, dtype=torch.bfloat16)
     k, v = (torch.randn(b, n, hkv, d, dtype=torch.bfloat16) for _ in range(2))
     out, dout, lse = torch.randn_like(q), torch.randn_like(q), torch.randn(b, h, m)
+    if prologue and not fixed:
+        pytest.skip("fixed_prologue: with reduce_fixed")
     cfg = dataclasses.replace(configs.hopper_bwd_reduce_config(d, False, n, h // hkv,
                                                                fixed=fixed),
-                              gqa_expand=expand)
+                              gqa_expand=expand, fixed_prologue=prologue)
     dq, dk, dv = (torch.full_like(t, float("nan")) for t in (q, k, v))
     hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, False, dq, dk, dv,
                                          config=cfg)
     names = [kern.fn.__name__ for kern, *_ in launched]
     assert "_bwd_dq_kernel" not in names and names.count("_bwd_dkdv_kernel") == 1, names
+    # the prologue (ops/fixed_dq's own launch, run here) replaces the preprocess
+    assert any(n.startswith("_attn_bwd_preprocess") for n in names) != prologue, names
     _, grid, kw = launched[names.index("_bwd_dkdv_kernel")]
     assert grid[1] == b * (h if expand else hkv), grid
     acc = kw["dq_desc"].base
@@ -476,6 +481,31 @@ def test_fixed_public_api(causal, left, softcap, device, monkeypatch):
     assert all(c.ok for c in checks), "; ".join(map(str, checks))
     assert all(torch.equal(a, b) for a, b in zip(*grads)), "not repeatable"
     assert used == [True, True], used
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("expand", [False, True])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_fixed_prologue_bitwise(causal, expand, shape, device):
+    """HopperBwdConfig.fixed_prologue (delta, the bounds and the zeroed int32 sum from one
+    launch, ops/fixed_dq.prologue) changes no bit of dq, dk, dv against the four launches
+    it replaces, into NaN-filled buffers, GQA loop and expanded."""
+    require_sm90()
+    b, sq, sk, h, hkv = shape
+    if expand and h == hkv:
+        pytest.skip("expand needs GQA")
+    base = dataclasses.replace(configs.hopper_bwd_reduce_config(128, causal, sk, h // hkv,
+                                                                fixed=True),
+                               gqa_expand=expand)
+    assert base.fixed_prologue
+    q, k, v = make_qkv(b, sq, sk, h, hkv, 128, torch.bfloat16, device, seed=11)
+    dout = torch.randn_like(q)
+    on, off = launcher_grads(q, k, v, dout, causal,
+                             [base, dataclasses.replace(base, fixed_prologue=False)])
+    for name, a, c in zip("dq dk dv".split(), on, off):
+        assert not a.isnan().any(), name
+        assert torch.equal(a, c), name
 
 
 @pytest.mark.gpu

@@ -512,6 +512,9 @@ class HopperBwdConfig:
     # (non-causal); causal 30 -> 7, and 33 -> 15 with one loop. On with a softcap at hd
     # 128 since session 29 (`s29b`: hopper_bwd_config, hopper_bwd_reduce_config)
     softcap_fold: bool = False
+    # reduce_fixed: delta (+ the lse2 boxes), the bounds and the int32 sum's zero fill in
+    # one launch (ops/fixed_dq.prologue) instead of four that read dO twice
+    fixed_prologue: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""
@@ -625,7 +628,8 @@ def hopper_bwd_reduce_config(head_dim: int, causal: bool, seqlen_k: int,
                                prefetch_stats=False, dq_reduce=True, reduce_late=True,
                                reduce_ordered=ordered, reduce_fixed=fixed,
                                one_loop=2 if causal and head_dim == 128 else 0,
-                               softcap_fold=softcap and head_dim == 128)
+                               softcap_fold=softcap and head_dim == 128,
+                               fixed_prologue=fixed)
 
 
 def hopper_bwd_reduce_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:

@@ -264,8 +264,13 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     group = nheads // nheads_kv
     with device_ctx(q):
-        lse2 = None
-        if _lse2_pre(cfg, False):
+        lse2 = pre = None
+        if cfg.dq_reduce and cfg.reduce_fixed and cfg.fixed_prologue and not cfg.fused:
+            # delta, the bounds and the zeroed int32 sum from one launch
+            pre = fixed_dq.prologue(out, dout, lse, k, v, group,
+                                    cfg.gqa_expand and group > 1, _lse2_pre(cfg, False))
+            delta, lse2 = pre.delta, pre.st
+        elif _lse2_pre(cfg, False):
             delta, lse2 = _delta(out, dout, lse)
         else:
             delta = _delta(out, dout)
@@ -278,7 +283,8 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
         else:
             _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group,
                           left=left, softcap=softcap, lse2=lse2,
-                          bits=bits if dropout_p > 0 else None, dropout_p=dropout_p)
+                          bits=bits if dropout_p > 0 else None, dropout_p=dropout_p,
+                          pre=pre)
     for g, tmp in zip((dq, dk, dv), outs):
         if tmp is not g:  # a caller's buffer TMA cannot store to
             g.copy_(tmp)
@@ -379,7 +385,7 @@ def _delta(out, dout, lse=None):
 
 
 def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, varlen=None,
-                  left=None, softcap=0.0, lse2=None, bits=None, dropout_p=0.0):
+                  left=None, softcap=0.0, lse2=None, bits=None, dropout_p=0.0, pre=None):
     """The dK/dV kernel, then the dQ kernel (7 GEMMs per tile pair, no atomics), over 4D
     (B, S, H, D) tensors; ``varlen`` = (batch, max_seqlen_q, max_seqlen_k, cu_seqlens_q,
     cu_seqlens_k) when they are (1, T, H, D) views of packed sequences
@@ -387,7 +393,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
     ``left``: a sliding window's left bound (HAS_LEFT), ``softcap`` > 0 a softcap
     (SOFTCAP); whole head dims. ``lse2``: lse in log2 units from ``_delta`` (lse2_pre),
     for the dK/dV kernel's stats rows. ``bits``: dropout at ``dropout_p`` read from the
-    forward's bit words (DROPOUT; dense, whole head dims)."""
+    forward's bit words (DROPOUT; dense, whole head dims). ``pre``: fixed_dq.prologue's
+    output (HopperBwdConfig.fixed_prologue): the zeroed int32 sum and the bounds."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
     rows_q, rows_k = seqlen_q, seqlen_k
@@ -421,8 +428,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         if cfg.reduce_fixed and cfg.reduce_ordered:
             raise ValueError(f"reduce_fixed or reduce_ordered, not both: {cfg}")
         # fixed point: an int32 sum, each row's shares scaled by its 2^e_i
-        dq_acc = torch.zeros(q.shape, dtype=torch.int32 if cfg.reduce_fixed else torch.float32,
-                             device=q.device)
+        dq_acc = pre.acc if pre is not None else torch.zeros(
+            q.shape, dtype=torch.int32 if cfg.reduce_fixed else torch.float32, device=q.device)
         dkdv_flag.update(dq_desc=tma_desc(dq_acc, cfg.block_m), DQ_REDUCE=True,
                          DQ_LATE=bool(cfg.reduce_late))
         if cfg.reduce_ordered:  # one counter per (batch, query head, query tile)
@@ -448,8 +455,9 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
     fixed = None
     if cfg.dq_reduce and cfg.reduce_fixed:  # each row's 2^e_i from a bound on its |dQ|
         expand = key_heads != nheads_kv
-        fixed = fixed_dq.mults(*fixed_dq.bounds(dout, k, v, group, expand),
-                               fixed_dq.scale_exponent(scale), group, expand)
+        bound = (pre.rows, pre.heads) if pre is not None else fixed_dq.bounds(dout, k, v,
+                                                                              group, expand)
+        fixed = fixed_dq.mults(*bound, fixed_dq.scale_exponent(scale), group, expand)
         dkdv_flag.update(FIXED=fixed, DQ_FIXED=True)
     descs = (tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
              tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
