@@ -352,6 +352,13 @@ def hopper_bwd_variants():
                 if causal:
                     yield (f"{tag} bfloat16 reduce fixed one-loop spec", hd, causal,
                            torch.bfloat16, dataclasses.replace(fixed, one_loop=1))
+                if hd == 128:  # with a window: three loops (the band, the rest, the far
+                    # edge), and the far edge in the one loop too (window_one_loop)
+                    yield (f"{tag} bfloat16 reduce fixed window spec", hd, causal,
+                           torch.bfloat16, fixed)
+                    yield (f"{tag} bfloat16 reduce fixed window one-loop spec", hd, causal,
+                           torch.bfloat16, dataclasses.replace(fixed, one_loop=2,
+                                                               window_one_loop=True))
                 if not causal:
                     yield (f"{tag} bfloat16 reduce fixed gqa-expand", hd, causal,
                            torch.bfloat16, dataclasses.replace(fixed, gqa_expand=True))

@@ -13,7 +13,9 @@ table at 4e10906 read those two cells 8-10% below the head-major table at 788744
         --head-dims 128 64 --seqlens 4096 8192 --causal 1 [--rounds 5] [--csv F]
 
 A variant is `VAR=VALUE[;VAR=VALUE...]`; an empty variant is the default (those
-variables unset). `--nd` calls with deterministic=False, `--softcap X` with a softcap.
+variables unset). `--nd` calls with deterministic=False, `--softcap X` with a softcap,
+`--window L` with a sliding window of L keys to the left (window_size (L, 0) causal,
+(L, -1) not; TFLOPS then count the unwindowed FLOPs: compare the ms).
 `--varlen` calls flash_attn_varlen_func instead, on packed sequences whose lengths
 `flashtile bench --suite varlen`'s draw_lengths picks (the first seqlen long, the rest
 log-uniform in [seqlen / 2, seqlen], seeded) up to the shape's 16k tokens, FLOPs counted
@@ -51,13 +53,15 @@ def apply(env: dict, names: set) -> None:
 
 
 def ab_shape(shape, variants, labels, names, rounds, rows, nd=False, varlen=False,
-             softcap=0.0) -> None:
+             softcap=0.0, window=0) -> None:
     """Time one shape's variants in interleaved rounds; print the medians, append rows."""
     causal = shape.causal
     torch.manual_seed(0)
     kw = dict(causal=causal, deterministic=False) if nd else dict(causal=causal)
     if softcap:
         kw["softcap"] = softcap
+    if window:
+        kw["window_size"] = (window, 0 if causal else -1)
     if varlen:
         lens = draw_lengths(shape.batch * shape.seqlen, shape.seqlen, seed=shape.seqlen,
                             min_len=shape.seqlen // 2)
@@ -81,7 +85,8 @@ def ab_shape(shape, variants, labels, names, rounds, rows, nd=False, varlen=Fals
             return flash_attn_func(q_, k_, v_, **kw)
 
         flops = {"fwd+bwd": attn_flops(shape, "fwd_bwd"), "bwd": attn_flops(shape, "bwd")}
-        label = shape.label() + (" nd" if nd else "") + (f" cap{softcap:g}" if softcap else "")
+        label = (shape.label() + (" nd" if nd else "") + (f" cap{softcap:g}" if softcap else "")
+                 + (f" win{window}" if window else ""))
     q, k, v = (t.requires_grad_(True) for t in (q, k, v))
 
     def fwd_bwd():
@@ -137,6 +142,7 @@ def main(argv=None) -> int:
     p.add_argument("--csv")
     p.add_argument("--nd", action="store_true", help="deterministic=False calls")
     p.add_argument("--softcap", type=float, default=0.0, help="a logit softcap")
+    p.add_argument("--window", type=int, default=0, help="a sliding window's left size")
     p.add_argument("--varlen", action="store_true",
                    help="flash_attn_varlen_func on packed sequences of seqlen / 2 .. seqlen")
     args = p.parse_args(argv)
@@ -150,7 +156,8 @@ def main(argv=None) -> int:
         for seqlen in args.seqlens:
             for causal in map(bool, args.causal):
                 ab_shape(paper_shape(seqlen, head_dim, causal), variants, labels, names,
-                         args.rounds, rows, args.nd, args.varlen, args.softcap)
+                         args.rounds, rows, args.nd, args.varlen, args.softcap,
+                         args.window)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))

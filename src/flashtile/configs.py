@@ -505,6 +505,11 @@ class HopperBwdConfig:
     # hd 128 reloads 25 spilled values (wgmma descriptors) in every unmasked step
     # (nvdisasm, session 28); one loop has none (1) or 2 (2)
     one_loop: int = 0
+    # ... and with a sliding window (causal or not) too when set: its far edge's masked
+    # steps join the same loop (behind a second branch with one_loop 2). Opt-in, built
+    # in session 29 without a GPU: the one-kernel window builds reload 47-48 spilled
+    # values per step in their three loops (compile_sm90 --spec --loops)
+    window_one_loop: bool = False
     # softcap: dS^T's factor 1 - t^2 folded into P^T right after the dV GEMM's operand is
     # taken, so one fp32 tile (P^T o (1 - t^2)) stays live across that GEMM instead of
     # two (P^T, 1 - t^2). Launch-specialised sm_90 builds at hd 128 (session 28): the

@@ -475,7 +475,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
     if _tile_major(cfg, varlen is not None):  # every head, or blocks of cfg.tile_heads
         dkdv_flag.update(TILE_MAJOR=True, tile_heads=cfg.tile_heads or batch * key_heads)
         flag = dict(flag, TILE_MAJOR=True, tile_heads=cfg.tile_heads or batch * nheads)
-    if cfg.one_loop and causal:
+    if cfg.one_loop and (causal and left is None or left is not None and cfg.window_one_loop):
         dkdv_flag["ONE_LOOP"] = cfg.one_loop
     if cfg.softcap_fold and softcap:
         dkdv_flag["CAP_FOLD"] = True
@@ -705,19 +705,24 @@ def _row_delta(DELTA, bh, rows, seqlen_q, stride):
 @gluon.jit
 def _probs_t(s_t, lse2, keys, rows, diag, qk_scale, dtype: gl.constexpr,
              a_layout: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr = True,
-             left=0, HAS_LEFT: gl.constexpr = False, band=True):
+             left=0, HAS_LEFT: gl.constexpr = False, band=True, edge=None):
     """P^T = exp2(S^T * qk_scale - lse2) of a key tile's scores (when MASKED: zero above
     the causal diagonal, the band tiles, and with HAS_LEFT more than ``left`` keys left
     of it, a sliding window's far edge), in fp32 and as the ``dtype`` register A operand
-    of the dV wgmma (``a_layout``). ``band``: a runtime flag puts the causal mask behind a
-    branch (HopperBwdConfig.one_loop = 2). Shared by the key-tile kernels' steps."""
+    of the dV wgmma (``a_layout``). ``band`` / ``edge``: runtime flags that put the causal
+    / the window's mask behind a branch (HopperBwdConfig.one_loop = 2; ``edge`` None: no
+    branch, the IR the builds without window_one_loop had). Shared by the key-tile
+    kernels' steps."""
     p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
     if MASKED:
         if CAUSAL:
             if band:
                 p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
         if HAS_LEFT:
-            p_t = gl.where(keys[:, None] >= rows[None, :] + diag - left, p_t, 0.0)
+            if edge is None:
+                p_t = gl.where(keys[:, None] >= rows[None, :] + diag - left, p_t, 0.0)
+            elif edge:  # (the same mask, on the far edge's steps only)
+                p_t = gl.where(keys[:, None] >= rows[None, :] + diag - left, p_t, 0.0)
     return p_t, gl.convert_layout(p_t.to(dtype), a_layout)
 
 
@@ -1044,7 +1049,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                DQ_REDUCE: gl.constexpr = False, dq_scale=1.0, dql=0,
                DQ_LATE: gl.constexpr = False, DQ_ORDERED: gl.constexpr = False,
                DQ_FIXED: gl.constexpr = False, BAND_BRANCH: gl.constexpr = False,
-               n_band=0, CAP_FOLD: gl.constexpr = False):
+               n_band=0, CAP_FOLD: gl.constexpr = False, n_mid=0):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     DQ_REDUCE (``dqr`` = (dS^T tile, fp32 dQ staging tile, dQ accumulator descriptor)):
@@ -1075,7 +1080,8 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     D_SPLIT > 1: dK, dV hold columns [HALF * HEAD_DIM / D_SPLIT, ...) only; S^T and dP^T
     still use the whole head dim.
     BAND_BRANCH (HopperBwdConfig.one_loop = 2): MASKED steps apply the causal mask only
-    when the step is one of the first ``n_band`` (the diagonal band).
+    when the step is one of the first ``n_band`` (the diagonal band), and with HAS_LEFT
+    the window's mask only from step ``n_mid`` on (its far edge).
     CAP_FOLD (HopperBwdConfig.softcap_fold): with SOFTCAP, dS^T = (P^T o (1 - t^2)) o
     (dP^T - delta), the product taken before the dV GEMM instead of after dP^T."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
@@ -1129,11 +1135,14 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     if SOFTCAP:  # scores tanh(s * cap_scale) (qk_scale: softcap * log2 e); ds/ds_raw = 1 - t^2
         s_t = tanh_f32(s_t * cap_scale, True)
         grad_t = 1.0 - s_t * s_t
-    band = True  # (a constant: the mask, where MASKED, on every step)
+    band = True  # (a constant, and no branch: the masks, where MASKED, on every step)
+    edge = None
     if BAND_BRANCH:
         band = sj < n_band
+        if HAS_LEFT:
+            edge = sj >= n_mid
     p_t, p_op = _probs_t(s_t, lse2, keys, rows, diag, qk_scale, q_buf.dtype, a_layout,
-                         MASKED, CAUSAL, left, HAS_LEFT, band)
+                         MASKED, CAUSAL, left, HAS_LEFT, band, edge)
     if DROPOUT:  # P^T o M unscaled: dV and dK take 1 / (1 - p) at the end
         keep = bits_masks_t(words, s_layout)
         p_op = gl.convert_layout(dropped(p_t, keep).to(q_buf.dtype), a_layout)
@@ -1368,7 +1377,7 @@ def _bwd_dkdv_kernel(
     DQ_FIXED: gl.constexpr = False,  # HopperBwdConfig.reduce_fixed: int32 adds (dq_desc)
     TILE_MAJOR: gl.constexpr = False,  # HopperBwdConfig.tile_major: launch order in
     tile_heads=1,  # blocks of this many heads (_tile_ids)
-    ONE_LOOP: gl.constexpr = 0,  # HopperBwdConfig.one_loop (causal, no window)
+    ONE_LOOP: gl.constexpr = 0,  # HopperBwdConfig.one_loop (causal; windows: window_one_loop)
     CAP_FOLD: gl.constexpr = False,  # HopperBwdConfig.softcap_fold
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
@@ -1446,9 +1455,11 @@ def _bwd_dkdv_kernel(
                0, 0, 0, 0, -1, 0)
     else:
         dql = 0
-    # ONE_LOOP (causal, no window): the band's steps run in the second loop, masked
-    ONE: gl.constexpr = CAUSAL and not HAS_LEFT and ONE_LOOP > 0
+    # ONE_LOOP (causal, or a window): the band's steps and the window's far edge run in
+    # the second loop, masked
+    ONE: gl.constexpr = (CAUSAL or HAS_LEFT) and ONE_LOOP > 0
     n_sep = 0 if ONE else n_band
+    n_end = n_m if ONE else n_mid
     for g in range(0, q_group):
         bh = bh0 + g
         if DROPOUT:  # this head's bit blocks (_common.BITS_PAD), and the key tile
@@ -1465,18 +1476,19 @@ def _bwd_dkdv_kernel(
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
                 DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD)
-        for j in range(n_sep, n_mid):
+        for j in range(n_sep, n_end):
             dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-                NUM_STAGES, ONE, PREFETCH, D_SPLIT, HALF, True, 0, False, cap_scale,
+                NUM_STAGES, ONE, PREFETCH, D_SPLIT, HALF, CAUSAL or not ONE, left,
+                ONE and HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED, DQ_FIXED, ONE and ONE_LOOP == 2, n_band, CAP_FOLD)
+                DQ_ORDERED, DQ_FIXED, ONE and ONE_LOOP == 2, n_band, CAP_FOLD, n_mid)
         # a window's far edge: query tiles that see part of this key tile (none without
-        # one: n_mid = n_m)
-        for j in range(n_mid, n_m):
+        # one, n_mid = n_m, or with ONE_LOOP, n_end = n_m)
+        for j in range(n_end, n_m):
             dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
@@ -2134,7 +2146,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             if _tile_major(cfg, varlen):
                 constexprs["TILE_MAJOR"] = True
             if name == "dkdv":
-                constexprs["ONE_LOOP"] = cfg.one_loop if causal else 0
+                constexprs["ONE_LOOP"] = (cfg.one_loop if causal and not window
+                                          or window and cfg.window_one_loop else 0)
                 constexprs["CAP_FOLD"] = bool(cfg.softcap_fold and softcap)
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
         ptrs = [n for n in ("Q", "K", "V", "DO", "DQ", "DK", "DV", "CU_Q", "CU_K")
