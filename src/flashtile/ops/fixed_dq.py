@@ -106,12 +106,13 @@ class Prologue(NamedTuple):
 
 def prologue(out: torch.Tensor, dout: torch.Tensor, lse: torch.Tensor, k: torch.Tensor,
              v: torch.Tensor, group: int, expand: bool, lse2: bool,
-             acc: torch.Tensor | None = None) -> Prologue:
+             acc: torch.Tensor | None = None, num_warps: int = 4) -> Prologue:
     """One launch: delta = rowsum(dO o O) as ops/hopper_bwd._delta writes it (with
     ``lse2`` also its (lse2, delta) boxes of 64 rows: HopperBwdConfig.lse2_pre), ``bounds``'
     rows and heads, and the int32 dQ sum (``acc``, contiguous (B, M, H, D) int32, or a new
     one) zeroed. out / dout (B, M, H, D) with a unit last stride, lse (B, H, M)
-    contiguous, k / v (B, N, Hkv, D) any strides."""
+    contiguous, k / v (B, N, Hkv, D) any strides. ``num_warps`` other than 4 may change
+    delta's last bits against the preprocess (another reduction layout)."""
     batch, seqlen_q, nheads, head_dim = dout.shape
     seqlen_k, nheads_kv = k.shape[1], k.shape[2]
     if out.stride(-1) != 1 or dout.stride(-1) != 1:
@@ -135,7 +136,7 @@ def prologue(out: torch.Tensor, dout: torch.Tensor, lse: torch.Tensor, k: torch.
         out.stride(0), out.stride(1), out.stride(2), dout.stride(0), dout.stride(1),
         dout.stride(2), *k.stride(), *v.stride(),
         LSE2=bool(lse2), EXPAND=bool(expand), HEAD_DIM=head_dim, BLOCK_R=_ROWS,
-        BLOCK_D=next_pow2(head_dim),
+        BLOCK_D=next_pow2(head_dim), num_warps=num_warps,
     )
     return Prologue(delta, st, rows, heads, acc)
 

@@ -268,7 +268,8 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
         if cfg.dq_reduce and cfg.reduce_fixed and cfg.fixed_prologue and not cfg.fused:
             # delta, the bounds and the zeroed int32 sum from one launch
             pre = fixed_dq.prologue(out, dout, lse, k, v, group,
-                                    cfg.gqa_expand and group > 1, _lse2_pre(cfg, False))
+                                    cfg.gqa_expand and group > 1, _lse2_pre(cfg, False),
+                                    num_warps=cfg.prologue_warps)
             delta, lse2 = pre.delta, pre.st
         elif _lse2_pre(cfg, False):
             delta, lse2 = _delta(out, dout, lse)
