@@ -374,7 +374,8 @@ HOPPER_VARLEN_HD128_MIN_SEQLEN = 4096
 # +22.1% (s29a), +22.6% / +22.2% (s29c), hd 128 +27.6% / +26.8% (s29c; forward+backward
 # +22.2% / +21.7%); s25d had +11% / +7% and +13% / -8% there. At 1k (s29c) the backward
 # gained +3.7% / +3.2% (hd 64) and +15.1% / +13.9% (hd 128) but forward+backward did not
-# move (-7.9% .. +1.8%: host-bound there, ~1 ms of host time per call), so 1k stays
+# move (-7.9% .. +1.8%; likely host-bound: diag_fwd_bwd read ~1 ms of host time per
+# dense forward+backward call, varlen not measured), so 1k stays
 # portable.
 HOPPER_VARLEN_BWD_CAUSAL_MIN_SEQLEN = 2048
 
