@@ -489,7 +489,7 @@ def test_fixed_public_api(causal, left, softcap, device, monkeypatch):
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_fixed_prologue_bitwise(causal, expand, shape, device):
     """HopperBwdConfig.fixed_prologue (delta, the bounds and the zeroed int32 sum from one
-    launch, ops/fixed_dq.prologue) changes no bit of dq, dk, dv against the four launches
+    launch, ops/fixed_dq.prologue) changes no bit of dq, dk, dv against the launches
     it replaces, into NaN-filled buffers, GQA loop and expanded."""
     require_sm90()
     b, sq, sk, h, hkv = shape

@@ -519,7 +519,7 @@ class HopperBwdConfig:
     # 128 since session 29 (`s29b`: hopper_bwd_config, hopper_bwd_reduce_config)
     softcap_fold: bool = False
     # reduce_fixed: delta (+ the lse2 boxes), the bounds and the int32 sum's zero fill in
-    # one launch (ops/fixed_dq.prologue) instead of four that read dO twice; its warps
+    # one launch (ops/fixed_dq.prologue) instead of three that read dO twice; its warps
     # per program (4: 402 MB in 112.6 us, 3.6 TB/s, in `s29d`; 8 not measured)
     fixed_prologue: bool = False
     prologue_warps: int = 4

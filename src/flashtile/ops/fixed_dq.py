@@ -53,9 +53,10 @@ dK/dV grid's second axis: key heads, or query heads with ``expand``
 Before the Gluon kernel the backward needs delta = rowsum(dO o O) (and with lse2_pre the
 (lse2, delta) boxes), these bounds, and the int32 sum zeroed. ``prologue`` does all of it
 in one launch that reads O, dO, K and V once (FA3 zeroes its fp32 dQ accumulator in its
-preprocess the same way): separately they are four launches that read dO twice
-(HopperBwdConfig.fixed_prologue; `s29c` measured them at 130 us per backward at 16k
-tokens x 2048 hidden, 8% of the hd 128 causal 4k backward).
+preprocess the same way), besides the zero fill of the per-head maxima: separately the
+preprocess, ``bounds`` and the int32 fill are three launches that read dO twice
+(HopperBwdConfig.fixed_prologue; `s29c` measured them at 127 us per backward at 16k
+tokens x 2048 hidden, 8% of the hd 128 causal 4k backward; the prologue 113 us, `s29d`).
 
 Public functions:
     prologue(out, dout, lse, k, v, group, expand, lse2) -> Prologue   one launch
