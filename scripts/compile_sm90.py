@@ -349,6 +349,10 @@ def hopper_bwd_variants():
                 # causal with one loop masking every step (HopperBwdConfig.one_loop)
                 yield (f"{tag} bfloat16 reduce fixed spec", hd, causal, torch.bfloat16,
                        fixed)
+                # two dQ staging tiles (HopperBwdConfig.dq_stage2, opt-in): a CTA barrier
+                # per step fewer
+                yield (f"{tag} bfloat16 reduce fixed stage2 spec", hd, causal,
+                       torch.bfloat16, dataclasses.replace(fixed, dq_stage2=True))
                 if causal:
                     yield (f"{tag} bfloat16 reduce fixed one-loop spec", hd, causal,
                            torch.bfloat16, dataclasses.replace(fixed, one_loop=1))

@@ -508,8 +508,9 @@ class HopperBwdConfig:
     one_loop: int = 0
     # ... and with a sliding window (causal or not) too when set: its far edge's masked
     # steps join the same loop (behind a second branch with one_loop 2). Opt-in, built
-    # in session 29 without a GPU: the one-kernel window builds reload 47-48 spilled
-    # values per step in their three loops (compile_sm90 --spec --loops)
+    # in session 29 without a GPU: the one-kernel window builds at hd 128 spill 240 / 368
+    # B (non-causal / causal) with three loops, 4 / 52 with one (compile_sm90 --spec
+    # --loops; the non-causal unmasked loop reloads none either way)
     window_one_loop: bool = False
     # softcap: dS^T's factor 1 - t^2 folded into P^T right after the dV GEMM's operand is
     # taken, so one fp32 tile (P^T o (1 - t^2)) stays live across that GEMM instead of
@@ -523,12 +524,20 @@ class HopperBwdConfig:
     # per program (4: 402 MB in 112.6 us, 3.6 TB/s, in `s29d`; 8 not measured)
     fixed_prologue: bool = False
     prologue_warps: int = 4
+    # dq_reduce with reduce_late: two dQ staging tiles, so each step's add needs no wait
+    # and CTA barrier before its store (the other tile's reduce is waited for a step
+    # earlier, behind the dS^T barrier): the hd 128 one-kernel step has 5 bar.sync, this
+    # leaves 4. 16 / 32 KB more shared memory at hd 64 / 128. Opt-in, built in session 29
+    # without a GPU
+    dq_stage2: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""
         dkdv = (2 * self.block_n + 2 * self.num_stages * self.block_m) * head_dim
         if self.dq_reduce:  # the dS^T tile, and the fp32 dQ staging tile (2 x 16 bits)
             dkdv += self.block_n * self.block_m + 2 * self.block_m * head_dim
+            if self.dq_stage2:  # a second staging tile
+                dkdv += 2 * self.block_m * head_dim
         if self.d_split > 1:  # staging tiles for the dK / dV column block's TMA stores
             dkdv += 2 * self.block_n * head_dim // self.d_split
         dq = (2 * self.dq_block_m + 2 * self.dq_num_stages * self.dq_block_n) * head_dim

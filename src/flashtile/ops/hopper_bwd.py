@@ -480,6 +480,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         dkdv_flag["ONE_LOOP"] = cfg.one_loop
     if cfg.softcap_fold and softcap:
         dkdv_flag["CAP_FOLD"] = True
+    if cfg.dq_reduce and cfg.dq_stage2:
+        dkdv_flag["DQ_STAGE2"] = True
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
         launch(
             _bwd_dkdv_kernel, (triton.cdiv(rows_k, cfg.block_n), batch * key_heads), q.device,
@@ -1050,7 +1052,8 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                DQ_REDUCE: gl.constexpr = False, dq_scale=1.0, dql=0,
                DQ_LATE: gl.constexpr = False, DQ_ORDERED: gl.constexpr = False,
                DQ_FIXED: gl.constexpr = False, BAND_BRANCH: gl.constexpr = False,
-               n_band=0, CAP_FOLD: gl.constexpr = False, n_mid=0):
+               n_band=0, CAP_FOLD: gl.constexpr = False, n_mid=0,
+               DQ_STAGE2: gl.constexpr = False):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     DQ_REDUCE (``dqr`` = (dS^T tile, fp32 dQ staging tile, dQ accumulator descriptor)):
@@ -1084,7 +1087,9 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     when the step is one of the first ``n_band`` (the diagonal band), and with HAS_LEFT
     the window's mask only from step ``n_mid`` on (its far edge).
     CAP_FOLD (HopperBwdConfig.softcap_fold): with SOFTCAP, dS^T = (P^T o (1 - t^2)) o
-    (dP^T - delta), the product taken before the dV GEMM instead of after dP^T."""
+    (dP^T - delta), the product taken before the dV GEMM instead of after dP^T.
+    DQ_STAGE2 (HopperBwdConfig.dq_stage2, with DQ_LATE): two dQ staging tiles, step it's
+    dQ through tile it % 2 (``_dq_reduce``)."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
                                                  k_width=2)
@@ -1103,7 +1108,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         pend = dql[5]
         if it > 0:
             pend = _late_reduce(dql, dqr, dq_scale, b, nheads, BLOCK_M, HEAD_DIM,
-                                DQ_ORDERED)
+                                DQ_ORDERED, (it - 1) % 2, DQ_STAGE2)
         if DQ_ORDERED:  # this step's query tile: its add's rank, and its counter now
             rank = _reduce_rank(dqr[4], sj, n_m, dqr[5], dqr[6])
             seen = gl.load(dqr[3] + (bh * n_m + j), volatile=True)  # used a step later
@@ -1180,6 +1185,8 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         ds_smem = dqr[0].index(it % 2)
         ds_smem.store(ds_lp)
         fence_async_shared()  # generic-proxy stores -> visible to wgmma
+        if DQ_STAGE2:  # all but this step's add have read their staging tiles: the next
+            tma.store_wait(pendings=1)  # step's add may take the other one
         gl.thread_barrier()  # every warpgroup's keys are in
         # dV done (its P^T operand's registers free) before dQ's accumulator is taken
         dv, p_op = warpgroup_mma_wait(num_outstanding=1, deps=(dv, p_op))
@@ -1231,21 +1238,30 @@ def _rint_i32(x):
 
 
 @gluon.jit
-def _dq_reduce(dq, dq_smem, dq_desc, coords, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr):
+def _dq_reduce(dq, dq_smem, dq_desc, coords, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr,
+               buf=0, STAGE2: gl.constexpr = False):
     """Add a finished dQ tile to the accumulator: registers -> the staging tile (once the
     previous reduce has read it) -> TMA reduce-add at ``coords`` (rows past the sequence
     end clipped); the next call (or the epilogue's store_wait) waits for it. An int32
     accumulator (DQ_FIXED: ``dq``'s rows already scaled by their 2^e_i) takes it rounded
-    to integers."""
-    tma.store_wait(pendings=0)  # the previous reduce has read the staging tile
-    gl.thread_barrier()
-    if dq_smem.dtype == gl.int32:
-        dq_smem.reshape([BLOCK_M, HEAD_DIM]).store(_rint_i32(dq))
+    to integers. STAGE2 (HopperBwdConfig.dq_stage2; reduce_late steps only): ``dq_smem``
+    holds two staging tiles and this add goes through tile ``buf``, free without a wait
+    here: ``_dkdv_step`` waits for the add before this one (the other tile's) right before
+    its dS^T barrier, which passes that on to every thread. The single tile needs a wait
+    and a CTA barrier before its store instead: one barrier per step more."""
+    if STAGE2:
+        smem = dq_smem.index(buf)
     else:
-        dq_smem.reshape([BLOCK_M, HEAD_DIM]).store(dq)
+        tma.store_wait(pendings=0)  # the previous reduce has read the staging tile
+        gl.thread_barrier()
+        smem = dq_smem
+    if smem.dtype == gl.int32:
+        smem.reshape([BLOCK_M, HEAD_DIM]).store(_rint_i32(dq))
+    else:
+        smem.reshape([BLOCK_M, HEAD_DIM]).store(dq)
     fence_async_shared()  # generic-proxy stores -> visible to the TMA engine
     gl.thread_barrier()
-    tma_reduce_add(dq_desc, coords, dq_smem)
+    tma_reduce_add(dq_desc, coords, smem)
 
 
 @gluon.jit
@@ -1328,13 +1344,13 @@ def _release_reduce(SEM, off):
 
 @gluon.jit
 def _late_reduce(dql, dqr, dq_scale, b, nheads, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr,
-                 ORDERED: gl.constexpr):
+                 ORDERED: gl.constexpr, buf=0, STAGE2: gl.constexpr = False):
     """reduce_late: add the previous step's dQ (``dql`` = (dQ, row, head, rank, counter
     seen, counter of the reduce in flight, its own counter)). ORDERED: first release the
     reduce in flight (issued a step ago, so complete by now in all but rare cases), then
     wait for this add's turn in its query tile's order, unless the counter seen a step
     ago already showed it. Returns the counter of the reduce now in flight (-1 when not
-    ORDERED)."""
+    ORDERED). ``buf`` / STAGE2: ``_dq_reduce``'s."""
     off = -1
     if ORDERED:
         SEM = dqr[3]
@@ -1343,7 +1359,8 @@ def _late_reduce(dql, dqr, dq_scale, b, nheads, BLOCK_M: gl.constexpr, HEAD_DIM:
         off = dql[6]
         if dql[4] < dql[3]:  # not its turn a step ago: wait for it
             _wait_turn(SEM + off, dql[3])
-    _dq_reduce(dql[0] * dq_scale, dqr[1], dqr[2], [b, dql[1], dql[2], 0], BLOCK_M, HEAD_DIM)
+    _dq_reduce(dql[0] * dq_scale, dqr[1], dqr[2], [b, dql[1], dql[2], 0], BLOCK_M, HEAD_DIM,
+               buf, STAGE2)
     return off
 
 
@@ -1380,6 +1397,7 @@ def _bwd_dkdv_kernel(
     tile_heads=1,  # blocks of this many heads (_tile_ids)
     ONE_LOOP: gl.constexpr = 0,  # HopperBwdConfig.one_loop (causal; windows: window_one_loop)
     CAP_FOLD: gl.constexpr = False,  # HopperBwdConfig.softcap_fold
+    DQ_STAGE2: gl.constexpr = False,  # HopperBwdConfig.dq_stage2: two dQ staging tiles
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -1429,12 +1447,17 @@ def _bwd_dkdv_kernel(
         delta = 0.0
     gl.static_assert(not (DROPOUT and (VARLEN or D_SPLIT > 1)), "dropout: dense, whole D")
     gl.static_assert(not (DQ_REDUCE and (VARLEN or D_SPLIT > 1)), "dq_reduce: dense, whole D")
-    if DQ_REDUCE:  # this step's dS^T (all keys) and the dQ staging tile
-        dqr = (gl.allocate_shared_memory(q_desc.dtype, [2, BLOCK_N, BLOCK_M],
-                                         _ds_smem_layout(BLOCK_N, BLOCK_M, q_desc.dtype)),
-               gl.allocate_shared_memory(dq_desc.dtype, dq_desc.block_type.shape,
-                                         dq_desc.layout), dq_desc,
-               SEM, rot, (seqlen_k + BLOCK_N - 1) // BLOCK_N, 0)
+    if DQ_REDUCE:  # this step's dS^T (all keys) and the dQ staging tile (two: DQ_STAGE2),
+        # allocated in that order
+        ds_all = gl.allocate_shared_memory(q_desc.dtype, [2, BLOCK_N, BLOCK_M],
+                                           _ds_smem_layout(BLOCK_N, BLOCK_M, q_desc.dtype))
+        if DQ_STAGE2:
+            stage = gl.allocate_shared_memory(dq_desc.dtype, [2] + dq_desc.block_type.shape,
+                                              dq_desc.layout)
+        else:
+            stage = gl.allocate_shared_memory(dq_desc.dtype, dq_desc.block_type.shape,
+                                              dq_desc.layout)
+        dqr = (ds_all, stage, dq_desc, SEM, rot, (seqlen_k + BLOCK_N - 1) // BLOCK_N, 0)
         if DQ_ORDERED:
             dqr = dqr[:6] + (_rank_base(rot, n_m, dqr[5], pid_n),)
         if DQ_FIXED:  # rows' shares scaled into the int32 range (ops/fixed_dq.py)
@@ -1447,6 +1470,8 @@ def _bwd_dkdv_kernel(
     gl.static_assert(DQ_LATE or not DQ_ORDERED, "reduce_ordered: with reduce_late")
     gl.static_assert(DQ_REDUCE or not DQ_FIXED, "reduce_fixed: with dq_reduce")
     gl.static_assert(not (DQ_FIXED and DQ_ORDERED), "reduce_fixed or reduce_ordered")
+    gl.static_assert(not DQ_STAGE2 or (DQ_LATE and not DQ_ORDERED),
+                     "dq_stage2: with reduce_late, not reduce_ordered")
     gl.static_assert(not (DQ_ORDERED and (CAUSAL or HAS_LEFT)),
                      "reduce_ordered: every program visits every query tile")
     if DQ_LATE:  # the previous step's (dQ, row, head, rank, counter seen), none yet; the
@@ -1476,7 +1501,7 @@ def _bwd_dkdv_kernel(
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD)
+                DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD, DQ_STAGE2=DQ_STAGE2)
         for j in range(n_sep, n_end):
             dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
@@ -1486,7 +1511,8 @@ def _bwd_dkdv_kernel(
                 ONE and HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED, DQ_FIXED, ONE and ONE_LOOP == 2, n_band, CAP_FOLD, n_mid)
+                DQ_ORDERED, DQ_FIXED, ONE and ONE_LOOP == 2, n_band, CAP_FOLD, n_mid,
+                DQ_STAGE2)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one, n_mid = n_m, or with ONE_LOOP, n_end = n_m)
         for j in range(n_end, n_m):
@@ -1497,10 +1523,11 @@ def _bwd_dkdv_kernel(
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD)
+                DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD, DQ_STAGE2=DQ_STAGE2)
 
     if DQ_LATE:  # the last step's dQ (n_iter >= 1)
-        pend = _late_reduce(dql, dqr, dq_scale, b, nheads, BLOCK_M, HEAD_DIM, DQ_ORDERED)
+        pend = _late_reduce(dql, dqr, dq_scale, b, nheads, BLOCK_M, HEAD_DIM, DQ_ORDERED,
+                            (n_iter - 1) % 2, DQ_STAGE2)
         if DQ_ORDERED:  # ... complete, then its query tile's next program may add
             _release_reduce(SEM, pend)
     if DROPOUT:  # the steps' P^T o M and dS^T left out 1 / (1 - p)
@@ -2150,6 +2177,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                 constexprs["ONE_LOOP"] = (cfg.one_loop if causal and not window
                                           or window and cfg.window_one_loop else 0)
                 constexprs["CAP_FOLD"] = bool(cfg.softcap_fold and softcap)
+                constexprs["DQ_STAGE2"] = bool(cfg.dq_reduce and cfg.dq_stage2)
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
         ptrs = [n for n in ("Q", "K", "V", "DO", "DQ", "DK", "DV", "CU_Q", "CU_K")
                 if n in kernel.arg_names]
