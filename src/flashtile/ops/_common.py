@@ -104,6 +104,55 @@ def next_pow2(x: int) -> int:
 
 
 @triton.jit
+def delta_rows(O, DO, DELTA, stride_ob, stride_om, stride_oh, stride_dob, stride_dom,
+               stride_doh, seqlen_q, nheads, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+               BLOCK_M: tl.constexpr):
+    """DELTA = rowsum(dO o O) of this program's BLOCK_M rows, grid (row blocks, B * H):
+    the backward preprocess kernels' body (flash.py) and fixed_dq's prologue. O / DO
+    (B, M, H, D) with a unit last stride; DELTA (B, H, M). Returns (batch * head, the
+    rows, their delta, the rows of dO in fp32)."""
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask = (offs_m < seqlen_q)[:, None] & (offs_d < HEAD_DIM)[None, :]
+    rows = offs_m[:, None].to(tl.int64)
+    o = tl.load(
+        O
+        + b.to(tl.int64) * stride_ob
+        + h.to(tl.int64) * stride_oh
+        + rows * stride_om
+        + offs_d[None, :], mask=mask, other=0.0,
+    )
+    do = tl.load(
+        DO
+        + b.to(tl.int64) * stride_dob
+        + h.to(tl.int64) * stride_doh
+        + rows * stride_dom
+        + offs_d[None, :], mask=mask, other=0.0,
+    )
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
+    tl.store(DELTA + pid_bh.to(tl.int64) * seqlen_q + offs_m, delta, mask=offs_m < seqlen_q)
+    return pid_bh, offs_m, delta, do.to(tl.float32)
+
+
+@triton.jit
+def lse2_box(LSE, ST, bh, box, n_boxes, offs_m, seqlen_q, delta, BLOCK_M: tl.constexpr):
+    """Box ``box`` of ``n_boxes`` per (batch, head) in ST (B * H * n_boxes, 2 * BLOCK_M):
+    the rows' lse in log2 units (+inf on rows with no key or past seqlen_q, as the
+    kernels compute it per use), then their delta (0 past seqlen_q). The Gluon dK/dV
+    kernel (HopperBwdConfig.lse2_pre) loads both with one TMA box."""
+    ok = offs_m < seqlen_q
+    lse2 = tl.load(LSE + bh.to(tl.int64) * seqlen_q + offs_m, mask=ok,
+                   other=float("-inf")) * 1.4426950408889634
+    st = (ST + (bh.to(tl.int64) * n_boxes + box) * 2 * BLOCK_M + tl.arange(0, BLOCK_M))
+    tl.store(st, tl.where(lse2 == float("-inf"), float("inf"), lse2))
+    tl.store(st + BLOCK_M, tl.where(ok, delta, 0.0))
+
+
+@triton.jit
 def tanh_f32(x, FAST: tl.constexpr = False):
     """tanh in fp32. By default accurate to a few ulp everywhere (libdevice is not
     available under the interpreter). FAST: the GPU's tanh.approx.f32 (one MUFU op,

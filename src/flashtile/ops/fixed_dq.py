@@ -76,7 +76,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import LOG2E, cast_out, is_interpreting, next_pow2
+from ._common import cast_out, delta_rows, is_interpreting, lse2_box, next_pow2
 from ._gluon_common import launch
 
 __all__ = ["prologue", "Prologue", "bounds", "scale_exponent", "mults", "dequantize",
@@ -255,7 +255,7 @@ def _head_maxima(K, V, HEADS, b, h, r, d, dmask, seqlen_k, pheads, group, s_kb, 
         tl.atomic_max(HEADS + (b * pheads + h) * 2 + 1, k2)
 
 
-@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "n_qblocks"])
 def _prologue_kernel(
     O, DO, DELTA, LSE, ST, ROWS, K, V, HEADS, ACC, seqlen_q, seqlen_k, nheads, nheads_kv,
     pheads, group, n_qblocks, s_ob, s_om, s_oh, s_dob, s_dom, s_doh, s_kb, s_kn, s_kh, s_kd,
@@ -263,8 +263,8 @@ def _prologue_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     """grid (row blocks of max(M, N), B * H): program (r, b * H + h), for query head h's
-    rows: delta and |dO_i|^2 (and with LSE2 the rows' (lse2, delta) box, as
-    flash._attn_bwd_preprocess_lse2_kernel writes it), the int32 sum's rows zeroed; for
+    rows: delta and |dO_i|^2 (and with LSE2 the rows' (lse2, delta) box), through the
+    preprocess kernels' helpers (_common.delta_rows, lse2_box), the int32 sum's rows zeroed; for
     key head h < Hkv's rows the K / V maxima (``_bounds_kernel``'s)."""
     r0 = tl.program_id(0) * BLOCK_R
     bh = tl.program_id(1)
@@ -273,27 +273,18 @@ def _prologue_kernel(
     r = r0 + tl.arange(0, BLOCK_R)
     d = tl.arange(0, BLOCK_D)
     dmask = d < HEAD_DIM
-    if r0 < seqlen_q:
+    if r0 < seqlen_q:  # the preprocess's delta (and box), from the same helpers
+        _, _, delta, do = delta_rows(O, DO, DELTA, s_ob, s_om, s_oh, s_dob, s_dom, s_doh,
+                                     seqlen_q, nheads, HEAD_DIM, BLOCK_D, BLOCK_R)
         qv = r < seqlen_q
-        m2 = qv[:, None] & dmask[None, :]
-        rr = r[:, None].to(tl.int64)
-        o = tl.load(O + b.to(tl.int64) * s_ob + h.to(tl.int64) * s_oh + rr * s_om
-                    + d[None, :], mask=m2, other=0.0)
-        do = tl.load(DO + b.to(tl.int64) * s_dob + h.to(tl.int64) * s_doh + rr * s_dom
-                     + d[None, :], mask=m2, other=0.0).to(tl.float32)
-        delta = tl.sum(o.to(tl.float32) * do, axis=1)  # as flash._delta_rows
-        at = bh.to(tl.int64) * seqlen_q + r
-        tl.store(DELTA + at, delta, mask=qv)
-        tl.store(ROWS + at, tl.sum(do * do, axis=1), mask=qv)
-        if LSE2:  # the rows' box: lse in log2 units (+inf on empty rows), then delta
-            lse2 = tl.load(LSE + at, mask=qv, other=float("-inf")) * LOG2E
-            st = (ST + (bh.to(tl.int64) * n_qblocks + tl.program_id(0)) * 2 * BLOCK_R
-                  + tl.arange(0, BLOCK_R))
-            tl.store(st, tl.where(lse2 == float("-inf"), float("inf"), lse2))
-            tl.store(st + BLOCK_R, tl.where(qv, delta, 0.0))
+        tl.store(ROWS + bh.to(tl.int64) * seqlen_q + r, tl.sum(do * do, axis=1), mask=qv)
+        if LSE2:
+            lse2_box(LSE, ST, bh, tl.program_id(0), n_qblocks, r, seqlen_q, delta, BLOCK_R)
         # the int32 sum (B, M, H, D), contiguous: this head's rows
-        acc = ACC + ((b.to(tl.int64) * seqlen_q + rr) * nheads + h) * HEAD_DIM + d[None, :]
-        tl.store(acc, tl.zeros([BLOCK_R, BLOCK_D], tl.int32), mask=m2)
+        acc = (ACC + ((b.to(tl.int64) * seqlen_q + r[:, None].to(tl.int64)) * nheads + h)
+               * HEAD_DIM + d[None, :])
+        tl.store(acc, tl.zeros([BLOCK_R, BLOCK_D], tl.int32),
+                 mask=qv[:, None] & dmask[None, :])
     if (h < nheads_kv) & (r0 < seqlen_k):  # K / V of key head h
         _head_maxima(K, V, HEADS, b, h, r, d, dmask, seqlen_k, pheads, group, s_kb, s_kn,
                      s_kh, s_kd, s_vb, s_vn, s_vh, s_vd, EXPAND)

@@ -41,6 +41,7 @@ from ._common import (
     NULL_CTX,
     attn_keep,
     cast_out,
+    delta_rows,
     device_capability,
     device_ctx,
     dropout_keep,
@@ -48,6 +49,7 @@ from ._common import (
     fwd_scores,
     is_interpreting,
     kv_tile_ranges,
+    lse2_box,
     next_pow2,
     online_softmax,
     plain_eager,
@@ -826,39 +828,6 @@ def attention_backward(
     return dq, dk, dv
 
 
-@triton.jit
-def _delta_rows(O, DO, DELTA, stride_ob, stride_om, stride_oh, stride_dob, stride_dom,
-                stride_doh, seqlen_q, nheads, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-                BLOCK_M: tl.constexpr):
-    """DELTA of this program's BLOCK_M rows (the preprocess kernels' body); returns
-    (batch * head, the rows, their delta)."""
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = pid_bh // nheads
-    h = pid_bh % nheads
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, BLOCK_D)
-    mask = (offs_m < seqlen_q)[:, None] & (offs_d < HEAD_DIM)[None, :]
-    rows = offs_m[:, None].to(tl.int64)
-    o = tl.load(
-        O
-        + b.to(tl.int64) * stride_ob
-        + h.to(tl.int64) * stride_oh
-        + rows * stride_om
-        + offs_d[None, :], mask=mask, other=0.0,
-    )
-    do = tl.load(
-        DO
-        + b.to(tl.int64) * stride_dob
-        + h.to(tl.int64) * stride_doh
-        + rows * stride_dom
-        + offs_d[None, :], mask=mask, other=0.0,
-    )
-    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
-    tl.store(DELTA + pid_bh.to(tl.int64) * seqlen_q + offs_m, delta, mask=offs_m < seqlen_q)
-    return pid_bh, offs_m, delta
-
-
 @triton.jit(do_not_specialize=["seqlen_q"])
 def _attn_bwd_preprocess_kernel(
     O, DO,
@@ -867,8 +836,8 @@ def _attn_bwd_preprocess_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
 ):
     """DELTA = rowsum(dO * O): the softmax-backward correction, once per row."""
-    _delta_rows(O, DO, DELTA, stride_ob, stride_om, stride_oh, stride_dob, stride_dom,
-                stride_doh, seqlen_q, nheads, HEAD_DIM, BLOCK_D, BLOCK_M)
+    delta_rows(O, DO, DELTA, stride_ob, stride_om, stride_oh, stride_dob, stride_dom,
+               stride_doh, seqlen_q, nheads, HEAD_DIM, BLOCK_D, BLOCK_M)
 
 
 @triton.jit(do_not_specialize=["seqlen_q"])
@@ -882,16 +851,11 @@ def _attn_bwd_preprocess_lse2_kernel(
     on rows with no key, as the kernels compute it per use) then their delta again: the
     Gluon dK/dV kernel (HopperBwdConfig.lse2_pre) loads both with one TMA box. Rows past
     seqlen_q get +inf and 0 (P = 0 there)."""
-    pid_bh, offs_m, delta = _delta_rows(O, DO, DELTA, stride_ob, stride_om, stride_oh,
-                                        stride_dob, stride_dom, stride_doh, seqlen_q, nheads,
-                                        HEAD_DIM, BLOCK_D, BLOCK_M)
-    ok = offs_m < seqlen_q
-    lse2 = tl.load(LSE + pid_bh.to(tl.int64) * seqlen_q + offs_m, mask=ok,
-                   other=float("-inf")) * 1.4426950408889634
-    st = (ST + (pid_bh.to(tl.int64) * tl.num_programs(0) + tl.program_id(0)) * 2 * BLOCK_M
-          + tl.arange(0, BLOCK_M))
-    tl.store(st, tl.where(lse2 == float("-inf"), float("inf"), lse2))
-    tl.store(st + BLOCK_M, tl.where(ok, delta, 0.0))
+    pid_bh, offs_m, delta, _ = delta_rows(O, DO, DELTA, stride_ob, stride_om, stride_oh,
+                                          stride_dob, stride_dom, stride_doh, seqlen_q,
+                                          nheads, HEAD_DIM, BLOCK_D, BLOCK_M)
+    lse2_box(LSE, ST, pid_bh, tl.program_id(0), tl.num_programs(0), offs_m, seqlen_q, delta,
+             BLOCK_M)
 
 
 @triton.jit

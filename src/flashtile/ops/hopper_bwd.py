@@ -476,7 +476,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
     if _tile_major(cfg, varlen is not None):  # every head, or blocks of cfg.tile_heads
         dkdv_flag.update(TILE_MAJOR=True, tile_heads=cfg.tile_heads or batch * key_heads)
         flag = dict(flag, TILE_MAJOR=True, tile_heads=cfg.tile_heads or batch * nheads)
-    if cfg.one_loop and (causal and left is None or left is not None and cfg.window_one_loop):
+    if _one_loop(cfg, causal, left is not None):
         dkdv_flag["ONE_LOOP"] = cfg.one_loop
     if cfg.softcap_fold and softcap:
         dkdv_flag["CAP_FOLD"] = True
@@ -567,6 +567,12 @@ def _lse2_pre(cfg, varlen) -> bool:
     """Whether the preprocess writes the (lse2, delta) boxes the dK/dV kernel loads
     (HopperBwdConfig.lse2_pre): with stats_tma, on tiles of the preprocess's rows."""
     return _stats_tma(cfg, varlen) and cfg.lse2_pre and cfg.block_m == PRE_ROWS
+
+
+def _one_loop(cfg, causal, window) -> int:
+    """The dK/dV kernel's ONE_LOOP (HopperBwdConfig.one_loop): causal calls without a
+    window, and windowed ones only with window_one_loop; else 0 (the loops apart)."""
+    return cfg.one_loop if (causal and not window or window and cfg.window_one_loop) else 0
 
 
 def _tile_major(cfg, varlen) -> bool:
@@ -2174,8 +2180,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             if _tile_major(cfg, varlen):
                 constexprs["TILE_MAJOR"] = True
             if name == "dkdv":
-                constexprs["ONE_LOOP"] = (cfg.one_loop if causal and not window
-                                          or window and cfg.window_one_loop else 0)
+                constexprs["ONE_LOOP"] = _one_loop(cfg, causal, window)
                 constexprs["CAP_FOLD"] = bool(cfg.softcap_fold and softcap)
                 constexprs["DQ_STAGE2"] = bool(cfg.dq_reduce and cfg.dq_stage2)
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
