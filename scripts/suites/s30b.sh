@@ -26,3 +26,8 @@ timeout 200 python3 scripts/env_ab.py --ab "|$O=dq_stage2=1" \
   --head-dims 128 --seqlens 4096 16384 --causal 0 1 --rounds 3 \
   --csv "$out/stage2_ab.csv" >"$out/stage2_ab.log" 2>&1 || status=1
 grep -vE "^\s*$" "$out/stage2_ab.log" | cut -c1-200
+# 3. The prologue's bitwise test after the review commit 7e7d4b6 (shared delta_rows /
+#    lse2_box): it ran on the interpreter only since; it runs on CUDA without -m gpu.
+timeout 120 python3 -m pytest -q tests/test_fixed_dq.py -k prologue -p no:cacheprovider \
+  -rf --tb=short >"$out/pytest_prologue.log" 2>&1 || status=1
+grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_prologue.log" | tail -n 4
