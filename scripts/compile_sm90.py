@@ -315,6 +315,12 @@ def hopper_bwd_variants():
                 # shipped at causal 4k-16k in session 27, nowhere since session 28)
                 yield (f"{tag} bfloat16 tile-major", hd, causal, torch.bfloat16,
                        dataclasses.replace(cfg, tile_major=True))
+            if hd == 64:  # K and V as the S^T / dP^T wgmmas' register A operand
+                # (HopperBwdConfig.kv_regs, opt-in), with the launch's ints: uncapped
+                # (190 / 228 registers, two programs per SM), where the 168 cap spills
+                # 184 / 176 B (hd 128: 255 registers and 116 B of spills)
+                yield (f"{tag} bfloat16 kv-regs spec", hd, causal, torch.bfloat16,
+                       dataclasses.replace(cfg, kv_regs=True, max_regs=None))
             if hd <= 128:  # the same kernels over packed varlen sequences (opt-in)
                 yield f"{tag} bfloat16 varlen", hd, causal, torch.bfloat16, cfg
             if hd <= 128:  # a sliding window's left bound (HAS_LEFT), dense and varlen
@@ -357,12 +363,9 @@ def hopper_bwd_variants():
                     yield (f"{tag} bfloat16 reduce fixed one-loop spec", hd, causal,
                            torch.bfloat16, dataclasses.replace(fixed, one_loop=1))
                 if hd == 128:  # with a window: three loops (the band, the rest, the far
-                    # edge), and the far edge in the one loop too (window_one_loop)
+                    # edge)
                     yield (f"{tag} bfloat16 reduce fixed window spec", hd, causal,
                            torch.bfloat16, fixed)
-                    yield (f"{tag} bfloat16 reduce fixed window one-loop spec", hd, causal,
-                           torch.bfloat16, dataclasses.replace(fixed, one_loop=2,
-                                                               window_one_loop=True))
                 if not causal:
                     yield (f"{tag} bfloat16 reduce fixed gqa-expand", hd, causal,
                            torch.bfloat16, dataclasses.replace(fixed, gqa_expand=True))

@@ -71,13 +71,11 @@ SPEC_SPILL_LIMIT = {"d128-causal": 8}
 # the shipped softcap build at hd 128 (softcap_fold) with the launch's ints: 28 bytes
 # causal, 7 reloads a step in one of its two loops, none in the other (session 29)
 SOFTCAP_FOLD_SPEC_SPILL_LIMIT = {"d128-causal": 28}
-# the fixed-point one-kernel with a window (not shipped), with the launch's ints: three
-# loops spill 240 / 368 bytes (non-causal / causal; reloaded on the far edge's steps, none
-# in the non-causal unmasked loop), the far edge in the one loop (window_one_loop) 4 / 52-56
-# (these analysis builds' spills moved by a few bytes with the source's line numbers
-# alone, as ptxas reads the .loc lines: the limits leave that room)
+# the fixed-point one-kernel with a window, with the launch's ints: three loops spill 240 /
+# 368 bytes (non-causal / causal; reloaded on the far edge's steps, none in the
+# non-causal unmasked loop); these analysis builds' spills moved by a few bytes with the
+# source's line numbers alone (ptxas reads the .loc lines): the limits leave that room
 WINDOW_SPEC_SPILL_LIMIT = {"d128": 256, "d128-causal": 384}
-WINDOW_ONE_LOOP_SPEC_SPILL_LIMIT = {"d128": 16, "d128-causal": 72}
 
 
 # ----------------------------------------------------------------------------------
@@ -117,8 +115,7 @@ def test_compiles_for_sm90(name, compiled):
                  else FIXED_SPILL_LIMIT if " fixed" in name else REDUCE_SPILL_LIMIT)
     if name.endswith(" spec dkdv"):  # the launch's ints: two loops reload 25 spilled
         # values a step at hd 128 causal (session 28)
-        limit = (WINDOW_ONE_LOOP_SPEC_SPILL_LIMIT if " window one-loop " in name
-                 else WINDOW_SPEC_SPILL_LIMIT if " window " in name
+        limit = (WINDOW_SPEC_SPILL_LIMIT if " window " in name
                  else {} if " one-loop " in name else SOFTCAP_FOLD_SPEC_SPILL_LIMIT
                  if " softcap fold " in name else SPEC_SPILL_LIMIT)
     assert_sm90_build(name, rec, limit.get(tag, 0))
@@ -694,6 +691,42 @@ def test_stats_tma(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, extra, devic
     checks = grad_ref_checks(runs[0], q, k, v, dout, causal)
     assert all(c.ok for c in checks), "; ".join(map(str, checks))
     for name, a, b in zip(("dq", "dk", "dv"), runs[0], runs[1]):
+        assert torch.equal(a, b), name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seqlen_q,seqlen_k,nheads_kv,left,softcap",
+                         [(1028, 1100, 8, None, 0.0), (1029, 1100, 2, None, 0.0),
+                          (200, 70, 8, None, 0.0), (1028, 1100, 8, 100, 0.0),
+                          (1028, 1100, 8, None, 20.0)])
+def test_kv_regs(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, left, softcap, device):
+    """HopperBwdConfig.kv_regs: K and V as the S^T / dP^T wgmmas' register A operand give
+    bitwise the gradients of the shared-memory operands (the same bf16 products), ragged
+    tiles, GQA, a window and a softcap among them; NaN-filled buffers, uncapped (as
+    measured)."""
+    require_sm90()
+    q, k, v = make_qkv(2, seqlen_q, seqlen_k, 8, nheads_kv, head_dim, torch.bfloat16,
+                       device, seed=head_dim + seqlen_q + nheads_kv)
+    dout = torch.randn_like(q)
+    out, lse = flash.attention_forward(q, k, v, causal=causal, softcap=softcap,
+                                       window_size=(left, 0 if causal else None))
+    runs = []
+    for kv_regs in (True, False):
+        cfg = dataclasses.replace(configs.hopper_bwd_config(head_dim, causal, 4096,
+                                                            8 // nheads_kv,
+                                                            softcap=bool(softcap)),
+                                  kv_regs=kv_regs, max_regs=None)
+        grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+        hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, causal, *grads,
+                                             config=cfg, left=left, softcap=softcap)
+        runs.append(grads)
+    torch.cuda.synchronize()
+    checks = grad_ref_checks(runs[0], q, k, v, dout, causal, window_size=(
+        -1 if left is None else left, 0 if causal else -1), softcap=softcap)
+    assert all(c.ok for c in checks), "; ".join(map(str, checks))
+    for name, a, b in zip(("dq", "dk", "dv"), *runs):
         assert torch.equal(a, b), name
 
 

@@ -506,12 +506,6 @@ class HopperBwdConfig:
     # hd 128 reloads 25 spilled values (wgmma descriptors) in every unmasked step
     # (nvdisasm, session 28); one loop has none (1) or 2 (2)
     one_loop: int = 0
-    # ... and with a sliding window (causal or not) too when set: its far edge's masked
-    # steps join the same loop (behind a second branch with one_loop 2). Opt-in, built
-    # in session 29 without a GPU: the one-kernel window builds at hd 128 spill 240 / 368
-    # B (non-causal / causal) with three loops, 4 / 52 with one (compile_sm90 --spec
-    # --loops; the non-causal unmasked loop reloads none either way)
-    window_one_loop: bool = False
     # softcap: dS^T's factor 1 - t^2 folded into P^T right after the dV GEMM's operand is
     # taken, so one fp32 tile (P^T o (1 - t^2)) stays live across that GEMM instead of
     # two (P^T, 1 - t^2). Launch-specialised sm_90 builds at hd 128 (session 28): the
@@ -530,6 +524,13 @@ class HopperBwdConfig:
     # leaves 4. 16 / 32 KB more shared memory at hd 64 / 128. Opt-in, built in session 29
     # without a GPU
     dq_stage2: bool = False
+    # two-kernel dK/dV kernel: K and V loaded once into registers as the S^T = K Q^T and
+    # dP^T = V dO^T wgmmas' A operand instead of read from shared memory by every step's
+    # wgmmas (at hd 64, 64 keys on one warpgroup, m64n64k16 with both operands in shared
+    # memory moves 4 KB per 32 tensor-core cycles, the SM's 128 B/clk; A from registers
+    # halves that). 16 registers each per thread at hd 64 (not with dq_reduce: K is the
+    # dQ GEMM's B operand there). Opt-in, session 30
+    kv_regs: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

@@ -482,6 +482,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         dkdv_flag["CAP_FOLD"] = True
     if cfg.dq_reduce and cfg.dq_stage2:
         dkdv_flag["DQ_STAGE2"] = True
+    if cfg.kv_regs and not cfg.dq_reduce:
+        dkdv_flag["KV_REGS"] = True
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
         launch(
             _bwd_dkdv_kernel, (triton.cdiv(rows_k, cfg.block_n), batch * key_heads), q.device,
@@ -571,8 +573,8 @@ def _lse2_pre(cfg, varlen) -> bool:
 
 def _one_loop(cfg, causal, window) -> int:
     """The dK/dV kernel's ONE_LOOP (HopperBwdConfig.one_loop): causal calls without a
-    window, and windowed ones only with window_one_loop; else 0 (the loops apart)."""
-    return cfg.one_loop if (causal and not window or window and cfg.window_one_loop) else 0
+    window; else 0 (the loops apart)."""
+    return cfg.one_loop if causal and not window else 0
 
 
 def _tile_major(cfg, varlen) -> bool:
@@ -714,24 +716,19 @@ def _row_delta(DELTA, bh, rows, seqlen_q, stride):
 @gluon.jit
 def _probs_t(s_t, lse2, keys, rows, diag, qk_scale, dtype: gl.constexpr,
              a_layout: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr = True,
-             left=0, HAS_LEFT: gl.constexpr = False, band=True, edge=None):
+             left=0, HAS_LEFT: gl.constexpr = False, band=True):
     """P^T = exp2(S^T * qk_scale - lse2) of a key tile's scores (when MASKED: zero above
     the causal diagonal, the band tiles, and with HAS_LEFT more than ``left`` keys left
     of it, a sliding window's far edge), in fp32 and as the ``dtype`` register A operand
-    of the dV wgmma (``a_layout``). ``band`` / ``edge``: runtime flags that put the causal
-    / the window's mask behind a branch (HopperBwdConfig.one_loop = 2; ``edge`` None: no
-    branch, the IR the builds without window_one_loop had). Shared by the key-tile
-    kernels' steps."""
+    of the dV wgmma (``a_layout``). ``band``: a runtime flag puts the causal mask behind a
+    branch (HopperBwdConfig.one_loop = 2). Shared by the key-tile kernels' steps."""
     p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
     if MASKED:
         if CAUSAL:
             if band:
                 p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
         if HAS_LEFT:
-            if edge is None:
-                p_t = gl.where(keys[:, None] >= rows[None, :] + diag - left, p_t, 0.0)
-            elif edge:  # (the same mask, on the far edge's steps only)
-                p_t = gl.where(keys[:, None] >= rows[None, :] + diag - left, p_t, 0.0)
+            p_t = gl.where(keys[:, None] >= rows[None, :] + diag - left, p_t, 0.0)
     return p_t, gl.convert_layout(p_t.to(dtype), a_layout)
 
 
@@ -947,7 +944,8 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
                     EARLY_EXPECT: gl.constexpr = False, STATS: gl.constexpr = False,
                     lse_desc=None, delta_desc=None, GROUP_BRANCH: gl.constexpr = False,
                     LSE2_PRE: gl.constexpr = False, ROT: gl.constexpr = False,
-                    TILE_MAJOR: gl.constexpr = False, tile_heads=1):
+                    TILE_MAJOR: gl.constexpr = False, tile_heads=1,
+                    KV_REGS: gl.constexpr = False):
     """What the dK/dV kernel starts with: this program's (batch, KV head, the query heads
     per KV head it visits, key tile), the
     query tiles it visits (``_q_tile_range``), shared memory for the resident K, V and
@@ -957,7 +955,9 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     (batch coordinate 0). EXPAND (GQA): the program owns one query head (grid axis 1 is
     B * H), which is returned in place of the KV head: its Q/dO tiles are that head's,
     its K / V those of head // group. ROT: the query tiles in the ordered reduce's rotated
-    order (``_reduce_rotation``; returned last, 0 without ROT)."""
+    order (``_reduce_rotation``; returned last, 0 without ROT). KV_REGS
+    (HopperBwdConfig.kv_regs): ``k2`` / ``v2`` are K and V loaded into registers as the
+    S^T / dP^T wgmmas' A operand, else the shared-memory tiles."""
     if EXPAND:
         pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter = _key_tile_coords(
             seqlen_q, seqlen_k, nheads, 1, BLOCK_M, BLOCK_N, CAUSAL, left, HAS_LEFT,
@@ -1016,6 +1016,10 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     mbarrier.wait(kv_bar, 0)
     k2 = k_smem.reshape([BLOCK_N, HEAD_DIM])
     v2 = v_smem.reshape([BLOCK_N, HEAD_DIM])
+    if KV_REGS:  # once per program: each step's S^T / dP^T then reads only Q / dO tiles
+        kv_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
+        k2 = k2.load(kv_op)
+        v2 = v2.load(kv_op)
     return (pid_n, b, hk, q_group, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter, k_smem,
             v_smem, q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2, stats, rot)
 
@@ -1058,7 +1062,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                DQ_REDUCE: gl.constexpr = False, dq_scale=1.0, dql=0,
                DQ_LATE: gl.constexpr = False, DQ_ORDERED: gl.constexpr = False,
                DQ_FIXED: gl.constexpr = False, BAND_BRANCH: gl.constexpr = False,
-               n_band=0, CAP_FOLD: gl.constexpr = False, n_mid=0,
+               n_band=0, CAP_FOLD: gl.constexpr = False,
                DQ_STAGE2: gl.constexpr = False):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
@@ -1090,8 +1094,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     D_SPLIT > 1: dK, dV hold columns [HALF * HEAD_DIM / D_SPLIT, ...) only; S^T and dP^T
     still use the whole head dim.
     BAND_BRANCH (HopperBwdConfig.one_loop = 2): MASKED steps apply the causal mask only
-    when the step is one of the first ``n_band`` (the diagonal band), and with HAS_LEFT
-    the window's mask only from step ``n_mid`` on (its far edge).
+    when the step is one of the first ``n_band`` (the diagonal band).
     CAP_FOLD (HopperBwdConfig.softcap_fold): with SOFTCAP, dS^T = (P^T o (1 - t^2)) o
     (dP^T - delta), the product taken before the dV GEMM instead of after dP^T.
     DQ_STAGE2 (HopperBwdConfig.dq_stage2, with DQ_LATE): two dQ staging tiles, step it's
@@ -1147,14 +1150,11 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     if SOFTCAP:  # scores tanh(s * cap_scale) (qk_scale: softcap * log2 e); ds/ds_raw = 1 - t^2
         s_t = tanh_f32(s_t * cap_scale, True)
         grad_t = 1.0 - s_t * s_t
-    band = True  # (a constant, and no branch: the masks, where MASKED, on every step)
-    edge = None
+    band = True  # (a constant: the mask, where MASKED, on every step)
     if BAND_BRANCH:
         band = sj < n_band
-        if HAS_LEFT:
-            edge = sj >= n_mid
     p_t, p_op = _probs_t(s_t, lse2, keys, rows, diag, qk_scale, q_buf.dtype, a_layout,
-                         MASKED, CAUSAL, left, HAS_LEFT, band, edge)
+                         MASKED, CAUSAL, left, HAS_LEFT, band)
     if DROPOUT:  # P^T o M unscaled: dV and dK take 1 / (1 - p) at the end
         keep = bits_masks_t(words, s_layout)
         p_op = gl.convert_layout(dropped(p_t, keep).to(q_buf.dtype), a_layout)
@@ -1401,9 +1401,10 @@ def _bwd_dkdv_kernel(
     DQ_FIXED: gl.constexpr = False,  # HopperBwdConfig.reduce_fixed: int32 adds (dq_desc)
     TILE_MAJOR: gl.constexpr = False,  # HopperBwdConfig.tile_major: launch order in
     tile_heads=1,  # blocks of this many heads (_tile_ids)
-    ONE_LOOP: gl.constexpr = 0,  # HopperBwdConfig.one_loop (causal; windows: window_one_loop)
+    ONE_LOOP: gl.constexpr = 0,  # HopperBwdConfig.one_loop (causal, no window)
     CAP_FOLD: gl.constexpr = False,  # HopperBwdConfig.softcap_fold
     DQ_STAGE2: gl.constexpr = False,  # HopperBwdConfig.dq_stage2: two dQ staging tiles
+    KV_REGS: gl.constexpr = False,  # HopperBwdConfig.kv_regs: K, V as register A operands
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -1437,8 +1438,9 @@ def _bwd_dkdv_kernel(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
         BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND, left, HAS_LEFT,
         EARLY_EXPECT, STATS, lse_desc, delta_desc, GROUP_BRANCH, LSE2_PRE, DQ_ORDERED,
-        TILE_MAJOR, tile_heads)
+        TILE_MAJOR, tile_heads, KV_REGS)
     gl.static_assert(not (STATS and (VARLEN or PREFETCH)), "STATS: dense, no PREFETCH")
+    gl.static_assert(not (KV_REGS and DQ_REDUCE), "kv_regs: not with dq_reduce (K is dQ's B)")
     gl.static_assert(not (TILE_MAJOR and VARLEN), "TILE_MAJOR: dense grids only")
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
@@ -1487,11 +1489,9 @@ def _bwd_dkdv_kernel(
                0, 0, 0, 0, -1, 0)
     else:
         dql = 0
-    # ONE_LOOP (causal, or a window): the band's steps and the window's far edge run in
-    # the second loop, masked
-    ONE: gl.constexpr = (CAUSAL or HAS_LEFT) and ONE_LOOP > 0
+    # ONE_LOOP (causal, no window): the band's steps run in the second loop, masked
+    ONE: gl.constexpr = CAUSAL and not HAS_LEFT and ONE_LOOP > 0
     n_sep = 0 if ONE else n_band
-    n_end = n_m if ONE else n_mid
     for g in range(0, q_group):
         bh = bh0 + g
         if DROPOUT:  # this head's bit blocks (_common.BITS_PAD), and the key tile
@@ -1508,20 +1508,19 @@ def _bwd_dkdv_kernel(
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
                 DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD, DQ_STAGE2=DQ_STAGE2)
-        for j in range(n_sep, n_end):
+        for j in range(n_sep, n_mid):
             dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
                 q_group, seqlen_q, lse_stride, diag, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N,
-                NUM_STAGES, ONE, PREFETCH, D_SPLIT, HALF, CAUSAL or not ONE, left,
-                ONE and HAS_LEFT, cap_scale,
+                NUM_STAGES, ONE, PREFETCH, D_SPLIT, HALF, True, 0, False, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED, DQ_FIXED, ONE and ONE_LOOP == 2, n_band, CAP_FOLD, n_mid,
+                DQ_ORDERED, DQ_FIXED, ONE and ONE_LOOP == 2, n_band, CAP_FOLD,
                 DQ_STAGE2)
         # a window's far edge: query tiles that see part of this key tile (none without
-        # one, n_mid = n_m, or with ONE_LOOP, n_end = n_m)
-        for j in range(n_end, n_m):
+        # one: n_mid = n_m)
+        for j in range(n_mid, n_m):
             dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
                 do_bars, q_desc, do_desc, LSE, DELTA, bh, keys, m_lo, n_m, n_iter, b, hk,
@@ -2183,6 +2182,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                 constexprs["ONE_LOOP"] = _one_loop(cfg, causal, window)
                 constexprs["CAP_FOLD"] = bool(cfg.softcap_fold and softcap)
                 constexprs["DQ_STAGE2"] = bool(cfg.dq_reduce and cfg.dq_stage2)
+                constexprs["KV_REGS"] = bool(cfg.kv_regs and not cfg.dq_reduce)
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
         ptrs = [n for n in ("Q", "K", "V", "DO", "DQ", "DK", "DV", "CU_Q", "CU_K")
                 if n in kernel.arg_names]
