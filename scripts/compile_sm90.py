@@ -315,12 +315,6 @@ def hopper_bwd_variants():
                 # shipped at causal 4k-16k in session 27, nowhere since session 28)
                 yield (f"{tag} bfloat16 tile-major", hd, causal, torch.bfloat16,
                        dataclasses.replace(cfg, tile_major=True))
-            if hd == 64:  # K and V as the S^T / dP^T wgmmas' register A operand
-                # (HopperBwdConfig.kv_regs, opt-in), with the launch's ints: uncapped
-                # (190 / 228 registers, two programs per SM), where the 168 cap spills
-                # 184 / 176 B (hd 128: 255 registers and 116 B of spills)
-                yield (f"{tag} bfloat16 kv-regs spec", hd, causal, torch.bfloat16,
-                       dataclasses.replace(cfg, kv_regs=True, max_regs=None))
             if hd <= 128:  # the same kernels over packed varlen sequences (opt-in)
                 yield f"{tag} bfloat16 varlen", hd, causal, torch.bfloat16, cfg
             if hd <= 128:  # a sliding window's left bound (HAS_LEFT), dense and varlen

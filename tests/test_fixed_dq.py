@@ -58,9 +58,11 @@ def test_bounds_match_reference(shape, expand, device):
                                    (2, 64, 64, 4, 4, 64)], ids=str)
 @pytest.mark.parametrize("expand", [False, True])
 @pytest.mark.parametrize("lse2", [False, True])
-def test_prologue_matches_separate_kernels(shape, expand, lse2, device):
-    """fixed_dq.prologue (one launch, HopperBwdConfig.fixed_prologue) writes what the four
-    launches it replaces write, bit for bit: delta and the (lse2, delta) boxes as
+@pytest.mark.parametrize("num_warps", [4, 8])
+def test_prologue_matches_separate_kernels(shape, expand, lse2, num_warps, device):
+    """fixed_dq.prologue (one launch, HopperBwdConfig.fixed_prologue; 4 warps, and the
+    shipped prologue_warps 8) writes what the four launches it replaces write, bit for
+    bit: delta and the (lse2, delta) boxes as
     hopper_bwd._delta, rows and heads as ``bounds``, and zeros over the whole int32 sum
     (handed in full of 7s); more key rows than query rows and fewer, strided K / V, rows
     with lse = -inf (no key)."""
@@ -77,7 +79,8 @@ def test_prologue_matches_separate_kernels(shape, expand, lse2, device):
     lse = torch.randn(b, h, sq, device=device)
     lse[:, :, ::7] = float("-inf")
     acc = torch.full((b, sq, h, d), 7, dtype=torch.int32, device=device)
-    got = fixed_dq.prologue(out, dout, lse, k, v, h // hkv, expand, lse2, acc=acc)
+    got = fixed_dq.prologue(out, dout, lse, k, v, h // hkv, expand, lse2, acc=acc,
+                            num_warps=num_warps)
     assert got.acc is acc and not acc.any()
     want = hopper_bwd._delta(out, dout, lse) if lse2 else (hopper_bwd._delta(out, dout), None)
     assert torch.equal(got.delta, want[0])

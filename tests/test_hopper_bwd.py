@@ -697,42 +697,6 @@ def test_stats_tma(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, extra, devic
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("seqlen_q,seqlen_k,nheads_kv,left,softcap",
-                         [(1028, 1100, 8, None, 0.0), (1029, 1100, 2, None, 0.0),
-                          (200, 70, 8, None, 0.0), (1028, 1100, 8, 100, 0.0),
-                          (1028, 1100, 8, None, 20.0)])
-def test_kv_regs(head_dim, causal, seqlen_q, seqlen_k, nheads_kv, left, softcap, device):
-    """HopperBwdConfig.kv_regs: K and V as the S^T / dP^T wgmmas' register A operand give
-    bitwise the gradients of the shared-memory operands (the same bf16 products), ragged
-    tiles, GQA, a window and a softcap among them; NaN-filled buffers, uncapped (as
-    measured)."""
-    require_sm90()
-    q, k, v = make_qkv(2, seqlen_q, seqlen_k, 8, nheads_kv, head_dim, torch.bfloat16,
-                       device, seed=head_dim + seqlen_q + nheads_kv)
-    dout = torch.randn_like(q)
-    out, lse = flash.attention_forward(q, k, v, causal=causal, softcap=softcap,
-                                       window_size=(left, 0 if causal else None))
-    runs = []
-    for kv_regs in (True, False):
-        cfg = dataclasses.replace(configs.hopper_bwd_config(head_dim, causal, 4096,
-                                                            8 // nheads_kv,
-                                                            softcap=bool(softcap)),
-                                  kv_regs=kv_regs, max_regs=None)
-        grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
-        hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, causal, *grads,
-                                             config=cfg, left=left, softcap=softcap)
-        runs.append(grads)
-    torch.cuda.synchronize()
-    checks = grad_ref_checks(runs[0], q, k, v, dout, causal, window_size=(
-        -1 if left is None else left, 0 if causal else -1), softcap=softcap)
-    assert all(c.ok for c in checks), "; ".join(map(str, checks))
-    for name, a, b in zip(("dq", "dk", "dv"), *runs):
-        assert torch.equal(a, b), name
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("head_dim", [64, 128])
-@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("left,softcap", [(100, 0.0), (None, 20.0), (300, 30.0)])
 def test_stats_tma_masks(head_dim, causal, left, softcap, device):
     """stats_tma with a sliding window's left bound and / or a softcap: bitwise the

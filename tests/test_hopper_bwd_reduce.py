@@ -171,9 +171,14 @@ def test_default_config_fixed(monkeypatch):
     assert not hopper_bwd.default_config(128, True, 16384, deterministic=False,
                                          window=True).dq_reduce
     assert not hopper_bwd.default_config(128, True, 2048, deterministic=False).dq_reduce
-    for causal in (False, True):  # windows keep two kernels (their one-kernel builds
-        got = hopper_bwd.default_config(128, causal, 16384, window=True)  # spill)
-        assert not got.dq_reduce, (causal, got)
+    # windows (session 30, s30a / s30c): the fixed-point kernel non-causal from
+    # FIXED_WINDOW_MIN_SEQLEN keys, three loops (one_loop off); causal keeps two kernels
+    wlow = configs.FIXED_WINDOW_MIN_SEQLEN
+    for causal, seqlen, one in ((False, wlow, True), (False, wlow - 1, False),
+                                (False, 16384, True), (True, 16384, False)):
+        got = hopper_bwd.default_config(128, causal, seqlen, window=True)
+        assert got.dq_reduce == one == got.reduce_fixed, (causal, seqlen, got)
+    assert not hopper_bwd.default_config(64, False, 16384, window=True).dq_reduce
     # softcaps (session 29, s29b): 1 - t^2 folded into P^T at hd 128 on either kernel; the
     # fixed-point kernel non-causal from 4k keys, causal from FIXED_SOFTCAP_CAUSAL_MIN_SEQLEN
     low = configs.FIXED_SOFTCAP_CAUSAL_MIN_SEQLEN

@@ -515,22 +515,17 @@ class HopperBwdConfig:
     softcap_fold: bool = False
     # reduce_fixed: delta (+ the lse2 boxes), the bounds and the int32 sum's zero fill in
     # one launch (ops/fixed_dq.prologue) instead of three that read dO twice; its warps
-    # per program (4: 402 MB in 112.6 us, 3.6 TB/s, in `s29d`; 8 not measured)
+    # per program: 8 since session 30 (`s30c`, one run, hd 128 causal 4k: 402 MB in 108.5
+    # us, 3.7 TB/s, against 115.0 us with 4; `s30b`: bitwise equal, backward +0.1% to
+    # +0.9% in the four cells of its A/B)
     fixed_prologue: bool = False
-    prologue_warps: int = 4
+    prologue_warps: int = 8
     # dq_reduce with reduce_late: two dQ staging tiles, so each step's add needs no wait
     # and CTA barrier before its store (the other tile's reduce is waited for a step
     # earlier, behind the dS^T barrier): the hd 128 one-kernel step has 5 bar.sync, this
     # leaves 4. 16 / 32 KB more shared memory at hd 64 / 128. Opt-in, built in session 29
     # without a GPU
     dq_stage2: bool = False
-    # two-kernel dK/dV kernel: K and V loaded once into registers as the S^T = K Q^T and
-    # dP^T = V dO^T wgmmas' A operand instead of read from shared memory by every step's
-    # wgmmas (at hd 64, 64 keys on one warpgroup, m64n64k16 with both operands in shared
-    # memory moves 4 KB per 32 tensor-core cycles, the SM's 128 B/clk; A from registers
-    # halves that). 16 registers each per thread at hd 64 (not with dq_reduce: K is the
-    # dQ GEMM's B operand there). Opt-in, session 30
-    kv_regs: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""
@@ -673,6 +668,8 @@ def hopper_bwd_ordered_preferred(head_dim: int, causal: bool, seqlen_k: int) -> 
 # Causal softcapped calls at hd 128 take the fixed-point one-kernel backward from this many
 # keys (hopper_bwd_fixed_preferred)
 FIXED_SOFTCAP_CAUSAL_MIN_SEQLEN = 8192
+# ... and non-causal calls with a sliding window from this many
+FIXED_WINDOW_MIN_SEQLEN = 8192
 
 
 def hopper_bwd_fixed_preferred(head_dim: int, causal: bool, seqlen_k: int,
@@ -689,19 +686,28 @@ def hopper_bwd_fixed_preferred(head_dim: int, causal: bool, seqlen_k: int,
     one_loop = 2): `s28c` (ec0f30b, scripts/env_ab.py through the public call, 3 rounds)
     +2.1% / +7.6% backward over the two-kernel backward at hd 128 causal 4k / 16k
     (forward+backward +4.3% at 16k, L2 flushed); nor at hd 64 (-17% / -5%).
-    Not with a window, causal or not (since session 28; session 27 had sent non-causal
-    ones here unmeasured): sm_90 builds with a launch's int specialisation (compile_sm90
-    ``ints``) reload 48-72 spilled values per step in a window's extra loops, against 0
-    in the two-kernel dK/dV kernel, and a build that spilled 25 per step lost 17-28%
-    (step 70).
+    With a window: non-causal from FIXED_WINDOW_MIN_SEQLEN keys since session 30, never
+    causal. The one-kernel window build (three loops: band, the rest, the far edge)
+    spills 240 B non-causal, reloaded on the far edge's steps only (none in the unmasked
+    loop), 368 B causal (7-22 reloads on most steps); session 28 had withdrawn windows
+    from here on those spills unmeasured. Measured through the public call
+    (scripts/env_ab.py --window, backward L2 flushed / not, against two kernels):
+    non-causal, window 1024, `s30a` (0721cee, 3 rounds) 4k +1.3% / +5.8%, 16k +6.3% /
+    +6.0%; `s30c` (db99c8e, 5 rounds) 4k +0.7% / +4.0%, 8k +3.8% / +4.1%, 16k +6.1% /
+    +9.3%; window 256 (3 rounds) 4k -1.5% / -0.2%, 16k +2.6% / +7.1%. Forward+backward
+    at 4k L2 flushed read -7.3% / -12.4% / -7.4% in the three 4k runs against +0.7% /
+    +0.1% / +1.1% unflushed (not explained: the backward alone gained there), hence 8k.
+    Causal, window 1024 (`s30a`): -24% to -27% at 4k / 16k.
     With a softcap (softcap_fold on both sides since session 29, the one-kernel build's
     reloads 26 -> 1 per step): `s29b` (f349091, scripts/env_ab.py --softcap 30, 3 rounds),
     backward L2 flushed / not, the fixed-point kernel with the fold against the two
     kernels with it: non-causal 4k +10.5% / +16.2%, 16k +13.9% / +14.7%; causal 4k
     -3.5% / -2.3%, 16k +7.8% / +6.2%. So non-causal from 4k keys, causal from
     FIXED_SOFTCAP_CAUSAL_MIN_SEQLEN (8k: between the two, not measured when chosen)."""
-    if head_dim != 128 or window:
+    if head_dim != 128:
         return False
+    if window:
+        return not causal and seqlen_k >= FIXED_WINDOW_MIN_SEQLEN
     if softcap and causal:
         return seqlen_k >= FIXED_SOFTCAP_CAUSAL_MIN_SEQLEN
     return seqlen_k >= 4096

@@ -482,8 +482,6 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         dkdv_flag["CAP_FOLD"] = True
     if cfg.dq_reduce and cfg.dq_stage2:
         dkdv_flag["DQ_STAGE2"] = True
-    if cfg.kv_regs and not cfg.dq_reduce:
-        dkdv_flag["KV_REGS"] = True
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
         launch(
             _bwd_dkdv_kernel, (triton.cdiv(rows_k, cfg.block_n), batch * key_heads), q.device,
@@ -944,8 +942,7 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
                     EARLY_EXPECT: gl.constexpr = False, STATS: gl.constexpr = False,
                     lse_desc=None, delta_desc=None, GROUP_BRANCH: gl.constexpr = False,
                     LSE2_PRE: gl.constexpr = False, ROT: gl.constexpr = False,
-                    TILE_MAJOR: gl.constexpr = False, tile_heads=1,
-                    KV_REGS: gl.constexpr = False):
+                    TILE_MAJOR: gl.constexpr = False, tile_heads=1):
     """What the dK/dV kernel starts with: this program's (batch, KV head, the query heads
     per KV head it visits, key tile), the
     query tiles it visits (``_q_tile_range``), shared memory for the resident K, V and
@@ -955,9 +952,7 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     (batch coordinate 0). EXPAND (GQA): the program owns one query head (grid axis 1 is
     B * H), which is returned in place of the KV head: its Q/dO tiles are that head's,
     its K / V those of head // group. ROT: the query tiles in the ordered reduce's rotated
-    order (``_reduce_rotation``; returned last, 0 without ROT). KV_REGS
-    (HopperBwdConfig.kv_regs): ``k2`` / ``v2`` are K and V loaded into registers as the
-    S^T / dP^T wgmmas' A operand, else the shared-memory tiles."""
+    order (``_reduce_rotation``; returned last, 0 without ROT)."""
     if EXPAND:
         pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter = _key_tile_coords(
             seqlen_q, seqlen_k, nheads, 1, BLOCK_M, BLOCK_N, CAUSAL, left, HAS_LEFT,
@@ -1016,10 +1011,6 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     mbarrier.wait(kv_bar, 0)
     k2 = k_smem.reshape([BLOCK_N, HEAD_DIM])
     v2 = v_smem.reshape([BLOCK_N, HEAD_DIM])
-    if KV_REGS:  # once per program: each step's S^T / dP^T then reads only Q / dO tiles
-        kv_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
-        k2 = k2.load(kv_op)
-        v2 = v2.load(kv_op)
     return (pid_n, b, hk, q_group, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter, k_smem,
             v_smem, q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2, stats, rot)
 
@@ -1404,7 +1395,6 @@ def _bwd_dkdv_kernel(
     ONE_LOOP: gl.constexpr = 0,  # HopperBwdConfig.one_loop (causal, no window)
     CAP_FOLD: gl.constexpr = False,  # HopperBwdConfig.softcap_fold
     DQ_STAGE2: gl.constexpr = False,  # HopperBwdConfig.dq_stage2: two dQ staging tiles
-    KV_REGS: gl.constexpr = False,  # HopperBwdConfig.kv_regs: K, V as register A operands
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -1438,9 +1428,8 @@ def _bwd_dkdv_kernel(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
         BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND, left, HAS_LEFT,
         EARLY_EXPECT, STATS, lse_desc, delta_desc, GROUP_BRANCH, LSE2_PRE, DQ_ORDERED,
-        TILE_MAJOR, tile_heads, KV_REGS)
+        TILE_MAJOR, tile_heads)
     gl.static_assert(not (STATS and (VARLEN or PREFETCH)), "STATS: dense, no PREFETCH")
-    gl.static_assert(not (KV_REGS and DQ_REDUCE), "kv_regs: not with dq_reduce (K is dQ's B)")
     gl.static_assert(not (TILE_MAJOR and VARLEN), "TILE_MAJOR: dense grids only")
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
@@ -2182,7 +2171,6 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                 constexprs["ONE_LOOP"] = _one_loop(cfg, causal, window)
                 constexprs["CAP_FOLD"] = bool(cfg.softcap_fold and softcap)
                 constexprs["DQ_STAGE2"] = bool(cfg.dq_reduce and cfg.dq_stage2)
-                constexprs["KV_REGS"] = bool(cfg.kv_regs and not cfg.dq_reduce)
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
         ptrs = [n for n in ("Q", "K", "V", "DO", "DQ", "DK", "DV", "CU_Q", "CU_K")
                 if n in kernel.arg_names]
