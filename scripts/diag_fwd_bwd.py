@@ -10,6 +10,9 @@ alone (benchmarks/results.md, session 4).
 
 Session 29: the kernels as one line each (GPU us per call), none left out.
 
+Session 30: DIAG_BACKENDS=flashtile,sdpa-cudnn (any flashtile bench backends, comma
+separated) runs each in turn on the same inputs; DIAG_HOST=0 leaves out the host profile.
+
 Session 10: per shape also the host's own time per forward+backward call (perf_counter
 around 50 calls, no sync) and a cProfile of 20 calls by own time: where the host time of
 the short, launch-bound shapes goes on the GPU machine's CPU.
@@ -17,6 +20,7 @@ the short, launch-bound shapes goes on the GPU machine's CPU.
 
 import cProfile
 import io
+import os
 import pstats
 import sys
 import time
@@ -36,18 +40,20 @@ def main() -> None:
         causal = bool(causal)
         q, k, v, dout = (torch.randn(batch, seqlen, heads, head_dim, device="cuda",
                                      dtype=torch.bfloat16) for _ in range(4))
-        be = get_backend("flashtile")(q, k, v, causal, dout=dout)
-        fb = triton.testing.do_bench(be.fwd_bwd, warmup=25, rep=100, return_mode="median")
-        f = triton.testing.do_bench(be.fwd, warmup=25, rep=100, return_mode="median")
-        acts = [torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]
-        with torch.profiler.profile(activities=acts) as prof:
-            for _ in range(3):
-                be.fwd_bwd()
-            torch.cuda.synchronize()
-        print(f"B{batch} S{seqlen} H{heads} D{head_dim} causal={causal}: "
-              f"fwd {f * 1e3:.0f} us, fwd+bwd {fb * 1e3:.0f} us")
-        print_kernels(prof, calls=3)
-        host_profile(be.fwd_bwd)
+        for name in os.environ.get("DIAG_BACKENDS", "flashtile").split(","):
+            be = get_backend(name)(q, k, v, causal, dout=dout)
+            fb = triton.testing.do_bench(be.fwd_bwd, warmup=25, rep=100, return_mode="median")
+            f = triton.testing.do_bench(be.fwd, warmup=25, rep=100, return_mode="median")
+            acts = [torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]
+            with torch.profiler.profile(activities=acts) as prof:
+                for _ in range(3):
+                    be.fwd_bwd()
+                torch.cuda.synchronize()
+            print(f"{name} B{batch} S{seqlen} H{heads} D{head_dim} causal={causal}: "
+                  f"fwd {f * 1e3:.0f} us, fwd+bwd {fb * 1e3:.0f} us")
+            print_kernels(prof, calls=3)
+            if os.environ.get("DIAG_HOST", "1") != "0":
+                host_profile(be.fwd_bwd)
 
 
 def print_kernels(prof, calls: int) -> None:
