@@ -52,6 +52,7 @@ def main() -> None:
             print(f"{name} B{batch} S{seqlen} H{heads} D{head_dim} causal={causal}: "
                   f"fwd {f * 1e3:.0f} us, fwd+bwd {fb * 1e3:.0f} us")
             print_kernels(prof, calls=3)
+            print_gaps(prof, calls=3)
             if os.environ.get("DIAG_HOST", "1") != "0":
                 host_profile(be.fwd_bwd)
 
@@ -65,6 +66,36 @@ def print_kernels(prof, calls: int) -> None:
     for us, n, name in sorted(rows, reverse=True):
         print(f"  {us:9.1f} us {us / total * 100:5.1f}%  x{n:g}  {name[:90]}")
     print(f"  {total:9.1f} us in kernels per fwd+bwd")
+
+
+def print_gaps(prof, calls: int, top: int = 6) -> None:
+    """GPU idle time inside the profiled calls: the gaps between one kernel's end and the
+    next one's start (device timestamps), per call, the largest with the kernels around
+    them; and the CUDA runtime calls that can stall the host or the device
+    (synchronisations, copies, allocations), with their counts and host time."""
+    from torch.autograd import DeviceType
+
+    gpu = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA
+                  and e.time_range.elapsed_us() > 0), key=lambda e: e.time_range.start)
+    gaps, end, prev = [], None, None
+    for e in gpu:
+        if end is not None and e.time_range.start > end:
+            gaps.append((e.time_range.start - end, prev, e.name))
+        if end is None or e.time_range.end > end:
+            end, prev = e.time_range.end, e.name
+    total = sum(g[0] for g in gaps)
+    span = (end - gpu[0].time_range.start) if gpu else 0
+    print(f"  GPU idle between kernels: {total / calls:.1f} us per call "
+          f"({len(gaps) / calls:g} gaps; span {span / calls:.1f} us per call)")
+    for us, a, b in sorted(gaps, reverse=True)[:top]:
+        print(f"    {us:8.1f} us after {a[:50]} before {b[:50]}")
+    api = {}
+    for e in prof.key_averages():
+        if e.key.startswith("cuda") and any(w in e.key for w in (
+                "Synchronize", "Memcpy", "Malloc", "Free", "Memset", "Query")):
+            api[e.key] = (e.count / calls, e.cpu_time_total / calls)
+    for key, (n, us) in sorted(api.items(), key=lambda kv: -kv[1][1]):
+        print(f"    {key[:40]:<40} x{n:g} per call, {us:.1f} us host")
 
 
 def host_profile(fn, calls: int = 50, profiled: int = 20, top: int = 22) -> None:
