@@ -9,6 +9,6 @@ for shape in 1,16384,32,64,0 4,4096,32,64,0 4,4096,16,128,0; do
   log="$out/diag_${shape//,/_}.log"
   DIAG_BACKENDS=flashtile,sdpa-cudnn timeout 150 python3 scripts/diag_fwd_bwd.py $shape \
     >"$log" 2>&1 || status=1
-  grep -E "causal=|us in kernels|^host|GPU idle|^    " "$log" | grep -v "^    [0-9 ]\+[0-9]  " \
-    | cut -c1-130 | head -60
+  awk '/causal=/ || /us in kernels/ || /^host/ {print; next} /GPU idle/ {g=1} /^host/ {g=0}
+       /-- cProfile/ {g=0} g' "$log" | cut -c1-130 | head -70
 done
