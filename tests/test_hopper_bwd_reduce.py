@@ -489,6 +489,36 @@ def test_fixed_public_api(causal, left, softcap, device, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("causal,left", [(False, 1024), (False, 100), (True, 1024)])
+def test_window_dispatch_at_8k(causal, left, device, monkeypatch):
+    """The shipped window dispatch, nothing forced: at hd 128 with 8k keys a non-causal
+    windowed call's deterministic backward runs the fixed-point one-kernel (three
+    loops), a causal one two kernels (spied); gradients within the bound of the fp64
+    reference and bitwise repeatable; GQA 2:1, ragged query end."""
+    require_sm90()
+    for var in (hopper_bwd.FIXED_ENV_VAR, hopper_bwd.REDUCE_ENV_VAR,
+                hopper_bwd.OVERRIDES_ENV_VAR):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
+    used = _spy_config(monkeypatch, "reduce_fixed")
+    seqlen_k = configs.FIXED_WINDOW_MIN_SEQLEN
+    window = (left, 0 if causal else -1)
+    q, k, v = make_qkv(1, seqlen_k - 3, seqlen_k, 4, 2, 128, torch.bfloat16, device,
+                       seed=left + causal)
+    dout = torch.randn_like(q)
+    grads = []
+    for _ in range(2):
+        inp = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        o = flashtile.flash_attn_func(*inp, causal=causal, window_size=window)
+        grads.append(torch.autograd.grad(o, inp, dout))
+    torch.cuda.synchronize()
+    assert used == [not causal] * 2, used
+    checks = grad_ref_checks(grads[0], q, k, v, dout, causal, window_size=window)
+    assert all(c.ok for c in checks), "; ".join(map(str, checks))
+    assert all(torch.equal(a, b) for a, b in zip(*grads)), "not repeatable"
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("expand", [False, True])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
