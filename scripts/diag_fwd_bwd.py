@@ -40,11 +40,11 @@ def main() -> None:
         causal = bool(causal)
         q, k, v, dout = (torch.randn(batch, seqlen, heads, head_dim, device="cuda",
                                      dtype=torch.bfloat16) for _ in range(4))
+        acts = [torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]
         for name in os.environ.get("DIAG_BACKENDS", "flashtile").split(","):
             be = get_backend(name)(q, k, v, causal, dout=dout)
             fb = triton.testing.do_bench(be.fwd_bwd, warmup=25, rep=100, return_mode="median")
             f = triton.testing.do_bench(be.fwd, warmup=25, rep=100, return_mode="median")
-            acts = [torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]
             with torch.profiler.profile(activities=acts) as prof:
                 for _ in range(3):
                     be.fwd_bwd()

@@ -23,8 +23,6 @@ O=FLASHTILE_HOPPER_BWD_OVERRIDES
 F=FLASHTILE_HOPPER_BWD_REDUCE_FIXED
 FLASHTILE_HOPPER_BWD_OVERRIDES=one_loop=2,window_one_loop=1 gpu_pytest pytest_window_one_loop \
   240 4 6 tests/test_hopper_bwd_reduce.py -k "fixed_public_api or reduce_public_api or one_loop"
-timeout 300 python3 scripts/env_ab.py --window 1024 \
+env_ab window_one_loop_ab 300 --window 1024 \
   --ab "|$F=1|$F=1;$O=one_loop=2,window_one_loop=1" \
-  --head-dims 128 --seqlens 4096 16384 --causal 0 1 --rounds 3 \
-  --csv "$out/window_one_loop_ab.csv" >"$out/window_one_loop_ab.log" 2>&1 || status=1
-grep -vE "^\s*$" "$out/window_one_loop_ab.log" | cut -c1-230
+  --head-dims 128 --seqlens 4096 16384 --causal 0 1 --rounds 3

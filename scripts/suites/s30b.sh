@@ -6,10 +6,8 @@ O=FLASHTILE_HOPPER_BWD_OVERRIDES
 # 1. The prologue's warps (HopperBwdConfig.prologue_warps, 4 shipped): 402 MB in 112.6 us
 #    (3.6 TB/s) in s29d, against the copy's ~4.26. Prediction: 8 warps 100-112 us,
 #    backward level to +0.7% at hd 128 causal 4k (the per-kernel profile says which).
-timeout 100 python3 scripts/env_ab.py --ab "|$O=prologue_warps=8" \
-  --head-dims 128 --seqlens 4096 --causal 1 0 --rounds 5 \
-  --csv "$out/prologue_warps_ab.csv" >"$out/prologue_warps_ab.log" 2>&1 || status=1
-grep -vE "^\s*$" "$out/prologue_warps_ab.log" | cut -c1-200
+env_ab prologue_warps_ab 100 --ab "|$O=prologue_warps=8" \
+  --head-dims 128 --seqlens 4096 --causal 1 0 --rounds 5
 FLASHTILE_HOPPER_BWD_OVERRIDES=prologue_warps=8 timeout 60 python3 scripts/diag_fwd_bwd.py \
   4,4096,16,128,1 >"$out/diag_prologue8.log" 2>&1 || status=1
 grep -E "_prologue_kernel" "$out/diag_prologue8.log" | head -2
@@ -22,12 +20,8 @@ grep -E "_prologue_kernel" "$out/diag_prologue8.log" | head -2
 #    causal and not. Prediction: backward +1-4% (early_expect, one bar.sync fewer per
 #    step at hd 64, measured +1.3-6%).
 gpu_pytest pytest_stage2 200 4 6 tests/test_hopper_bwd_reduce.py -k "stage2"
-timeout 200 python3 scripts/env_ab.py --ab "|$O=dq_stage2=1" \
-  --head-dims 128 --seqlens 4096 16384 --causal 0 1 --rounds 3 \
-  --csv "$out/stage2_ab.csv" >"$out/stage2_ab.log" 2>&1 || status=1
-grep -vE "^\s*$" "$out/stage2_ab.log" | cut -c1-200
+env_ab stage2_ab 200 --ab "|$O=dq_stage2=1" \
+  --head-dims 128 --seqlens 4096 16384 --causal 0 1 --rounds 3
 # 3. The prologue's bitwise test after the review commit 7e7d4b6 (shared delta_rows /
 #    lse2_box): it ran on the interpreter only since; it runs on CUDA without -m gpu.
-timeout 120 python3 -m pytest -q tests/test_fixed_dq.py -k prologue -p no:cacheprovider \
-  -rf --tb=short >"$out/pytest_prologue.log" 2>&1 || status=1
-grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_prologue.log" | tail -n 4
+cuda_pytest pytest_prologue 120 4 tests/test_fixed_dq.py -k prologue

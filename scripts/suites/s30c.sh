@@ -15,24 +15,18 @@ F=FLASHTILE_HOPPER_BWD_REDUCE_FIXED
 #    bound (three programs per SM measured +13% over two in `bwdcap`), -5 to -15%. My
 #    guess: -5%.
 gpu_pytest pytest_kv_regs 150 4 6 tests/test_hopper_bwd.py -k "kv_regs"
-timeout 150 python3 scripts/env_ab.py --ab "|$O=max_regs=none|$O=kv_regs=1,max_regs=none" \
-  --head-dims 64 --seqlens 4096 16384 --causal 0 1 --rounds 3 \
-  --csv "$out/kv_regs_ab.csv" >"$out/kv_regs_ab.log" 2>&1 || status=1
-grep -vE "^\s*$" "$out/kv_regs_ab.log" | cut -c1-200
+env_ab kv_regs_ab 150 --ab "|$O=max_regs=none|$O=kv_regs=1,max_regs=none" \
+  --head-dims 64 --seqlens 4096 16384 --causal 0 1 --rounds 3
 # 2. Sliding windows on the fixed-point one-kernel backward at hd 128, non-causal (three
 #    loops; s30a: backward +1.3% / +5.8% at 4k, +6.3% / +6.0% at 16k, L2 flushed / not,
 #    over two kernels at window 1024; forward+backward at 4k flushed read -12.4% with a
 #    spread of 0.35). Again with 5 rounds at 4k / 8k / 16k, and a window of 256 at 4k /
 #    16k. Prediction: backward +2-7% everywhere at window 1024, level to +5% at 256 (a
 #    key tile sees 4-5 query tiles, 2 of them masked).
-timeout 150 python3 scripts/env_ab.py --window 1024 --ab "|$F=1" \
-  --head-dims 128 --seqlens 4096 8192 16384 --causal 0 --rounds 5 \
-  --csv "$out/window_fixed_ab.csv" >"$out/window_fixed_ab.log" 2>&1 || status=1
-grep -vE "^\s*$" "$out/window_fixed_ab.log" | cut -c1-200
-timeout 100 python3 scripts/env_ab.py --window 256 --ab "|$F=1" \
-  --head-dims 128 --seqlens 4096 16384 --causal 0 --rounds 3 \
-  --csv "$out/window256_fixed_ab.csv" >"$out/window256_fixed_ab.log" 2>&1 || status=1
-grep -vE "^\s*$" "$out/window256_fixed_ab.log" | cut -c1-200
+env_ab window_fixed_ab 150 --window 1024 --ab "|$F=1" \
+  --head-dims 128 --seqlens 4096 8192 16384 --causal 0 --rounds 5
+env_ab window256_fixed_ab 100 --window 256 --ab "|$F=1" \
+  --head-dims 128 --seqlens 4096 16384 --causal 0 --rounds 3
 # 3. The prologue's warps, 4 and 8 in one run (s30b: 108.1 us at 8 against s29d's 112.6
 #    at 4, from two sessions)
 for w in 4 8; do

@@ -5,8 +5,6 @@
 # it at their small shapes; causal and hd 64 windows keep two kernels); the
 # window_one_loop withdrawal (the window tests with the shipped three loops).
 source scripts/suites/lib/steps.sh
-timeout 120 python3 -m pytest -q tests/test_fixed_dq.py -k prologue -p no:cacheprovider \
-  -rf --tb=short >"$out/pytest_prologue.log" 2>&1 || status=1
-grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest_prologue.log" | tail -n 4
+cuda_pytest pytest_prologue 120 4 tests/test_fixed_dq.py -k prologue
 gpu_pytest pytest_fixed_windows 200 4 6 tests/test_hopper_bwd_reduce.py \
   -k "fixed_public_api or reduce_public_api or one_loop or prologue"

@@ -5,9 +5,26 @@
 gpu_pytest() {
   local log=$1 limit=$2 nproc=$3 lines=$4
   shift 4
-  timeout "$limit" python3 -m pytest -q -m gpu -n "$nproc" "$@" -p no:cacheprovider -rf \
+  cuda_pytest "$log" "$limit" "$lines" -m gpu -n "$nproc" "$@"
+}
+# cuda_pytest LOG LIMIT TAIL PYTEST_ARGS...: the same for tests without the gpu mark (they
+# run on CUDA where there is one, e.g. tests/test_fixed_dq.py), one process.
+cuda_pytest() {
+  local log=$1 limit=$2 lines=$3
+  shift 3
+  timeout "$limit" python3 -m pytest -q "$@" -p no:cacheprovider -rf \
     --tb=short >"$out/$log.log" 2>&1 || status=1
   grep -E "^(FAILED|ERROR)|passed|failed" "$out/$log.log" | tail -n "$lines"
+}
+# env_ab LOG LIMIT ENV_AB_ARGS...: scripts/env_ab.py (interleaved A/B rounds through the
+# public call) under LIMIT seconds, CSV $out/LOG.csv, log $out/LOG.log; prints the log
+# without blank lines. Sets status=1 on a failure or the time limit.
+env_ab() {
+  local log=$1 limit=$2
+  shift 2
+  timeout "$limit" python3 scripts/env_ab.py "$@" --csv "$out/$log.csv" \
+    >"$out/$log.log" 2>&1 || status=1
+  grep -vE "^\s*$" "$out/$log.log" | cut -c1-230
 }
 # validate_covering LOG LIMIT: `flashtile validate --grid covering`, log $out/LOG.log;
 # prints its last lines without the progress bar.
