@@ -592,51 +592,6 @@ def test_dq_stage2(causal, head_dim, shape, device):
     assert all(c.ok for c in checks), "; ".join(map(str, checks))
 
 
-def test_dq_defer_plumbing(monkeypatch):
-    """HopperBwdConfig.dq_defer with dq_reduce reaches the dK/dV launch as DQ_DEFER, and
-    takes reduce_late's place (DQ_LATE off)."""
-    launched = []
-    monkeypatch.setattr(hopper_bwd, "launch", lambda kernel, grid, device, *_, **kw:
-                        launched.append((kernel.fn.__name__, kw)))
-    b, m, h, d = 1, 64, 2, 64
-    q, k, v, out, dout = (torch.randn(b, m, h, d, dtype=torch.bfloat16) for _ in range(5))
-    lse = torch.randn(b, h, m)
-    base = configs.hopper_bwd_reduce_config(d, False, m, 1)
-    for defer in (0, 1):
-        launched.clear()
-        cfg = dataclasses.replace(base, dq_defer=defer)
-        grads = [torch.empty_like(t) for t in (q, k, v)]
-        hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, False, *grads,
-                                             config=cfg, deterministic=False)
-        kw = next(kw for name, kw in launched if name == "_bwd_dkdv_kernel")
-        assert kw["DQ_DEFER"] == defer and kw["DQ_LATE"] == (not defer), kw
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("head_dim", [64, 128])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_dq_defer(causal, head_dim, shape, device):
-    """HopperBwdConfig.dq_defer (each step issues the previous step's dQ GEMM behind its
-    own S^T): with fixed-point adds dq / dk / dv bitwise equal to reduce_late's; with
-    racing adds within the DESIGN.md bound of the float64 reference; NaN-filled buffers."""
-    require_sm90()
-    b, sq, sk, h, hkv = shape
-    q, k, v = make_qkv(b, sq, sk, h, hkv, head_dim, torch.bfloat16, device, seed=17)
-    dout = torch.randn_like(q)
-    fixed = configs.hopper_bwd_reduce_config(head_dim, causal, sk, h // hkv, fixed=True)
-    on, off = launcher_grads(q, k, v, dout, causal,
-                             [dataclasses.replace(fixed, dq_defer=1), fixed])
-    for name, a, c in zip("dq dk dv".split(), on, off):
-        assert not a.isnan().any(), name
-        assert torch.equal(a, c), name
-    racing = dataclasses.replace(configs.hopper_bwd_reduce_config(head_dim, causal, sk,
-                                                                  h // hkv), dq_defer=1)
-    (grads,) = launcher_grads(q, k, v, dout, causal, [racing], deterministic=False)
-    checks = grad_ref_checks(grads, q, k, v, dout, causal)
-    assert all(c.ok for c in checks), "; ".join(map(str, checks))
-
-
 @pytest.mark.gpu
 def test_fixed_nonfinite(device):
     """A NaN in dO makes its row's multiplier NaN, so that row's dQ is NaN (as fp32 adds

@@ -441,15 +441,13 @@ class HopperBwdConfig:
     # fused, racing mode (deterministic=False): the consumers add dQ with TMA reduce-adds
     # (cp.reduce.async.bulk.tensor, FA3's way) instead of the writer warps' atomics
     dq_tma_reduce: bool = True
-    # fused: each consumer step issues the previous iteration's dQ GEMMs right
+    # fused only: each consumer step issues the previous iteration's dQ GEMMs right
     # behind dK and stores them under the next step's S^T GEMM (no tensor-core drain
-    # between dK and dQ, and the dQ store off the GEMMs' path).
-    # dq_reduce (the one-kernel backward; 1, in place of reduce_late): each step issues
-    # the previous step's dQ GEMM right behind its own S^T, so that it runs under the
-    # softmax, and adds it once dK is issued (ops/hopper_bwd._dkdv_step, DQ_DEFER). sm_90
-    # ptxas (session 31): hd 128 255 registers, 124 B spilled (the dQ accumulator live
-    # across the softmax); hd 64 198, none. (2: behind dV instead, crashes ptxas 3.6.)
-    dq_defer: int = 0
+    # between dK and dQ, and the dQ store off the GEMMs' path). The same on the
+    # one-kernel backward (dq_reduce: the previous step's dQ GEMM behind S^T, under the
+    # softmax) measured -17% to -29% backward at hd 64 / 128 non-causal (`s31b`, 659bb85;
+    # hd 128 spilled 124 B, hd 64 none) and was withdrawn
+    dq_defer: bool = False
     # two-kernel GQA (group > 1, dense): one dK/dV program per (key tile, query head)
     # instead of per KV head, writing per-query-head dK / dV partials that a sum over each
     # group reduces (the launcher: 2 x B x N x H x D elements more of memory, one rounding

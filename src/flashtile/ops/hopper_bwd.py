@@ -432,8 +432,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         dq_acc = pre.acc if pre is not None else torch.zeros(
             q.shape, dtype=torch.int32 if cfg.reduce_fixed else torch.float32, device=q.device)
         dkdv_flag.update(dq_desc=tma_desc(dq_acc, cfg.block_m), DQ_REDUCE=True,
-                         DQ_LATE=bool(cfg.reduce_late and not cfg.dq_defer),
-                         DQ_DEFER=int(cfg.dq_defer))
+                         DQ_LATE=bool(cfg.reduce_late))
         if cfg.reduce_ordered:  # one counter per (batch, query head, query tile)
             if not reduce_ordered_ok(q, k, causal, left, cfg):
                 raise ValueError(f"reduce_ordered: non-causal, no window, at most one key "
@@ -1055,7 +1054,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                DQ_LATE: gl.constexpr = False, DQ_ORDERED: gl.constexpr = False,
                DQ_FIXED: gl.constexpr = False, BAND_BRANCH: gl.constexpr = False,
                n_band=0, CAP_FOLD: gl.constexpr = False,
-               DQ_STAGE2: gl.constexpr = False, DQ_DEFER: gl.constexpr = 0):
+               DQ_STAGE2: gl.constexpr = False):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     DQ_REDUCE (``dqr`` = (dS^T tile, fp32 dQ staging tile, dQ accumulator descriptor)):
@@ -1090,14 +1089,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     CAP_FOLD (HopperBwdConfig.softcap_fold): with SOFTCAP, dS^T = (P^T o (1 - t^2)) o
     (dP^T - delta), the product taken before the dV GEMM instead of after dP^T.
     DQ_STAGE2 (HopperBwdConfig.dq_stage2, with DQ_LATE): two dQ staging tiles, step it's
-    dQ through tile it % 2 (``_dq_reduce``).
-    DQ_DEFER (HopperBwdConfig.dq_defer with dq_reduce, not DQ_LATE): the previous step's
-    dQ GEMM (``dql`` = (its first row, its head bh)) is issued right behind this step's
-    S^T, from the dS^T buffer the previous step stored (its refill's CTA barrier made
-    every warpgroup's stores visible: no barrier of its own), so the tensor cores run it
-    under this step's softmax instead of after dK with nothing behind it; it is added
-    (``_dq_reduce``) once dK is issued. At it = 0 the GEMM runs on a stale buffer and
-    nothing is added; the kernel issues the last step's after the loops."""
+    dQ through tile it % 2 (``_dq_reduce``)."""
     s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
                                                  k_width=2)
@@ -1112,8 +1104,6 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
     mbarrier.wait(q_bars.index(s), phase)
     s_t = warpgroup_mma(k2, q_buf.permute((1, 0)), zero, use_acc=False, is_async=True)
-    if DQ_DEFER == 1:  # the previous step's dQ = dS K behind S^T (stale, unused at it = 0)
-        dq, mult = _deferred_dq(dqr, k2, dql, it, seqlen_q, BLOCK_M, HEAD_DIM, DQ_FIXED)
     if DQ_LATE:  # the previous step's dQ, added under S^T
         pend = dql[5]
         if it > 0:
@@ -1147,10 +1137,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     else:
         lse2 = _row_lse2(LSE, bh, rows, seqlen_q, lse_stride)
     # -- P^T, then dV += P^T dO (P^T from registers) --
-    if DQ_DEFER == 1:  # (S^T, dQ, dP^T in flight, in that order)
-        s_t = warpgroup_mma_wait(num_outstanding=2, deps=(s_t,))
-    else:
-        s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
+    s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
     if SOFTCAP:  # scores tanh(s * cap_scale) (qk_scale: softcap * log2 e); ds/ds_raw = 1 - t^2
         s_t = tanh_f32(s_t * cap_scale, True)
         grad_t = 1.0 - s_t * s_t
@@ -1172,8 +1159,6 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         do_b = do_buf
         q_b = q_buf
     dv = warpgroup_mma(p_op, do_b, dv, is_async=True)
-    if DQ_DEFER == 2:  # the previous step's dQ behind dV (S^T's registers free by now)
-        dq, mult = _deferred_dq(dqr, k2, dql, it, seqlen_q, BLOCK_M, HEAD_DIM, DQ_FIXED)
     # -- dS^T = P^T (dP^T - delta), then dK += dS^T Q (delta loaded once lse2 is dead) --
     if STATS and LSE2_PRE:
         delta = st.slice(BLOCK_M, BLOCK_M).load(gl.SliceLayout(0, s_layout))
@@ -1181,12 +1166,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         delta = stats[3].index(s).reshape([BLOCK_M]).load(gl.SliceLayout(0, s_layout))
     elif not PREFETCH:
         delta = _row_delta(DELTA, bh, rows, seqlen_q, lse_stride)
-    if DQ_DEFER == 1:  # (dQ done too: issued before dP^T)
-        dp_t, dq = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t, dq))
-    elif DQ_DEFER == 2:  # (dV, dQ in flight)
-        dp_t = warpgroup_mma_wait(num_outstanding=2, deps=(dp_t,))
-    else:
-        dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
+    dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
     if DROPOUT:  # dS^T = P^T o (dP^T o M / (1 - p) - delta), with 1 / (1 - p) taken out
         if HEAD_DIM > 64:  # recomputed from the words: the masks' tile live across the
             keep = bits_masks_t(words, s_layout, True)  # dV GEMM spills at hd 128
@@ -1198,23 +1178,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     ds_lp = ds_t.to(q_buf.dtype)
     ds_op = gl.convert_layout(ds_lp, a_layout)
     dk = warpgroup_mma(ds_op, q_b, dk, is_async=True)
-    if DQ_DEFER:  # this step's dS^T for the next step's dQ (the refill's CTA barrier
-        # orders the stores before it), then the previous step's dQ added under dK
-        dqr[0].index(it % 2).store(ds_lp)
-        fence_async_shared()  # generic-proxy stores -> visible to wgmma
-        if DQ_DEFER == 2:  # (dK in flight)
-            dv, dq, p_op = warpgroup_mma_wait(num_outstanding=1, deps=(dv, dq, p_op))
-        if DQ_FIXED:
-            dq = dq * mult[:, None]
-        if it > 0:
-            _dq_reduce(dq * dq_scale, dqr[1], dqr[2], [b, dql[0], dql[1] - b * nheads, 0],
-                       BLOCK_M, HEAD_DIM)
-        if DQ_DEFER == 2:
-            dk, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ds_op))
-        else:
-            dv, dk, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0,
-                                                     deps=(dv, dk, p_op, ds_op))
-    elif DQ_REDUCE:  # -- dQ = dS K over all BLOCK_N keys (dS^T of every warpgroup) --
+    if DQ_REDUCE:  # -- dQ = dS K over all BLOCK_N keys (dS^T of every warpgroup) --
         ds_smem = dqr[0].index(it % 2)
         ds_smem.store(ds_lp)
         fence_async_shared()  # generic-proxy stores -> visible to wgmma
@@ -1241,9 +1205,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, nxt, n_m, m_lo, b, hk,
                group, nxt < n_iter, BLOCK_M, NUM_STAGES, False, EARLY_EXPECT, True, STATS,
                stats, nheads, GROUP_BRANCH, LSE2_PRE, dqr[4] if DQ_ORDERED else 0, DQ_ORDERED)
-    if DQ_DEFER:
-        dql = ((m_lo + j) * BLOCK_M, bh)
-    elif DQ_ORDERED:
+    if DQ_ORDERED:
         dql = (dq, (m_lo + j) * BLOCK_M, bh - b * nheads, rank, seen, pend, bh * n_m + j)
     elif DQ_LATE:
         dql = (dq, (m_lo + j) * BLOCK_M, bh - b * nheads, 0, 0, pend, 0)
@@ -1253,24 +1215,6 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     if PREFETCH and not STATS:
         return dk, dv, lse2_next, delta_next, dql
     return dk, dv, lse2_in, delta_in, dql
-
-
-@gluon.jit
-def _deferred_dq(dqr, k2, dql, it, seqlen_q, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr,
-                 DQ_FIXED: gl.constexpr):
-    """DQ_DEFER: issue the previous step's dQ = dS K (async) from the dS^T buffer it
-    stored (``dql`` = (its first row, its head bh)); with DQ_FIXED also load its rows'
-    2^e_i. At it = 0 the buffer is stale: the result is never added."""
-    dq_l: gl.constexpr = _dq_mma_layout(gl.num_warps(), HEAD_DIM)
-    dq = warpgroup_mma(dqr[0].index((it + 1) % 2).permute((1, 0)), k2,
-                       gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, dq_l),
-                       use_acc=False, is_async=True)
-    mult = 1.0
-    if DQ_FIXED:
-        rq = dql[0] + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, dq_l))
-        mult = gl.load(dqr[7] + dql[1].to(gl.int64) * seqlen_q + rq,
-                       mask=(rq < seqlen_q) & (it > 0), other=0.0)
-    return dq, mult
 
 
 @gluon.constexpr_function
@@ -1451,7 +1395,6 @@ def _bwd_dkdv_kernel(
     ONE_LOOP: gl.constexpr = 0,  # HopperBwdConfig.one_loop (causal, no window)
     CAP_FOLD: gl.constexpr = False,  # HopperBwdConfig.softcap_fold
     DQ_STAGE2: gl.constexpr = False,  # HopperBwdConfig.dq_stage2: two dQ staging tiles
-    DQ_DEFER: gl.constexpr = 0,  # HopperBwdConfig.dq_defer with dq_reduce (1 or 2)
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -1528,15 +1471,11 @@ def _bwd_dkdv_kernel(
                      "dq_stage2: with reduce_late, not reduce_ordered")
     gl.static_assert(not (DQ_ORDERED and (CAUSAL or HAS_LEFT)),
                      "reduce_ordered: every program visits every query tile")
-    gl.static_assert(not DQ_DEFER or (DQ_REDUCE and not DQ_LATE and not DQ_STAGE2),
-                     "dq_defer: with dq_reduce, not reduce_late or dq_stage2")
     if DQ_LATE:  # the previous step's (dQ, row, head, rank, counter seen), none yet; the
         #          counter of the reduce in flight (-1: none); the previous step's counter
         dql = (gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, _dq_mma_layout(gl.num_warps(),
                                                                          HEAD_DIM)),
                0, 0, 0, 0, -1, 0)
-    elif DQ_DEFER:  # the previous step's first query row and head (none yet)
-        dql = (0, bh0)
     else:
         dql = 0
     # ONE_LOOP (causal, no window): the band's steps run in the second loop, masked
@@ -1557,8 +1496,7 @@ def _bwd_dkdv_kernel(
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD, DQ_STAGE2=DQ_STAGE2,
-                DQ_DEFER=DQ_DEFER)
+                DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD, DQ_STAGE2=DQ_STAGE2)
         for j in range(n_sep, n_mid):
             dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
@@ -1568,7 +1506,7 @@ def _bwd_dkdv_kernel(
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
                 DQ_ORDERED, DQ_FIXED, ONE and ONE_LOOP == 2, n_band, CAP_FOLD,
-                DQ_STAGE2, DQ_DEFER)
+                DQ_STAGE2)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
@@ -1579,21 +1517,8 @@ def _bwd_dkdv_kernel(
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD, DQ_STAGE2=DQ_STAGE2,
-                DQ_DEFER=DQ_DEFER)
+                DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD, DQ_STAGE2=DQ_STAGE2)
 
-    if DQ_DEFER:  # the last step's dQ (n_iter >= 1; its refill's barrier passed)
-        dq_l: gl.constexpr = _dq_mma_layout(gl.num_warps(), HEAD_DIM)
-        dq = warpgroup_mma(ds_all.index((n_iter - 1) % 2).permute((1, 0)), k2,
-                           gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, dq_l),
-                           use_acc=False, is_async=True)
-        dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
-        if DQ_FIXED:
-            rq = dql[0] + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, dq_l))
-            dq = dq * gl.load(FIXED + dql[1].to(gl.int64) * seqlen_q + rq,
-                              mask=rq < seqlen_q, other=0.0)[:, None]
-        _dq_reduce(dq * dq_scale, stage, dq_desc, [b, dql[0], dql[1] - b * nheads, 0],
-                   BLOCK_M, HEAD_DIM)
     if DQ_LATE:  # the last step's dQ (n_iter >= 1)
         pend = _late_reduce(dql, dqr, dq_scale, b, nheads, BLOCK_M, HEAD_DIM, DQ_ORDERED,
                             (n_iter - 1) % 2, DQ_STAGE2)
@@ -2215,9 +2140,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                 constexprs["EXPAND"] = True
             constexprs["GROUP_BRANCH"] = bool(_group_branch(cfg, varlen))
             if cfg.dq_reduce:
-                constexprs.update(DQ_REDUCE=True, DQ_LATE=bool(cfg.reduce_late
-                                                               and not cfg.dq_defer),
-                                  DQ_DEFER=int(cfg.dq_defer))
+                constexprs.update(DQ_REDUCE=True, DQ_LATE=bool(cfg.reduce_late))
                 if cfg.reduce_ordered:
                     types["SEM"] = "*i32"
                     constexprs["DQ_ORDERED"] = True
