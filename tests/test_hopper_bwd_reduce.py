@@ -593,26 +593,6 @@ def test_dq_stage2(causal, head_dim, shape, device):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_reduce_64_keys(causal, shape, device):
-    """The one-kernel backward on 64-key programs of one warpgroup at hd 64 (two per SM,
-    where the 128-key tiles run one): fixed-point and racing adds within the DESIGN.md
-    bound of the float64 reference; NaN-filled buffers."""
-    require_sm90()
-    b, sq, sk, h, hkv = shape
-    q, k, v = make_qkv(b, sq, sk, h, hkv, 64, torch.bfloat16, device, seed=19)
-    dout = torch.randn_like(q)
-    for fixed in (True, False):
-        cfg = dataclasses.replace(configs.hopper_bwd_reduce_config(64, causal, sk, h // hkv,
-                                                                   fixed=fixed),
-                                  block_n=64, num_warps=4)
-        (grads,) = launcher_grads(q, k, v, dout, causal, [cfg], deterministic=fixed)
-        checks = grad_ref_checks(grads, q, k, v, dout, causal)
-        assert all(c.ok for c in checks), f"fixed={fixed}: " + "; ".join(map(str, checks))
-
-
-@pytest.mark.gpu
 def test_fixed_nonfinite(device):
     """A NaN in dO makes its row's multiplier NaN, so that row's dQ is NaN (as fp32 adds
     would make it) and no other row's: the multipliers are per row, the int32 sum of the
