@@ -29,10 +29,16 @@ def main() -> int:
     p.add_argument("--context", type=int, default=8192)
     p.add_argument("--layers", type=int, default=16)
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--cprofile", type=int, default=0, metavar="N",
+                   help="instead: cProfile over N forward calls (inputs that require grad) "
+                        "and N backward calls of flash_attn_func at the model's attention "
+                        "shape, (B, H, S, D) views as transformers passes them")
     args = p.parse_args()
     if not torch.cuda.is_available():
         print("hf_host_calls: needs a GPU", file=sys.stderr)
         return 1
+    if args.cprofile:
+        return cprofile_calls(args.context, args.cprofile)
     import transformers
     from transformers import AttentionInterface
 
@@ -102,6 +108,41 @@ def main() -> int:
             print(f"{backend:9s} {what}: " + ", ".join(cells)
                   + (f", L4-L{layers[-1]} median {statistics.median(rest):.0f}" if rest
                      else ""))
+    return 0
+
+
+def cprofile_calls(context: int, n: int) -> int:
+    """cProfile of ``n`` forward and ``n`` backward calls at B1 H32 KV8 D64 causal."""
+    import cProfile
+    import pstats
+
+    from flashtile.ops import flash
+
+    q, k, v = (torch.randn(1, h, context, 64, device="cuda", dtype=torch.bfloat16)
+               .transpose(1, 2).requires_grad_() for h in (32, 8, 8))
+    dout = torch.randn(1, context, 32, 64, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):  # compiles, caches
+        torch.autograd.grad(flash.flash_attn_func(q, k, v, causal=True), (q, k, v), dout)
+    torch.cuda.synchronize()
+    outs = []
+    prof = cProfile.Profile()
+    t = time.perf_counter()
+    prof.enable()
+    for _ in range(n):
+        outs.append(flash.flash_attn_func(q, k, v, causal=True))
+    prof.disable()
+    fwd_us = (time.perf_counter() - t) / n * 1e6
+    torch.cuda.synchronize()
+    print(f"forward: {fwd_us:.0f} us per call under cProfile")
+    pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+    prof = cProfile.Profile()
+    t = time.perf_counter()
+    prof.enable()
+    for o in outs:
+        torch.autograd.grad(o, (q, k, v), dout)
+    prof.disable()
+    print(f"backward: {(time.perf_counter() - t) / n * 1e6:.0f} us per call under cProfile")
+    pstats.Stats(prof).sort_stats("tottime").print_stats(18)
     return 0
 
 
