@@ -125,8 +125,10 @@ def parse(path: Path) -> list[dict]:
         for label, pat in COLUMNS:
             for i, name in enumerate(head):
                 if re.match(pat, name) and r[i] not in ("", "n/a"):
-                    rec[label] = _value(units[i], r[i])
-                    if label == "smem KB":  # bytes come out in GB
+                    # smem: bytes come out in GB ("byte"), or raw ("byte/block", ncu 2025)
+                    unit = units[i].split("/")[0] if label == "smem KB" else units[i]
+                    rec[label] = _value(unit, r[i])
+                    if label == "smem KB":
                         rec[label] *= 1e6
                     break
         if "DRAM GB" not in rec and "ms" in rec:  # ncu 2025: a rate; GB = GB/s * s
