@@ -83,6 +83,10 @@ def main() -> int:
         print("host_split: needs a GPU")
         return 2
     args = [a for a in sys.argv[1:] if a != "--ab"]
+    if args and args[0] == "--cprofile":  # where the autograd path's extra host time goes
+        for a in args[1:] or ["16,1024,16,128,1"]:
+            cprofile_rows(*(int(x) for x in a.split(",")))
+        return 0
     if args and args[0] == "--dropout":  # the training call with dropout, profiled
         p = float(args[1])
         shapes = [tuple(int(x) for x in a.split(",")) for a in args[2:]] or [SHAPES[1]]
@@ -160,6 +164,43 @@ def shape_rows(b, s, h, d, causal) -> list[tuple[str, float]]:
     rows.append((f"{name}: sdpa cuDNN autograd.grad", host_us(
         lambda: torch.autograd.grad(so, (qg, kg, vg), dt, retain_graph=True))))
     return rows
+
+
+def cprofile_rows(b, s, h, d, causal, n: int = 50, top: int = 25) -> None:
+    """--cprofile B,S,H,D,causal: cProfile (cumulative time) of ``n`` calls each of the
+    backward launcher alone and of autograd.grad through FlashAttnFunction (session 31:
+    740 against 272 us of host time per call at B16 S1024 H16 D128 causal), and of the
+    forward launcher against flash_attn_func with grad."""
+    import cProfile
+    import pstats
+
+    causal = bool(causal)
+    q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+                     for _ in range(4))
+    out, lse = flash.attention_forward(q, k, v, causal=causal)
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    o = flash.flash_attn_func(qg, kg, vg, causal=causal)
+    calls = {
+        "attention_backward": lambda: flash.attention_backward(dout, q, k, v, out, lse,
+                                                               causal=causal),
+        "autograd.grad": lambda: torch.autograd.grad(o, (qg, kg, vg), dout,
+                                                     retain_graph=True),
+        "attention_forward": lambda: flash.attention_forward(q, k, v, causal=causal),
+        "flash_attn_func (grad)": lambda: flash.flash_attn_func(qg, kg, vg, causal=causal),
+    }
+    for label, fn in calls.items():
+        print(f"== B{b} S{s} H{h} D{d}{' causal' if causal else ''}: {label}: "
+              f"{host_us(fn):.1f} us per call; cProfile over {n} calls")
+        for _ in range(5):
+            fn()
+        torch.cuda.synchronize()
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(n):
+            fn()
+        prof.disable()
+        torch.cuda.synchronize()
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(top)
 
 
 def dropout_rows(b, s, h, d, causal, p, top: int = 30) -> None:
