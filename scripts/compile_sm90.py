@@ -140,6 +140,12 @@ def hopper_variants():
                        dt, cfg_c, False)
             yield (f"hopper-C-varlen d{hd}{'-causal' if causal else ''} bfloat16", hd, causal,
                    torch.bfloat16, cfg_c, True)
+    # stage A's short causal hd 128 tiles (configs.HD128_CAUSAL_SHORT_A_MAX: 1k-2k queries)
+    short = configs.hopper_fwd_config(128, True, 1024)
+    for variant in (False, "window", "softcap"):
+        tag = f" {variant}" if variant else ""
+        yield (f"hopper-short d128-causal bfloat16{tag}", 128, True, torch.bfloat16, short,
+               variant)
     # stage A with a sliding window's left edge (HAS_LEFT; ops/hopper_fwd.window_config)
     for hd in HOPPER_BWD_HEAD_DIMS:
         for causal in (False, True):

@@ -137,7 +137,14 @@ def test_schedule_table():
     assert hopper_fwd.default_config(64, True, 4096).max_regs == 128  # two programs / SM
     assert configs.hopper_fwd_schedule(128, False, 4096) == "C"
     assert configs.hopper_fwd_schedule(128, True, 16384) == "C"
-    assert configs.hopper_fwd_schedule(128, True, 1024) == "C"  # paired split 355 vs A 320
+    # causal 1k: stage A on 64 x 64 tiles (s31i: 373 against stage C's 352), C from 2k
+    assert configs.hopper_fwd_schedule(128, True, 1024) == "A"
+    assert configs.hopper_fwd_schedule(128, True, 2047) == "A"
+    assert configs.hopper_fwd_schedule(128, True, 2048) == "C"
+    short = hopper_fwd.default_config(128, True, 1024)
+    assert (short.block_m, short.block_n, short.num_warps, short.num_stages) == (64, 64, 4, 2)
+    assert hopper_fwd.default_config(128, True, 512).block_m == 128  # below 1k: 128 rows
+    assert configs.hopper_fwd_dropout_config(128, True, 1024).block_m == 128
     assert configs.hopper_fwd_schedule(128, False, 1024) == "C"
     # stage C's persistent grid with the split ring below 16k at hd 128, paired when
     # causal (s21a / s21b), one-shot at 16k; K ring 2 / V ring 3 when not causal (s22a)
@@ -462,6 +469,34 @@ def test_hopper_vs_reference(case, device, hopper_calls, monkeypatch):
     the float64 reference."""
     require_sm90()
     _force_gluon(monkeypatch, case.head_dim, case.causal, case.seqlen_q)
+    result = run_case(case, device)
+    assert hopper_calls, f"{case.name}: the Gluon path was not taken"
+    assert result.ok, result.summary()
+
+
+SHORT_CAUSAL_CASES = [  # hd 128 causal 1k-2k queries: stage A's 64 x 64 tiles
+    Case(batch=2, seqlen_q=sq, seqlen_k=sk, nheads=4, nheads_kv=hkv, head_dim=128,
+         causal=True, window_size=win, softcap=cap, dtype=dtype, backward=(sq <= 1100))
+    for (sq, sk) in ((1024, 1024), (1100, 1500), (2047, 2047))
+    for hkv, dtype in ((4, torch.bfloat16), (2, torch.float16))
+    for win, cap in (((-1, -1), 0.0), ((17, 0), 0.0), ((700, 0), 30.0))
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", SHORT_CAUSAL_CASES, ids=lambda c: c.name)
+def test_short_causal_tile_vs_reference(case, device, hopper_calls, monkeypatch):
+    """hd 128 causal calls of 1k-2k queries take stage A on 64 x 64 tiles
+    (configs.HD128_CAUSAL_SHORT_A_MAX), windows and softcaps too: out and lse (and the
+    portable backward fed them, where the case has one) within the DESIGN.md bound of
+    the float64 reference; bottom-right alignment with more keys than queries."""
+    require_sm90()
+    for var in ("FLASHTILE_HOPPER_SCHEDULE", "FLASHTILE_HOPPER_WINDOW",
+                "FLASHTILE_HOPPER_SOFTCAP"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = hopper_fwd.call_config(128, True, case.seqlen_q, None if case.window_size[0] < 0
+                                 else case.window_size[0], case.softcap)
+    assert (cfg.schedule, cfg.block_m, cfg.block_n) == ("A", 64, 64), cfg
     result = run_case(case, device)
     assert hopper_calls, f"{case.name}: the Gluon path was not taken"
     assert result.ok, result.summary()
