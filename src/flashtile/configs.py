@@ -264,13 +264,14 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
     return HopperFwdConfig(128, 64, 8, 2, warp_specialize=True, pingpong=True)
 
 
-# hd 128 causal calls with fewer query rows than this (from 1k; below 1k the 128-row
-# tiles of hopper_fwd_config) run stage A on 64-row, 64-key one-warpgroup tiles instead of
-# stage C: `s31i` (20b49e9, scripts/bench_hopper.py, 3 rounds) 373.0 / 362.3 TFLOPS (ring
+# hd 128 causal calls with fewer query rows than this run stage A on 64-row, 64-key
+# one-warpgroup tiles (from 1k instead of stage C, below 1k instead of stage A's 128-row
+# tiles): `s31i` (20b49e9, scripts/bench_hopper.py, 3 rounds) 373.0 / 362.3 TFLOPS (ring
 # 2 / 3) against the persistent paired stage C's 351.6 / 353.2 at 1k (s31h: 366.3 against
-# 351.8), and 415.7 against 479.6 at 2k; cuDNN 407-414 at 1k. A 1k causal query tile sees
-# 4.5 key tiles on average: shorter programs, two per SM (80 KB), lose less to each one's
-# fixed cost than C's 128-row items
+# 351.8), and 415.7 against 479.6 at 2k; cuDNN 407-414 at 1k. `s31k` (cdf0f12) at 512:
+# 290.5 against the 128-row tiles' 231.1 (cuDNN 330.5-332.7); 64 x 32 at 1k 328.6. Below
+# 512 not measured. A short causal query tile sees few key tiles (4.5 on average at 1k):
+# shorter programs, two per SM (80 KB), lose less to each one's fixed cost
 HD128_CAUSAL_SHORT_A_MAX = 2048
 
 
@@ -278,7 +279,7 @@ def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdCo
     """Stage A/B tiles of the Gluon forward for fp16/bf16 on sm_90 (stage A here; B is
     the same tiles with ``warp_specialize=True``). Resources from compiling for sm_90 on
     the CPU (tests/test_hopper.py: no spills, fits 227 KB)."""
-    if 64 < head_dim <= 128 and causal and 1024 <= seqlen_q < HD128_CAUSAL_SHORT_A_MAX:
+    if 64 < head_dim <= 128 and causal and seqlen_q < HD128_CAUSAL_SHORT_A_MAX:
         return HopperFwdConfig(64, 64, 4, 2, early_expect=True)  # 80 KB
     return _stage_a_tiles(head_dim, causal)
 
@@ -350,8 +351,8 @@ def hopper_fwd_schedule(head_dim: int, causal: bool, seqlen_q: int) -> str:
         # at 2k (cuDNN 417.7 / 468.2)
         # C: 579/594 non-causal (A 470/484, cuDNN 587/604) and 536/580 causal (A 429/483,
         # cuDNN 515/552) at 4k/16k; non-causal 1k: C 489 vs A 422 (cuDNN 561, 642a4af)
-        # causal 1k: stage A again since session 31, on its own tiles
-        # (HD128_CAUSAL_SHORT_A_MAX, hopper_fwd_config)
+        # causal 1k: stage A again since session 31, on the short causal tiles
+        # (HD128_CAUSAL_SHORT_A_MAX, hopper_fwd_config; below 1k too)
         if causal and seqlen_q < HD128_CAUSAL_SHORT_A_MAX:
             return "A"
         return "C"
