@@ -18,10 +18,7 @@ around 50 calls, no sync) and a cProfile of 20 calls by own time: where the host
 the short, launch-bound shapes goes on the GPU machine's CPU.
 """
 
-import cProfile
-import io
 import os
-import pstats
 import sys
 import time
 
@@ -29,6 +26,7 @@ import torch
 import triton
 
 from flashtile.bench.backends import get_backend
+from flashtile.bench.harness import cprofile_calls
 
 SHAPES = [(16, 1024, 16, 128, True), (16, 1024, 16, 128, False), (4, 4096, 16, 128, True)]
 
@@ -107,17 +105,8 @@ def host_profile(fn, calls: int = 50, profiled: int = 20, top: int = 22) -> None
     torch.cuda.synchronize()
     wall_us = (time.perf_counter() - t0) * 1e6 / calls
     print(f"host {host_us:.0f} us per fwd+bwd call (no sync), wall {wall_us:.0f} us")
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(profiled):
-        fn()
-    prof.disable()
-    torch.cuda.synchronize()
-    buf = io.StringIO()
-    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
-    text = buf.getvalue()
-    print(f"-- cProfile, {profiled} calls, by own time")
-    print(text[text.find("   ncalls"):].rstrip(), flush=True)
+    print(f"-- cProfile, {profiled} calls")
+    print(cprofile_calls(fn, profiled, ("tottime",), top)[0], flush=True)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ def main() -> int:
         print("hf_host_calls: needs a GPU", file=sys.stderr)
         return 1
     if args.cprofile:
-        return cprofile_calls(args.context, args.cprofile)
+        return cprofile_attention(args.context, args.cprofile)
     import transformers
     from transformers import AttentionInterface
 
@@ -111,11 +111,9 @@ def main() -> int:
     return 0
 
 
-def cprofile_calls(context: int, n: int) -> int:
+def cprofile_attention(context: int, n: int) -> int:
     """cProfile of ``n`` forward and ``n`` backward calls at B1 H32 KV8 D64 causal."""
-    import cProfile
-    import pstats
-
+    from flashtile.bench.harness import cprofile_calls
     from flashtile.ops import flash
 
     q, k, v = (torch.randn(1, h, context, 64, device="cuda", dtype=torch.bfloat16)
@@ -123,26 +121,14 @@ def cprofile_calls(context: int, n: int) -> int:
     dout = torch.randn(1, context, 32, 64, device="cuda", dtype=torch.bfloat16)
     for _ in range(3):  # compiles, caches
         torch.autograd.grad(flash.flash_attn_func(q, k, v, causal=True), (q, k, v), dout)
-    torch.cuda.synchronize()
     outs = []
-    prof = cProfile.Profile()
-    t = time.perf_counter()
-    prof.enable()
-    for _ in range(n):
-        outs.append(flash.flash_attn_func(q, k, v, causal=True))
-    prof.disable()
-    fwd_us = (time.perf_counter() - t) / n * 1e6
-    torch.cuda.synchronize()
-    print(f"forward: {fwd_us:.0f} us per call under cProfile")
-    pstats.Stats(prof).sort_stats("tottime").print_stats(18)
-    prof = cProfile.Profile()
-    t = time.perf_counter()
-    prof.enable()
-    for o in outs:
-        torch.autograd.grad(o, (q, k, v), dout)
-    prof.disable()
-    print(f"backward: {(time.perf_counter() - t) / n * 1e6:.0f} us per call under cProfile")
-    pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+    text, us = cprofile_calls(lambda: outs.append(flash.flash_attn_func(q, k, v, causal=True)),
+                              n, ("tottime",), 18)
+    print(f"forward: {us:.0f} us per call under cProfile\n{text}")
+    it = iter(outs)
+    text, us = cprofile_calls(lambda: torch.autograd.grad(next(it), (q, k, v), dout), n,
+                              ("tottime",), 18)
+    print(f"backward: {us:.0f} us per call under cProfile\n{text}")
     return 0
 
 

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from flashtile.bench.harness import host_us
+from flashtile.bench.harness import cprofile_calls, host_us
 from flashtile.ops import flash
 
 SHAPES = [(2, 640, 16, 128, 1), (4, 256, 6, 64, 1)]  # small batches: host-bound
@@ -43,6 +43,27 @@ def _noop(X, n, BLOCK: tl.constexpr):
     tl.store(X + offs, tl.load(X + offs, mask=offs < n), mask=offs < n)
 
 
+def _calls(b, s, h, d, causal) -> tuple[str, dict]:
+    """The shape's name and its calls (zero-argument closures over random bf16 inputs):
+    the forward and backward launchers, flash_attn_func on inputs that require grad, and
+    autograd.grad of one kept graph."""
+    causal = bool(causal)
+    name = f"B{b} S{s} H{h} D{d}{' causal' if causal else ''}"
+    q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+                     for _ in range(4))
+    out, lse = flash.attention_forward(q, k, v, causal=causal)
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    o = flash.flash_attn_func(qg, kg, vg, causal=causal)
+    return name, {
+        "attention_forward": lambda: flash.attention_forward(q, k, v, causal=causal),
+        "attention_backward": lambda: flash.attention_backward(dout, q, k, v, out, lse,
+                                                               causal=causal),
+        "flash_attn_func (grad)": lambda: flash.flash_attn_func(qg, kg, vg, causal=causal),
+        "autograd.grad": lambda: torch.autograd.grad(o, (qg, kg, vg), dout,
+                                                     retain_graph=True),
+    }
+
+
 def ab_rows(b, s, h, d, causal, rounds: int = 4) -> list[tuple[str, float]]:
     """Session 10's host paths off / on in one process, interleaved over ``rounds``
     rounds: the cached Gluon launch (``_gluon_common.FAST_LAUNCH``) and the portable
@@ -53,20 +74,8 @@ def ab_rows(b, s, h, d, causal, rounds: int = 4) -> list[tuple[str, float]]:
 
     from flashtile.ops import _gluon_common
 
-    causal = bool(causal)
-    name = f"B{b} S{s} H{h} D{d}{' causal' if causal else ''}"
-    q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
-                     for _ in range(4))
-    out, lse = flash.attention_forward(q, k, v, causal=causal)
-    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
-    o = flash.flash_attn_func(qg, kg, vg, causal=causal)
-    calls = {
-        "attention_forward": lambda: flash.attention_forward(q, k, v, causal=causal),
-        "attention_backward": lambda: flash.attention_backward(dout, q, k, v, out, lse,
-                                                               causal=causal),
-        "autograd.grad": lambda: torch.autograd.grad(o, (qg, kg, vg), dout,
-                                                     retain_graph=True),
-    }
+    name, calls = _calls(b, s, h, d, causal)
+    del calls["flash_attn_func (grad)"]
     times: dict = {}
     for _ in range(rounds):
         for on in (False, True):
@@ -168,48 +177,19 @@ def shape_rows(b, s, h, d, causal) -> list[tuple[str, float]]:
 
 def cprofile_rows(b, s, h, d, causal, n: int = 50, top: int = 25) -> None:
     """--cprofile B,S,H,D,causal: cProfile (cumulative time) of ``n`` calls each of the
-    backward launcher alone and of autograd.grad through FlashAttnFunction (session 31:
-    740 against 272 us of host time per call at B16 S1024 H16 D128 causal), and of the
-    forward launcher against flash_attn_func with grad."""
-    import cProfile
-    import pstats
-
-    causal = bool(causal)
-    q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
-                     for _ in range(4))
-    out, lse = flash.attention_forward(q, k, v, causal=causal)
-    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
-    o = flash.flash_attn_func(qg, kg, vg, causal=causal)
-    calls = {
-        "attention_backward": lambda: flash.attention_backward(dout, q, k, v, out, lse,
-                                                               causal=causal),
-        "autograd.grad": lambda: torch.autograd.grad(o, (qg, kg, vg), dout,
-                                                     retain_graph=True),
-        "attention_forward": lambda: flash.attention_forward(q, k, v, causal=causal),
-        "flash_attn_func (grad)": lambda: flash.flash_attn_func(qg, kg, vg, causal=causal),
-    }
+    forward and backward launchers alone, flash_attn_func with grad and autograd.grad
+    through FlashAttnFunction (session 31: 740 against 272 us of host time per call for
+    the backward at B16 S1024 H16 D128 causal)."""
+    name, calls = _calls(b, s, h, d, causal)
     for label, fn in calls.items():
-        print(f"== B{b} S{s} H{h} D{d}{' causal' if causal else ''}: {label}: "
-              f"{host_us(fn):.1f} us per call; cProfile over {n} calls")
-        for _ in range(5):
-            fn()
-        torch.cuda.synchronize()
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(n):
-            fn()
-        prof.disable()
-        torch.cuda.synchronize()
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(top)
+        print(f"== {name}: {label}: {host_us(fn):.1f} us per call; cProfile over {n} calls")
+        print(cprofile_calls(fn, n, top=top)[0])
 
 
 def dropout_rows(b, s, h, d, causal, p, top: int = 30) -> None:
     """--dropout P: host us of one training call (flash_attn_func with dropout, then
     autograd.grad) against SDPA cuDNN's, its GPU us, and cProfile's top functions over 50
     calls (where flashtile's eager step spends its host time)."""
-    import cProfile
-    import pstats
-
     causal = bool(causal)
     name = f"B{b} S{s} H{h} D{d}{' causal' if causal else ''} dropout {p}"
     q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
@@ -232,16 +212,8 @@ def dropout_rows(b, s, h, d, causal, p, top: int = 30) -> None:
     print("|---|---|---|")
     for label, fn in (("flashtile", flashtile_call), ("sdpa cuDNN", sdpa_call)):
         print(f"| {label} | {host_us(fn):.1f} | {events_us(fn):.1f} |")
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(50):
-        flashtile_call()
-    prof.disable()
-    torch.cuda.synchronize()
     print(f"== {name}: cProfile over 50 flashtile training calls")
-    stats = pstats.Stats(prof)
-    stats.sort_stats("cumulative").print_stats(top)
-    stats.sort_stats("tottime").print_stats(top)
+    print(cprofile_calls(flashtile_call, 50, ("cumulative", "tottime"), top)[0])
 
 
 if __name__ == "__main__":

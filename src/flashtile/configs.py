@@ -275,11 +275,17 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
 HD128_CAUSAL_SHORT_A_MAX = 2048
 
 
+def _short_causal(head_dim: int, causal: bool, seqlen_q: int) -> bool:
+    """Does this call take the short causal hd 128 tile (HD128_CAUSAL_SHORT_A_MAX)? One
+    rule for hopper_fwd_schedule (stage A) and hopper_fwd_config (its tiles)."""
+    return 64 < head_dim <= 128 and causal and seqlen_q < HD128_CAUSAL_SHORT_A_MAX
+
+
 def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig:
     """Stage A/B tiles of the Gluon forward for fp16/bf16 on sm_90 (stage A here; B is
     the same tiles with ``warp_specialize=True``). Resources from compiling for sm_90 on
     the CPU (tests/test_hopper.py: no spills, fits 227 KB)."""
-    if 64 < head_dim <= 128 and causal and seqlen_q < HD128_CAUSAL_SHORT_A_MAX:
+    if _short_causal(head_dim, causal, seqlen_q):
         return HopperFwdConfig(64, 64, 4, 2, early_expect=True)  # 80 KB
     return _stage_a_tiles(head_dim, causal)
 
@@ -353,7 +359,7 @@ def hopper_fwd_schedule(head_dim: int, causal: bool, seqlen_q: int) -> str:
         # cuDNN 515/552) at 4k/16k; non-causal 1k: C 489 vs A 422 (cuDNN 561, 642a4af)
         # causal 1k: stage A again since session 31, on the short causal tiles
         # (HD128_CAUSAL_SHORT_A_MAX, hopper_fwd_config; below 1k too)
-        if causal and seqlen_q < HD128_CAUSAL_SHORT_A_MAX:
+        if _short_causal(head_dim, causal, seqlen_q):
             return "A"
         return "C"
     # hd 256: A 532/531 non-causal, 462/540 causal at 4k/16k (C 514/503, 449/518;

@@ -104,6 +104,35 @@ def host_us(fn: Callable[[], object], device: torch.device | None = None, n: int
     return elapsed / n * 1e6
 
 
+def cprofile_calls(fn: Callable[[], object], n: int, sorts: Sequence[str] = ("cumulative",),
+                   top: int = 25) -> tuple[str, float]:
+    """cProfile over ``n`` back-to-back calls of ``fn`` (synchronised before and after):
+    the stats table per sort key (``pstats`` keys: "cumulative", "tottime"), ``top``
+    rows each from the header on, and the wall microseconds per call under the profiler
+    (its own cost included). For the host-cost scripts (scripts/host_split.py,
+    hf_host_calls.py, diag_fwd_bwd.py)."""
+    import cProfile
+    import io
+    import pstats
+
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(n):
+        fn()
+    prof.disable()
+    us = (time.perf_counter() - t0) / n * 1e6
+    torch.cuda.synchronize()
+    parts = []
+    for key in sorts:
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(top)
+        text = buf.getvalue()
+        parts.append(f"-- by {key}\n" + text[text.find("   ncalls"):].rstrip())
+    return "\n".join(parts), us
+
+
 def events_us(fn: Callable[[], object], reps: int = 50) -> float:
     """GPU microseconds per call between CUDA events around ``reps`` back-to-back calls
     (no L2 flush between them, unlike do_bench; host time shows only where the host falls
