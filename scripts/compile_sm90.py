@@ -297,6 +297,10 @@ def hopper_bwd_variants():
             if hd == 128 and not causal:
                 alt = dataclasses.replace(cfg, block_m=32)
                 yield f"{tag} bfloat16 alt", hd, causal, torch.bfloat16, alt
+            if hd == 256:  # the dK/dV kernel in two column-block launches (before col_split)
+                split = dataclasses.replace(cfg, block_m=32, num_warps=4, d_split=2,
+                                            col_split=False)
+                yield f"{tag} bfloat16 dsplit", hd, causal, torch.bfloat16, split
             if hd == 64 and not causal:  # the shipped dK/dV tiles without their cap
                 free = dataclasses.replace(cfg, max_regs=None)
                 yield f"{tag} bfloat16 uncapped", hd, causal, torch.bfloat16, free

@@ -41,8 +41,9 @@ VARIANTS = [f"{name} {kern}" for name, *_, cfg in compile_script().hopper_bwd_va
 FUSED_SPILL_LIMIT = {"d128": 700, "d128-causal": 900, "d64": 16, "d64-causal": 16}
 # and for the shipped dK/dV kernels that spill by design: hd 64 capped at 168 registers
 # (three programs per SM: 20 / 52 bytes), hd 128 causal at the 255-register ceiling
-# (28 bytes in the masked band step); bounded the same way
-DKDV_SPILL_LIMIT = {"d64": 32, "d64-causal": 64, "d128-causal": 32}
+# (28 bytes in the masked band step), hd 256 causal on the column-split tiles (col_split,
+# 8 warps at the 255-register ceiling: 100 bytes); bounded the same way
+DKDV_SPILL_LIMIT = {"d64": 32, "d64-causal": 64, "d128-causal": 32, "d256-causal": 128}
 # the varlen build of the expanded GQA programs (opt-in, gqa_expand=1 override): 20 / 100
 # bytes at hd 64 under the cap, 0 / 36 at hd 128 (ptxas, session 10)
 EXPAND_VARLEN_SPILL_LIMIT = {"d64": 32, "d64-causal": 128, "d128-causal": 64}
@@ -159,9 +160,12 @@ def test_register_cap(compiled):
 @pytest.mark.parametrize("head_dim", hopper_bwd.HOPPER_BWD_HEAD_DIMS)
 @pytest.mark.parametrize("causal", [False, True])
 def test_configs(head_dim, causal):
-    """Resident tiles are 16 rows per warp, and both kernels fit 227 KB."""
+    """Resident tiles are 16 rows per warp (with col_split, per warp of one warpgroup:
+    both hold the same keys), and both kernels fit 227 KB."""
     cfg = configs.hopper_bwd_config(head_dim, causal, 4096)
-    assert cfg.block_n == 16 * cfg.num_warps and cfg.dq_block_m == 16 * cfg.dq_num_warps, cfg
+    key_warps = cfg.num_warps // 2 if cfg.col_split else cfg.num_warps
+    assert cfg.block_n == 16 * key_warps and cfg.dq_block_m == 16 * cfg.dq_num_warps, cfg
+    assert not cfg.col_split or (cfg.num_warps == 8 and cfg.d_split == 1), cfg
     assert all(b <= 227 * 1024 for b in cfg.smem_bytes(head_dim)), cfg.smem_bytes(head_dim)
 
 

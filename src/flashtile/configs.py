@@ -463,6 +463,12 @@ class HopperBwdConfig:
     # and dP^T with the whole head dim and accumulates head_dim / d_split columns): at
     # hd 256 one warpgroup cannot hold a whole 64-key dK and dV (256 fp32 per thread)
     d_split: int = 1
+    # dK/dV kernel at 8 warps: the two warpgroups split the columns instead of the keys
+    # (FA3's hd 256 layout). 16 * num_warps / 2 keys per program; S^T and dP^T are
+    # computed once, each warpgroup taking half of the query columns, and P^T and dS^T
+    # go through shared memory so each warpgroup accumulates its half of dK's and dV's
+    # columns over all the tile's queries (d_split 1: no GEMM recomputed)
+    col_split: bool = False
     # fused only (_bwd_fused_kernel: a TMA producer warp, two consumer warpgroups of 64
     # keys, writer_warps dQ writer warps): registers of the producer and the writers
     # (setmaxnreg; the consumers get what the 64K register file leaves, at most 240)
@@ -570,6 +576,8 @@ class HopperBwdConfig:
                 dkdv += 2 * self.block_m * head_dim
         if self.d_split > 1:  # staging tiles for the dK / dV column block's TMA stores
             dkdv += 2 * self.block_n * head_dim // self.d_split
+        if self.col_split:  # the P^T and dS^T tiles both warpgroups read
+            dkdv += 2 * self.block_n * self.block_m
         dq = (2 * self.dq_block_m + 2 * self.dq_num_stages * self.dq_block_n) * head_dim
         return dkdv * elem_bytes, dq * elem_bytes
 
@@ -869,7 +877,11 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
         # all 256: 1.5x the dK/dV kernel's GEMM FLOPs) on 32-row Q/dO tiles: 214 / 226
         # regs (non-causal / causal), no spills, 128 KB; 64-row tiles 255 regs, 4 / 64 B
         # of spills, 192 KB. dQ 64 x 32, ring 2: 238 / 240 regs, 128 KB (ptxas, sm_90)
-        return HopperBwdConfig(32, 64, 4, 2, 64, 32, 4, 2, d_split=2)
+        # Since session 32 the dK/dV kernel is one launch of 8 warps splitting the columns
+        # (col_split, FA3's hd 256 layout: S^T and dP^T computed once, each warpgroup half
+        # of the query columns; P^T and dS^T through shared memory): 64 keys x 64-row
+        # Q/dO tiles, ring 2, 219 / 255 regs, 0 / 100 B of spills, 208 KB (ptxas, sm_90)
+        return HopperBwdConfig(64, 64, 8, 2, 64, 32, 4, 2, col_split=True)
     # hd 128: one warpgroup per program as at hd 64 (two programs per SM): dK/dV 64 keys x
     # 64-row Q/dO tiles, ring 2: 240 regs (causal 255 + 28 B of spills in the masked band
     # step), 96 KB; dQ 64 x 64, ring 2: 164 regs, 96 KB. `gpu_check.sh bwd128sweep`

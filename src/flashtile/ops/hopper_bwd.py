@@ -67,19 +67,21 @@ Triton 3.6's ptxas -v, bf16 and fp16 alike (`scripts/compile_sm90.py --hopper-bw
     hd 64 causal     4    64k x 64q    2    168   52 B  48 KB    64q x 64k   3   122   64 KB
     hd 128           4    64k x 64q    2    251    0    96 KB    64q x 64k   2   164   96 KB
     hd 128 causal    4    64k x 64q    2    255   28 B  96 KB    64q x 64k   2   164   96 KB
-    hd 256 (x2)      4    64k x 32q    2    214    0   128 KB    64q x 32k   2   238  128 KB
-    hd 256 causal    4    64k x 32q    2    226    0   128 KB    64q x 32k   2   240  128 KB
+    hd 256 cols      8    64k x 64q    2    219    0   208 KB    64q x 32k   2   238  128 KB
+    hd 256 causal    8    64k x 64q    2    255  100 B  208 KB    64q x 32k   2   240  128 KB
 Every program is one warpgroup, so two or three share an SM and overlap each other's
 softmax and GEMMs (+13-29% at hd 64, bdcf4c2; +8-35% at hd 128, e8aa9d8; against
 two-warpgroup tiles, one program per SM). At hd 64 the dK/dV kernel is capped at 168
 registers (HopperBwdConfig.max_regs -> ptxas maxnreg): three programs per SM, +5-15%
 (604b370), without GQA only (with it, 12-19% slower: 5d10687); uncapped it takes 182 /
 191. At hd 128 non-causal the dK/dV kernel loads the next step's lse / delta a step
-ahead (prefetch_stats, +2-5%). At hd 256 (opt-in; 0.50-0.61x cuDNN's backward at 0e01b69,
-below the portable backward's swept tiles) a 64-key dK and
-dV do not fit one warpgroup's registers: the dK/dV kernel runs twice (d_split = 2), each
-launch accumulating 128 columns with S^T and dP^T recomputed over all 256 (B operands
-sliced from the Q/dO ring, the column block stored through a staging tile).
+ahead (prefetch_stats, +2-5%). At hd 256 (opt-in) a 64-key dK and dV do not fit one
+warpgroup's registers. Since session 32 the dK/dV kernel's two warpgroups split the
+columns (col_split, FA3's layout there): both hold the same 64 keys, each computes S^T
+and dP^T for half of the query columns and accumulates half of dK's and dV's columns,
+with P^T and dS^T exchanged through shared memory. Before that (d_split = 2, still
+buildable; 0.50-0.61x cuDNN's backward at 0e01b69) the kernel ran twice, each launch
+accumulating 128 columns with S^T and dP^T recomputed over all 256.
 """
 
 from __future__ import annotations
@@ -482,6 +484,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         dkdv_flag["CAP_FOLD"] = True
     if cfg.dq_reduce and cfg.dq_stage2:
         dkdv_flag["DQ_STAGE2"] = True
+    if cfg.col_split:
+        dkdv_flag["COLS"] = True
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
         launch(
             _bwd_dkdv_kernel, (triton.cdiv(rows_k, cfg.block_n), batch * key_heads), q.device,
@@ -695,6 +699,17 @@ def _tma_ok(x: torch.Tensor) -> bool:
 # ==================================================================================
 
 
+@gluon.constexpr_function
+def _kt_layout(num_warps, n, cols):
+    """Accumulator layout of the dK/dV kernel's (keys, n) tiles: each warp 16 key rows
+    (mma_layout), or with ``cols`` (HopperBwdConfig.col_split) the two warpgroups side
+    by side over the same 64 keys, each n / 2 of the columns."""
+    if not cols:
+        return mma_layout(num_warps, n)
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, num_warps // 4],
+                                     instr_shape=[16, n // (num_warps // 4), 16])
+
+
 @gluon.jit
 def _row_lse2(LSE, bh, rows, seqlen_q, stride):
     """lse of query ``rows`` of (batch * head) ``bh`` (row ``stride`` apart: seqlen_q,
@@ -714,11 +729,12 @@ def _row_delta(DELTA, bh, rows, seqlen_q, stride):
 @gluon.jit
 def _probs_t(s_t, lse2, keys, rows, diag, qk_scale, dtype: gl.constexpr,
              a_layout: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr = True,
-             left=0, HAS_LEFT: gl.constexpr = False, band=True):
+             left=0, HAS_LEFT: gl.constexpr = False, band=True, OP: gl.constexpr = True):
     """P^T = exp2(S^T * qk_scale - lse2) of a key tile's scores (when MASKED: zero above
     the causal diagonal, the band tiles, and with HAS_LEFT more than ``left`` keys left
     of it, a sliding window's far edge), in fp32 and as the ``dtype`` register A operand
-    of the dV wgmma (``a_layout``). ``band``: a runtime flag puts the causal mask behind a
+    of the dV wgmma (``a_layout``; not OP: in ``dtype`` as computed, for a store to
+    shared memory). ``band``: a runtime flag puts the causal mask behind a
     branch (HopperBwdConfig.one_loop = 2). Shared by the key-tile kernels' steps."""
     p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
     if MASKED:
@@ -727,7 +743,11 @@ def _probs_t(s_t, lse2, keys, rows, diag, qk_scale, dtype: gl.constexpr,
                 p_t = gl.where(keys[:, None] <= rows[None, :] + diag, p_t, 0.0)
         if HAS_LEFT:
             p_t = gl.where(keys[:, None] >= rows[None, :] + diag - left, p_t, 0.0)
-    return p_t, gl.convert_layout(p_t.to(dtype), a_layout)
+    if OP:
+        p_op = gl.convert_layout(p_t.to(dtype), a_layout)
+    else:
+        p_op = p_t.to(dtype)
+    return p_t, p_op
 
 
 @gluon.jit
@@ -942,7 +962,8 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
                     EARLY_EXPECT: gl.constexpr = False, STATS: gl.constexpr = False,
                     lse_desc=None, delta_desc=None, GROUP_BRANCH: gl.constexpr = False,
                     LSE2_PRE: gl.constexpr = False, ROT: gl.constexpr = False,
-                    TILE_MAJOR: gl.constexpr = False, tile_heads=1):
+                    TILE_MAJOR: gl.constexpr = False, tile_heads=1,
+                    COLS: gl.constexpr = False):
     """What the dK/dV kernel starts with: this program's (batch, KV head, the query heads
     per KV head it visits, key tile), the
     query tiles it visits (``_q_tile_range``), shared memory for the resident K, V and
@@ -952,7 +973,8 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     (batch coordinate 0). EXPAND (GQA): the program owns one query head (grid axis 1 is
     B * H), which is returned in place of the KV head: its Q/dO tiles are that head's,
     its K / V those of head // group. ROT: the query tiles in the ordered reduce's rotated
-    order (``_reduce_rotation``; returned last, 0 without ROT)."""
+    order (``_reduce_rotation``; returned last, 0 without ROT). COLS: the accumulators in
+    the column-split layout (``_kt_layout``)."""
     if EXPAND:
         pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter = _key_tile_coords(
             seqlen_q, seqlen_k, nheads, 1, BLOCK_M, BLOCK_N, CAUSAL, left, HAS_LEFT,
@@ -1003,8 +1025,8 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
                    STATS, stats, nheads, GROUP_BRANCH, LSE2_PRE, rot, ROT)
 
     # -- the key indices, zeroed dK / dV accumulators, and K, V once they have landed --
-    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
-    d_layout: gl.constexpr = mma_layout(gl.num_warps(), ACC_DIM)
+    s_layout: gl.constexpr = _kt_layout(gl.num_warps(), BLOCK_M, COLS)
+    d_layout: gl.constexpr = _kt_layout(gl.num_warps(), ACC_DIM, COLS)
     keys = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
     dk = gl.zeros([BLOCK_N, ACC_DIM], gl.float32, d_layout)
     dv = gl.zeros([BLOCK_N, ACC_DIM], gl.float32, d_layout)
@@ -1054,7 +1076,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                DQ_LATE: gl.constexpr = False, DQ_ORDERED: gl.constexpr = False,
                DQ_FIXED: gl.constexpr = False, BAND_BRANCH: gl.constexpr = False,
                n_band=0, CAP_FOLD: gl.constexpr = False,
-               DQ_STAGE2: gl.constexpr = False):
+               DQ_STAGE2: gl.constexpr = False, COLS: gl.constexpr = False, pds=None):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     DQ_REDUCE (``dqr`` = (dS^T tile, fp32 dQ staging tile, dQ accumulator descriptor)):
@@ -1089,8 +1111,13 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     CAP_FOLD (HopperBwdConfig.softcap_fold): with SOFTCAP, dS^T = (P^T o (1 - t^2)) o
     (dP^T - delta), the product taken before the dV GEMM instead of after dP^T.
     DQ_STAGE2 (HopperBwdConfig.dq_stage2, with DQ_LATE): two dQ staging tiles, step it's
-    dQ through tile it % 2 (``_dq_reduce``)."""
-    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
+    dQ through tile it % 2 (``_dq_reduce``).
+    COLS (HopperBwdConfig.col_split): each warpgroup computes S^T and dP^T for half of
+    the query columns and holds half of dK's and dV's columns; P^T and dS^T go through
+    ``pds`` (two (BLOCK_N, BLOCK_M) shared tiles) as the A operands of dV and dK, a CTA
+    barrier after each store (the previous step's GEMMs on them were waited for before
+    the refill's barrier)."""
+    s_layout: gl.constexpr = _kt_layout(gl.num_warps(), BLOCK_M, COLS)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
                                                  k_width=2)
     sj = j  # the step within its head; j the query tile (rotated by DQ_ORDERED)
@@ -1145,7 +1172,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     if BAND_BRANCH:
         band = sj < n_band
     p_t, p_op = _probs_t(s_t, lse2, keys, rows, diag, qk_scale, q_buf.dtype, a_layout,
-                         MASKED, CAUSAL, left, HAS_LEFT, band)
+                         MASKED, CAUSAL, left, HAS_LEFT, band, not COLS)
     if DROPOUT:  # P^T o M unscaled: dV and dK take 1 / (1 - p) at the end
         keep = bits_masks_t(words, s_layout)
         p_op = gl.convert_layout(dropped(p_t, keep).to(q_buf.dtype), a_layout)
@@ -1158,7 +1185,13 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     else:
         do_b = do_buf
         q_b = q_buf
-    dv = warpgroup_mma(p_op, do_b, dv, is_async=True)
+    if COLS:  # every warpgroup's query columns of P^T in, then dV's column half
+        pds.index(0).store(p_op)
+        fence_async_shared()  # generic-proxy stores -> visible to wgmma
+        gl.thread_barrier()
+        dv = warpgroup_mma(pds.index(0), do_b, dv, is_async=True)
+    else:
+        dv = warpgroup_mma(p_op, do_b, dv, is_async=True)
     # -- dS^T = P^T (dP^T - delta), then dK += dS^T Q (delta loaded once lse2 is dead) --
     if STATS and LSE2_PRE:
         delta = st.slice(BLOCK_M, BLOCK_M).load(gl.SliceLayout(0, s_layout))
@@ -1176,8 +1209,14 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     if SOFTCAP and not CAP_FOLD:
         ds_t = ds_t * grad_t
     ds_lp = ds_t.to(q_buf.dtype)
-    ds_op = gl.convert_layout(ds_lp, a_layout)
-    dk = warpgroup_mma(ds_op, q_b, dk, is_async=True)
+    if COLS:  # as P^T: dS^T through shared memory
+        pds.index(1).store(ds_lp)
+        fence_async_shared()
+        gl.thread_barrier()
+        dk = warpgroup_mma(pds.index(1), q_b, dk, is_async=True)
+    else:
+        ds_op = gl.convert_layout(ds_lp, a_layout)
+        dk = warpgroup_mma(ds_op, q_b, dk, is_async=True)
     if DQ_REDUCE:  # -- dQ = dS K over all BLOCK_N keys (dS^T of every warpgroup) --
         ds_smem = dqr[0].index(it % 2)
         ds_smem.store(ds_lp)
@@ -1198,6 +1237,8 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         dk, ds_op, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ds_op, dq))
         if DQ_FIXED:
             dq = dq * mult[:, None]
+    elif COLS:
+        dv, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk))
     else:
         dv, dk, p_op, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, p_op, ds_op))
     # -- refill: every warpgroup must be done with slot s before TMA overwrites it --
@@ -1395,11 +1436,17 @@ def _bwd_dkdv_kernel(
     ONE_LOOP: gl.constexpr = 0,  # HopperBwdConfig.one_loop (causal, no window)
     CAP_FOLD: gl.constexpr = False,  # HopperBwdConfig.softcap_fold
     DQ_STAGE2: gl.constexpr = False,  # HopperBwdConfig.dq_stage2: two dQ staging tiles
+    COLS: gl.constexpr = False,  # HopperBwdConfig.col_split: warpgroups split the columns
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
     # partials, which the launcher sums over each group
-    gl.static_assert(BLOCK_N == 16 * gl.num_warps(), "each warp owns 16 key rows")
+    if COLS:  # two warpgroups over the same 64 keys, each half of the columns
+        gl.static_assert(gl.num_warps() == 8 and BLOCK_N == 64, "col_split: 8 warps, 64 keys")
+        gl.static_assert(D_SPLIT == 1 and not DQ_REDUCE and not DROPOUT,
+                         "col_split: whole head dims, no dq_reduce, no dropout")
+    else:
+        gl.static_assert(BLOCK_N == 16 * gl.num_warps(), "each warp owns 16 key rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_M <= 256, "wgmma n is at most 256")
     gl.static_assert(HEAD_DIM % (64 * D_SPLIT) == 0 and HALF < D_SPLIT,
                      "column blocks of whole 64-column swizzle atoms")
@@ -1428,14 +1475,19 @@ def _bwd_dkdv_kernel(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
         BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND, left, HAS_LEFT,
         EARLY_EXPECT, STATS, lse_desc, delta_desc, GROUP_BRANCH, LSE2_PRE, DQ_ORDERED,
-        TILE_MAJOR, tile_heads)
+        TILE_MAJOR, tile_heads, COLS)
     gl.static_assert(not (STATS and (VARLEN or PREFETCH)), "STATS: dense, no PREFETCH")
     gl.static_assert(not (TILE_MAJOR and VARLEN), "TILE_MAJOR: dense grids only")
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
     #    (masked), then the query tiles that see every key of this tile --
     bh0 = b * nheads + hk * q_group
-    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_M)
+    s_layout: gl.constexpr = _kt_layout(gl.num_warps(), BLOCK_M, COLS)
+    if COLS:  # the P^T and dS^T tiles every warpgroup reads
+        pds = gl.allocate_shared_memory(q_desc.dtype, [2, BLOCK_N, BLOCK_M],
+                                        _ds_smem_layout(BLOCK_N, BLOCK_M, q_desc.dtype))
+    else:
+        pds = 0
     if PREFETCH:  # the first iteration's row statistics; each step loads the next's
         lse2, delta = _iter_stats(LSE, DELTA, 0, m_lo, n_m, n_iter, bh0, seqlen_q,
                                   lse_stride, gl.SliceLayout(0, s_layout), BLOCK_M)
@@ -1496,7 +1548,8 @@ def _bwd_dkdv_kernel(
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, True, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD, DQ_STAGE2=DQ_STAGE2)
+                DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD, DQ_STAGE2=DQ_STAGE2, COLS=COLS,
+                pds=pds)
         for j in range(n_sep, n_mid):
             dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
@@ -1506,7 +1559,7 @@ def _bwd_dkdv_kernel(
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
                 DQ_ORDERED, DQ_FIXED, ONE and ONE_LOOP == 2, n_band, CAP_FOLD,
-                DQ_STAGE2)
+                DQ_STAGE2, COLS, pds)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
@@ -1517,7 +1570,8 @@ def _bwd_dkdv_kernel(
                 NUM_STAGES, True, PREFETCH, D_SPLIT, HALF, CAUSAL, left, HAS_LEFT, cap_scale,
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
-                DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD, DQ_STAGE2=DQ_STAGE2)
+                DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD, DQ_STAGE2=DQ_STAGE2, COLS=COLS,
+                pds=pds)
 
     if DQ_LATE:  # the last step's dQ (n_iter >= 1)
         pend = _late_reduce(dql, dqr, dq_scale, b, nheads, BLOCK_M, HEAD_DIM, DQ_ORDERED,
@@ -2171,6 +2225,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                 constexprs["ONE_LOOP"] = _one_loop(cfg, causal, window)
                 constexprs["CAP_FOLD"] = bool(cfg.softcap_fold and softcap)
                 constexprs["DQ_STAGE2"] = bool(cfg.dq_reduce and cfg.dq_stage2)
+                constexprs["COLS"] = bool(cfg.col_split)
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
         ptrs = [n for n in ("Q", "K", "V", "DO", "DQ", "DK", "DV", "CU_Q", "CU_K")
                 if n in kernel.arg_names]
