@@ -141,11 +141,16 @@ def hopper_variants():
             yield (f"hopper-C-varlen d{hd}{'-causal' if causal else ''} bfloat16", hd, causal,
                    torch.bfloat16, cfg_c, True)
     # stage A's short causal hd 128 tiles (configs.HD128_CAUSAL_SHORT_A_MAX: under 2k queries)
-    short = configs.hopper_fwd_config(128, True, 1024)
-    for variant in (False, "window", "softcap"):
-        tag = f" {variant}" if variant else ""
-        yield (f"hopper-short d128-causal bfloat16{tag}", 128, True, torch.bfloat16, short,
-               variant)
+    # and the 64 x 64 tiles of hd 128 non-causal / hd 64 causal from 512 to 1k queries
+    # (configs.SHORT_A_MIN)
+    for hd, causal, variants in ((128, True, (False, "window", "softcap")),
+                                 (128, False, (False, "window", "softcap")),
+                                 (64, True, (False, "window"))):
+        short = configs.hopper_fwd_config(hd, causal, 1000)
+        for variant in variants:
+            tag = f" {variant}" if variant else ""
+            yield (f"hopper-short d{hd}{'-causal' if causal else ''} bfloat16{tag}", hd,
+                   causal, torch.bfloat16, short, variant)
     # stage A with a sliding window's left edge (HAS_LEFT; ops/hopper_fwd.window_config)
     for hd in HOPPER_BWD_HEAD_DIMS:
         for causal in (False, True):
@@ -297,9 +302,11 @@ def hopper_bwd_variants():
             if hd == 128 and not causal:
                 alt = dataclasses.replace(cfg, block_m=32)
                 yield f"{tag} bfloat16 alt", hd, causal, torch.bfloat16, alt
-            if hd == 256:  # the dK/dV kernel in two column-block launches (before col_split)
+            if hd == 256:  # the dK/dV kernel in two column-block launches and the 4-warp dQ
+                # kernel (before col_split / dq_col_split)
                 split = dataclasses.replace(cfg, block_m=32, num_warps=4, d_split=2,
-                                            col_split=False)
+                                            col_split=False, dq_block_n=32, dq_num_warps=4,
+                                            dq_col_split=False)
                 yield f"{tag} bfloat16 dsplit", hd, causal, torch.bfloat16, split
             if hd == 64 and not causal:  # the shipped dK/dV tiles without their cap
                 free = dataclasses.replace(cfg, max_regs=None)

@@ -131,7 +131,13 @@ def test_schedule_table():
     # the measured choices (configs.py comments, benchmarks/results.md 836b108, fbfae63)
     assert configs.hopper_fwd_schedule(64, False, 4096) == "A"
     assert configs.hopper_fwd_schedule(64, False, 512) == "portable"
-    assert configs.hopper_fwd_schedule(64, True, 512) == "portable"
+    assert configs.hopper_fwd_schedule(64, True, 511) == "portable"
+    # hd 64 causal from 512 to 1k: stage A on 64 x 64 tiles, ring 3 capped (s32a: +15%)
+    short64 = hopper_fwd.default_config(64, True, 512)
+    assert (short64.block_m, short64.block_n, short64.num_stages, short64.max_regs) == (
+        64, 64, 3, 128)
+    assert hopper_fwd.default_config(64, True, 1023).block_m == 64
+    assert hopper_fwd.default_config(64, True, 1024).block_m == 128
     assert configs.hopper_fwd_schedule(64, True, 4096) == "A"
     assert configs.hopper_fwd_schedule(64, True, 16384) == "A"
     assert hopper_fwd.default_config(64, True, 4096).max_regs == 128  # two programs / SM
@@ -145,7 +151,12 @@ def test_schedule_table():
     short = hopper_fwd.default_config(128, True, 1024)
     assert (short.block_m, short.block_n, short.num_warps, short.num_stages) == (64, 64, 4, 2)
     assert hopper_fwd.default_config(128, True, 512).block_m == 64  # s31k: +26% at 512
-    assert hopper_fwd.default_config(128, False, 512) is None  # non-causal: portable
+    # non-causal from 512 to 1k: stage A on 64 x 64 tiles (s32a: +34% over portable)
+    assert hopper_fwd.default_config(128, False, 511) is None  # portable
+    short128 = hopper_fwd.default_config(128, False, 512)
+    assert (short128.schedule, short128.block_m, short128.block_n, short128.num_stages) == (
+        "A", 64, 64, 2)
+    assert hopper_fwd.default_config(128, False, 1023).block_m == 64
     assert configs.hopper_fwd_dropout_config(128, True, 1024).block_m == 128
     assert configs.hopper_fwd_schedule(128, False, 1024) == "C"
     # stage C's persistent grid with the split ring below 16k at hd 128, paired when
@@ -219,12 +230,12 @@ def test_schedule_env(monkeypatch):
     monkeypatch.delenv("FLASHTILE_HOPPER_SCHEDULE", raising=False)
     assert hopper_fwd.default_config(128, False, 4096) == configs.hopper_fwd_config_c(
         128, False, 4096)
-    assert hopper_fwd.default_config(64, True, 512) is None
+    assert hopper_fwd.default_config(64, True, 256) is None
     for sched in "ABC":
         monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", sched)
         assert hopper_fwd.default_config(128, True, 4096).schedule == sched
         assert hopper_fwd.default_config(64, True, 4096).schedule == sched
-        assert hopper_fwd.default_config(64, True, 512).schedule == sched
+        assert hopper_fwd.default_config(64, True, 256).schedule == sched
 
 
 # ----------------------------------------------------------------------------------
@@ -483,6 +494,14 @@ SHORT_CAUSAL_CASES = [  # hd 128 causal below 2k queries: stage A's 64 x 64 tile
                      (2047, 2047))
     for hkv, dtype in ((4, torch.bfloat16), (2, torch.float16))
     for win, cap in (((-1, -1), 0.0), ((17, 0), 0.0), ((700, 0), 30.0))
+] + [  # hd 128 non-causal and hd 64 causal from 512 to 1k queries (configs.SHORT_A_MIN)
+    Case(batch=2, seqlen_q=sq, seqlen_k=sk, nheads=4, nheads_kv=hkv, head_dim=hd,
+         causal=causal, window_size=win, softcap=cap, dtype=dtype, backward=True)
+    for hd, causal in ((128, False), (64, True))
+    for (sq, sk) in ((512, 512), (700, 333), (1023, 1500))
+    for hkv, dtype in ((4, torch.bfloat16), (2, torch.float16))
+    for win, cap in (((-1, -1), 0.0), ((17, 0 if causal else -1), 0.0),
+                     ((300, 0 if causal else -1), 30.0 if hd == 128 else 0.0))
 ]
 
 
@@ -490,15 +509,18 @@ SHORT_CAUSAL_CASES = [  # hd 128 causal below 2k queries: stage A's 64 x 64 tile
 @pytest.mark.parametrize("case", SHORT_CAUSAL_CASES, ids=lambda c: c.name)
 def test_short_causal_tile_vs_reference(case, device, hopper_calls, monkeypatch):
     """hd 128 causal calls of up to 2k queries take stage A on 64 x 64 tiles
-    (configs.HD128_CAUSAL_SHORT_A_MAX), windows and softcaps too: out and lse (and the
-    portable backward fed them, where the case has one) within the DESIGN.md bound of
-    the float64 reference; bottom-right alignment with more keys than queries."""
+    (configs.HD128_CAUSAL_SHORT_A_MAX), and hd 128 non-causal / hd 64 causal ones from
+    512 to 1k queries (configs.SHORT_A_MIN), windows and softcaps too: out and lse (and
+    the portable or Gluon backward fed them, where the case has one) within the DESIGN.md
+    bound of the float64 reference; bottom-right alignment with more keys than
+    queries."""
     require_sm90()
     for var in ("FLASHTILE_HOPPER_SCHEDULE", "FLASHTILE_HOPPER_WINDOW",
                 "FLASHTILE_HOPPER_SOFTCAP"):
         monkeypatch.delenv(var, raising=False)
-    cfg = hopper_fwd.call_config(128, True, case.seqlen_q, None if case.window_size[0] < 0
-                                 else case.window_size[0], case.softcap)
+    cfg = hopper_fwd.call_config(case.head_dim, case.causal, case.seqlen_q,
+                                 None if case.window_size[0] < 0 else case.window_size[0],
+                                 case.softcap)
     assert (cfg.schedule, cfg.block_m, cfg.block_n) == ("A", 64, 64), cfg
     result = run_case(case, device)
     assert hopper_calls, f"{case.name}: the Gluon path was not taken"

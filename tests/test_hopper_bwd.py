@@ -164,8 +164,10 @@ def test_configs(head_dim, causal):
     both hold the same keys), and both kernels fit 227 KB."""
     cfg = configs.hopper_bwd_config(head_dim, causal, 4096)
     key_warps = cfg.num_warps // 2 if cfg.col_split else cfg.num_warps
-    assert cfg.block_n == 16 * key_warps and cfg.dq_block_m == 16 * cfg.dq_num_warps, cfg
+    row_warps = cfg.dq_num_warps // 2 if cfg.dq_col_split else cfg.dq_num_warps
+    assert cfg.block_n == 16 * key_warps and cfg.dq_block_m == 16 * row_warps, cfg
     assert not cfg.col_split or (cfg.num_warps == 8 and cfg.d_split == 1), cfg
+    assert not cfg.dq_col_split or cfg.dq_num_warps == 8, cfg
     assert all(b <= 227 * 1024 for b in cfg.smem_bytes(head_dim)), cfg.smem_bytes(head_dim)
 
 
@@ -305,16 +307,16 @@ def test_mode_env(monkeypatch, value, mode):
 
 def test_preferred_table():
     """configs.hopper_bwd_preferred as measured (configs.py, benchmarks/results.md
-    836b108, bdcf4c2, fe92472): Gluon at hd 128, and at hd 64 from 512 keys non-causal
-    and 640 causal (one-warpgroup tiles); the swept portable tiles at hd 64 below."""
+    836b108, bdcf4c2, fe92472, 45f027f): Gluon at hd 128, and at hd 64 from 512 keys
+    non-causal and 640 causal (one-warpgroup tiles); the swept portable tiles at hd 64
+    below; hd 256 (the column-split dK/dV kernel) from 1k keys."""
     for seqlen in (256, 511, 512, 639, 640, 1024, 4096, 16384):
         assert configs.hopper_bwd_preferred(128, False, seqlen)
         assert configs.hopper_bwd_preferred(128, True, seqlen)
         for causal in (False, True):
             assert configs.hopper_bwd_preferred(64, causal, seqlen) == (
                 seqlen >= (640 if causal else 512))
-            # hd 256: built, not yet measured on a GPU: opt-in only
-            assert not configs.hopper_bwd_preferred(256, causal, seqlen)
+            assert configs.hopper_bwd_preferred(256, causal, seqlen) == (seqlen >= 1024)
 
 
 def test_off_on_cpu(monkeypatch):

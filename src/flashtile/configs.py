@@ -281,13 +281,35 @@ def _short_causal(head_dim: int, causal: bool, seqlen_q: int) -> bool:
     return 64 < head_dim <= 128 and causal and seqlen_q < HD128_CAUSAL_SHORT_A_MAX
 
 
+# hd 128 non-causal and hd 64 causal calls with SHORT_A_MIN <= seqlen_q < 1024 run stage A
+# on 64 x 64 one-warpgroup tiles too, where the portable kernel ran: `s32a` (1b99241,
+# scripts/bench_hopper.py --a-config, 3 rounds) at 512, forward TFLOPS 396.8 against the
+# portable 295.3 (hd 128 non-causal, ring 2; cuDNN 509.4) and 244.5 against 212.5 (hd 64
+# causal, ring 3 capped at 128 registers as stage A's hd 64 causal tiles; the capped
+# 128-row tiles 218.1; cuDNN 259.4). Below 512 and between 512 and 1k not measured
+SHORT_A_MIN = 512
+
+
+def _short_tile(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig | None:
+    """Stage A's 64 x 64 tiles where the query length picks them (the short causal hd
+    128 rule, SHORT_A_MIN), else None. One rule for hopper_fwd_schedule and
+    hopper_fwd_config."""
+    if _short_causal(head_dim, causal, seqlen_q):
+        return HopperFwdConfig(64, 64, 4, 2, early_expect=True)  # 80 KB
+    if not SHORT_A_MIN <= seqlen_q < 1024:
+        return None
+    if head_dim <= 64 and causal:
+        return HopperFwdConfig(64, 64, 4, 3, max_regs=128, early_expect=True)
+    if 64 < head_dim <= 128 and not causal:
+        return HopperFwdConfig(64, 64, 4, 2, early_expect=True)
+    return None
+
+
 def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig:
     """Stage A/B tiles of the Gluon forward for fp16/bf16 on sm_90 (stage A here; B is
     the same tiles with ``warp_specialize=True``). Resources from compiling for sm_90 on
     the CPU (tests/test_hopper.py: no spills, fits 227 KB)."""
-    if _short_causal(head_dim, causal, seqlen_q):
-        return HopperFwdConfig(64, 64, 4, 2, early_expect=True)  # 80 KB
-    return _stage_a_tiles(head_dim, causal)
+    return _short_tile(head_dim, causal, seqlen_q) or _stage_a_tiles(head_dim, causal)
 
 
 def _stage_a_tiles(head_dim: int, causal: bool) -> HopperFwdConfig:
@@ -343,13 +365,15 @@ def hopper_fwd_schedule(head_dim: int, causal: bool, seqlen_q: int) -> str:
         # causal: stage A capped at 128 registers (two programs per SM; 2026-11-30,
         # fbfae63, `gpu_check.sh fwd64`): 300/368/399/424/437 TFLOPS at 1k/2k/4k/8k/16k
         # against portable 283/325/359/381/391, C 217/297/354/389/413, A uncapped
-        # 216/269/307/331/352 (cuDNN 325/379/407/428/441). 512 not measured with the
-        # cap: portable there (213 vs B 156 at 836b108)
-        return "portable" if seqlen_q < 1024 else "A"
+        # 216/269/307/331/352 (cuDNN 325/379/407/428/441). From 512 to 1k since session
+        # 32 stage A on 64 x 64 tiles (SHORT_A_MIN); portable below (213 vs B 156 at 512,
+        # 836b108)
+        return "A" if seqlen_q >= 1024 or _short_tile(head_dim, causal, seqlen_q) else "portable"
     if head_dim <= 128:
         if seqlen_q < 1024:
-            # 512: non-causal portable 295 vs A 266; causal A 226 vs portable 183
-            return "A" if causal else "portable"
+            # 512: non-causal portable 295 vs A 266 on 128-row tiles (the 64 x 64 tiles
+            # since session 32 from SHORT_A_MIN: 397 vs 295); causal A 226 vs portable 183
+            return "A" if causal or _short_tile(head_dim, causal, seqlen_q) else "portable"
         # causal 1k / 2k: A until session 21 (C 210 against A 309 at 1k in 642a4af, its
         # one-shot grid's programs mostly causal band); the persistent split ring in the
         # paired order (hopper_fwd_config_c) took it: `s21b` (4906dc1, 3 rounds) C paired
@@ -469,6 +493,9 @@ class HopperBwdConfig:
     # go through shared memory so each warpgroup accumulates its half of dK's and dV's
     # columns over all the tile's queries (d_split 1: no GEMM recomputed)
     col_split: bool = False
+    # the same for the dQ kernel (8 warps over 64 query rows: S and dP each warpgroup half
+    # of the keys, dS through shared memory, each warpgroup half of dQ's columns)
+    dq_col_split: bool = False
     # fused only (_bwd_fused_kernel: a TMA producer warp, two consumer warpgroups of 64
     # keys, writer_warps dQ writer warps): registers of the producer and the writers
     # (setmaxnreg; the consumers get what the 64K register file leaves, at most 240)
@@ -579,6 +606,8 @@ class HopperBwdConfig:
         if self.col_split:  # the P^T and dS^T tiles both warpgroups read
             dkdv += 2 * self.block_n * self.block_m
         dq = (2 * self.dq_block_m + 2 * self.dq_num_stages * self.dq_block_n) * head_dim
+        if self.dq_col_split:  # the dS tile
+            dq += self.dq_block_m * self.dq_block_n
         return dkdv * elem_bytes, dq * elem_bytes
 
 
@@ -618,11 +647,15 @@ def parse_overrides(text: str | None) -> dict:
 #   Gluon at both (268.6 / 355.7 vs 231.7 / 254.3; causal 241.6 / 264.0 vs 149.8 /
 #   166.8). So hd 64 takes the Gluon backward from 512 keys non-causal, 640 causal
 #   (between 512 and 640 causal, and below 512, not measured: portable).
-#   hd 256: the Gluon backward (dK / dV column blocks, d_split = 2) is built and compiled
-#   for sm_90 (2026-11-30) but has not run on a GPU: portable until measured.
+#   hd 256: the Gluon backward in dK / dV column blocks (d_split = 2) measured below the
+#   portable one (0e01b69, `bwd256`: 156-198 against 206-239). With the column-split dK/dV
+#   kernel (col_split; 2026-12-04, session 32, 45f027f `s32b`), Gluon vs portable (cuDNN)
+#   backward TFLOPS at 1k/4k/16k: non-causal 280.6/321.8/316.0 vs 206.6/231.0/233.4
+#   (298.0/377.9/354.4), causal 221.4/282.8/306.9 vs 163.5/210.3/236.8
+#   (252.8/325.3/376.1): Gluon from 1k keys (below 1k not measured: portable).
 def hopper_bwd_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
     if head_dim > 128:
-        return False
+        return seqlen_k >= 1024
     return head_dim > 64 or seqlen_k >= (640 if causal else 512)
 
 
@@ -880,8 +913,10 @@ def hopper_bwd_config(head_dim: int, causal: bool, seqlen_k: int,
         # Since session 32 the dK/dV kernel is one launch of 8 warps splitting the columns
         # (col_split, FA3's hd 256 layout: S^T and dP^T computed once, each warpgroup half
         # of the query columns; P^T and dS^T through shared memory): 64 keys x 64-row
-        # Q/dO tiles, ring 2, 219 / 255 regs, 0 / 100 B of spills, 208 KB (ptxas, sm_90)
-        return HopperBwdConfig(64, 64, 8, 2, 64, 32, 4, 2, col_split=True)
+        # Q/dO tiles, ring 2, 219 / 255 regs, 0 / 100 B of spills, 208 KB (ptxas, sm_90);
+        # the dQ kernel the same way (dq_col_split: 64 x 64 tiles, ring 2, 196 / 191
+        # regs, no spills, 200 KB)
+        return HopperBwdConfig(64, 64, 8, 2, 64, 64, 8, 2, col_split=True, dq_col_split=True)
     # hd 128: one warpgroup per program as at hd 64 (two programs per SM): dK/dV 64 keys x
     # 64-row Q/dO tiles, ring 2: 240 regs (causal 255 + 28 B of spills in the masked band
     # step), 96 KB; dQ 64 x 64, ring 2: 164 regs, 96 KB. `gpu_check.sh bwd128sweep`

@@ -1,13 +1,13 @@
 """The Hopper (sm_90) backward: Gluon dK/dV and dQ kernels with TMA, mbarrier-guarded
 shared-memory rings and asynchronous wgmma. The default on sm_90 where
 configs.hopper_bwd_preferred measured it faster than the portable backward of
-ops/flash.py (hd 64 and 128 since 2026-11-30), which stays the path for everything this
-one does not cover (dropout, other head dims; sliding windows at hd 256, or anywhere
-with FLASHTILE_HOPPER_WINDOW=0: at hd 64 / 128 they run here, HAS_LEFT,
+ops/flash.py (hd 64 and 128 since 2026-11-30, hd 256 from 1k keys since session 32),
+which stays the path for everything this
+one does not cover (dropout, other head dims; sliding windows and softcaps at hd 256, or
+anywhere with FLASHTILE_HOPPER_WINDOW=0: at hd 64 / 128 they run here, HAS_LEFT,
 _q_window_range; a softcap runs here too unless FLASHTILE_HOPPER_SOFTCAP=0: SOFTCAP), for
-hd 64 below 1k keys
-and, until measured, hd 256. FLASHTILE_HOPPER_BWD=1 forces it wherever it can run, =0
-switches it off. A fused variant (one kernel in FA3's roles, dQ through fp32 atomics,
+hd 64 below 1k keys and hd 256 below 1k keys. FLASHTILE_HOPPER_BWD=1 forces it wherever
+it can run, =0 switches it off. A fused variant (one kernel in FA3's roles, dQ through fp32 atomics,
 ordered by default; _bwd_fused_kernel, FLASHTILE_HOPPER_BWD_FUSED=1) is opt-in: measured
 slower than the two kernels at every DESIGN.md shape (benchmarks/results.md, sessions 4
 and 8; docs/performance.md steps 8 and 22).
@@ -67,8 +67,8 @@ Triton 3.6's ptxas -v, bf16 and fp16 alike (`scripts/compile_sm90.py --hopper-bw
     hd 64 causal     4    64k x 64q    2    168   52 B  48 KB    64q x 64k   3   122   64 KB
     hd 128           4    64k x 64q    2    251    0    96 KB    64q x 64k   2   164   96 KB
     hd 128 causal    4    64k x 64q    2    255   28 B  96 KB    64q x 64k   2   164   96 KB
-    hd 256 cols      8    64k x 64q    2    219    0   208 KB    64q x 32k   2   238  128 KB
-    hd 256 causal    8    64k x 64q    2    255  100 B  208 KB    64q x 32k   2   240  128 KB
+    hd 256 cols      8    64k x 64q    2    219    0   208 KB    64q x 64k   2   196  200 KB
+    hd 256 causal    8    64k x 64q    2    255  100 B  208 KB    64q x 64k   2   191  200 KB
 Every program is one warpgroup, so two or three share an SM and overlap each other's
 softmax and GEMMs (+13-29% at hd 64, bdcf4c2; +8-35% at hd 128, e8aa9d8; against
 two-warpgroup tiles, one program per SM). At hd 64 the dK/dV kernel is capped at 168
@@ -208,9 +208,9 @@ def hopper_bwd_problem_ok(
     """Device-independent half: what the Gluon forward covers (fp16/bf16, full or causal,
     with ``windows`` a sliding window as ``hopper_fwd.hopper_problem_ok`` takes it but
     only at hd 64 / 128 in the two-kernel backward; no softcap/dropout, TMA-addressable
-    q/k/v, non-empty) at head dim 64, 128 or 256 (256: opt-in only,
-    configs.hopper_bwd_preferred). Dropout only with ``bits`` (the forward's decisions
-    as bit words), in the two-kernel backward at hd 64 / 128.
+    q/k/v, non-empty) at head dim 64, 128 or 256 (256: no window or softcap;
+    configs.hopper_bwd_preferred picks the lengths). Dropout only with ``bits`` (the
+    forward's decisions as bit words), in the two-kernel backward at hd 64 / 128.
     dout and the gradient buffers need no alignment: the launcher copies if they do."""
     if q.shape[-1] not in HOPPER_BWD_HEAD_DIMS:
         return False
@@ -316,7 +316,7 @@ def hopper_varlen_bwd_supported(q, k, v, dout, causal, window, softcap, softmax_
     table at the longest key sequence, ``max_seqlen_k``), with a TMA-addressable dout."""
     mode = varlen_bwd_mode()
     if mode == "off" or q.shape[-1] > 128:
-        return False  # hd 256's column-block dK/dV launches: not built for varlen
+        return False  # hd 256's column-split dK/dV kernel: not tested over varlen
     if mode == "auto" and not configs.hopper_varlen_bwd_preferred(q.shape[-1], causal,
                                                                    max_seqlen_q):
         return False
@@ -516,8 +516,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         seqlen_q, seqlen_k, nheads, group, qk_scale, float(scale),
         HEAD_DIM=head_dim, BLOCK_M=cfg.dq_block_m, BLOCK_N=cfg.dq_block_n,
         NUM_STAGES=cfg.dq_num_stages, CAUSAL=bool(causal), EARLY_EXPECT=cfg.early_expect,
-        num_warps=cfg.dq_num_warps,
-        **_maxnreg(cfg.dq_max_regs), **flag,
+        num_warps=cfg.dq_num_warps, **_maxnreg(cfg.dq_max_regs), **flag,
+        **(dict(COLS=True) if cfg.dq_col_split else {}),
     )
 
 
@@ -1970,15 +1970,17 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
              MASKED: gl.constexpr, CAUSAL: gl.constexpr, lo=0, left=0,
              HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
              EARLY_EXPECT: gl.constexpr = False, bits=0, keep_scale=1.0,
-             DROPOUT: gl.constexpr = False):
+             DROPOUT: gl.constexpr = False, COLS: gl.constexpr = False, ds_smem=None):
     """Consume key tile t: S = Q K^T and dP = dO V^T (in flight together), dS, then
-    dQ += dS K (dS from registers); refill the slot with tile t + NUM_STAGES. The tiles
+    dQ += dS K (dS from registers; COLS, HopperBwdConfig.dq_col_split: each warpgroup
+    S and dP for half of the keys, dS through ``ds_smem``, each half of dQ's columns);
+    refill the slot with tile t + NUM_STAGES. The tiles
     start at ``lo`` (ring position t - lo; 0 without a sliding window, HAS_LEFT).
     DROPOUT: dP of the dropped entries zeroed (the kernel took ``keep_scale`` = 1 / (1 -
     p) out of the step: delta times (1 - p), dQ times keep_scale at the end), decided by
     the forward's bit blocks (``bits``: base, blocks per band, the query tile's
     first row; _gluon_common.bits_words_mma)."""
-    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_N)
+    s_layout: gl.constexpr = _kt_layout(gl.num_warps(), BLOCK_N, COLS)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq.type.layout,
                                                  k_width=2)
     s = (t - lo) % NUM_STAGES
@@ -2007,9 +2009,17 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
     ds = p * (dp - delta[:, None])
     if SOFTCAP:
         ds = ds * grad
-    ds_op = gl.convert_layout(ds.to(q2.dtype), a_layout)
-    dq = warpgroup_mma(ds_op, k_buf, dq, is_async=True)
-    dq, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds_op))
+    if COLS:  # every warpgroup's keys of dS in (the previous step's dQ GEMMs were
+        # waited for before the refill's CTA barrier), then its half of dQ's columns
+        ds_smem.store(ds.to(q2.dtype))
+        fence_async_shared()  # generic-proxy stores -> visible to wgmma
+        gl.thread_barrier()
+        dq = warpgroup_mma(ds_smem, k_buf, dq, is_async=True)
+        dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
+    else:
+        ds_op = gl.convert_layout(ds.to(q2.dtype), a_layout)
+        dq = warpgroup_mma(ds_op, k_buf, dq, is_async=True)
+        dq, ds_op = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds_op))
     # every warpgroup is done with slot s (the CTA barrier inside issue_kv_slot): refill it
     nxt = t + NUM_STAGES
     if not (HAS_LEFT or EARLY_EXPECT):  # the same slot, as the shipped hd 128 PTX computes it
@@ -2036,13 +2046,17 @@ def _bwd_dq_kernel(
     DROPOUT: gl.constexpr = False,  # attention dropout read from BITS (dense only)
     TILE_MAJOR: gl.constexpr = False,  # HopperBwdConfig.tile_major: launch order in
     tile_heads=1,  # blocks of this many heads (_tile_ids)
+    COLS: gl.constexpr = False,  # HopperBwdConfig.dq_col_split: warpgroups split columns
 ):
-    gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
+    if COLS:  # two warpgroups over the same 64 query rows (_kt_layout)
+        gl.static_assert(gl.num_warps() == 8 and BLOCK_M == 64, "col_split: 8 warps, 64 rows")
+    else:
+        gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
     gl.static_assert(not (DROPOUT and VARLEN), "dropout: dense calls only")
     gl.static_assert(not (TILE_MAJOR and VARLEN), "TILE_MAJOR: dense grids only")
-    d_layout: gl.constexpr = mma_layout(gl.num_warps(), HEAD_DIM)
-    s_layout: gl.constexpr = mma_layout(gl.num_warps(), BLOCK_N)
+    d_layout: gl.constexpr = _kt_layout(gl.num_warps(), HEAD_DIM, COLS)
+    s_layout: gl.constexpr = _kt_layout(gl.num_warps(), BLOCK_N, COLS)
     pid_m, pid_bh, n_tiles = _tile_ids(TILE_MAJOR, tile_heads)
     if CAUSAL:
         pid_m = n_tiles - 1 - pid_m  # longest rows first: better tail balance
@@ -2075,6 +2089,11 @@ def _bwd_dq_kernel(
     # -- shared memory: resident Q, dO (Q's buffer later holds dQ), a K/V ring --
     q_smem, do_smem, k_smem, v_smem, q_bar, k_bars, v_bars = _resident_and_ring(
         q_desc, do_desc, k_desc, v_desc, NUM_STAGES)
+    if COLS:  # the dS tile every warpgroup reads
+        ds_smem = gl.allocate_shared_memory(q_desc.dtype, [BLOCK_M, BLOCK_N],
+                                            _ds_smem_layout(BLOCK_M, BLOCK_N, q_desc.dtype))
+    else:
+        ds_smem = 0
 
     # -- prologue: Q and dO, and the first NUM_STAGES key/value tiles in flight --
     mbarrier.expect(q_bar, q_desc.block_type.nbytes + do_desc.block_type.nbytes)
@@ -2106,17 +2125,17 @@ def _bwd_dq_kernel(
         dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
                       delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
                       BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left, HAS_LEFT, cap_scale,
-                      SOFTCAP, EARLY_EXPECT, bits, keep_scale, DROPOUT)
+                      SOFTCAP, EARLY_EXPECT, bits, keep_scale, DROPOUT, COLS, ds_smem)
     for t in range(a, n_full):
         dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
                       delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
                       BLOCK_M, BLOCK_N, NUM_STAGES, False, CAUSAL, lo, left, HAS_LEFT, cap_scale,
-                      SOFTCAP, EARLY_EXPECT, bits, keep_scale, DROPOUT)
+                      SOFTCAP, EARLY_EXPECT, bits, keep_scale, DROPOUT, COLS, ds_smem)
     for t in range(n_full, n_tiles):
         dq = _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse2,
                       delta, rows, b, hk, n_tiles, seqlen_k, diag, qk_scale, HEAD_DIM,
                       BLOCK_M, BLOCK_N, NUM_STAGES, True, CAUSAL, lo, left, HAS_LEFT, cap_scale,
-                      SOFTCAP, EARLY_EXPECT, bits, keep_scale, DROPOUT)
+                      SOFTCAP, EARLY_EXPECT, bits, keep_scale, DROPOUT, COLS, ds_smem)
 
     gl.thread_barrier()  # every warpgroup is done reading Q
     _store_tile(dq * sm_scale, q_smem, dq_desc, [b, start_m, h, 0], BLOCK_M, HEAD_DIM)
@@ -2221,6 +2240,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             types["tile_heads"] = "i32"
             if _tile_major(cfg, varlen):
                 constexprs["TILE_MAJOR"] = True
+            if name == "dq":
+                constexprs["COLS"] = bool(cfg.dq_col_split)
             if name == "dkdv":
                 constexprs["ONE_LOOP"] = _one_loop(cfg, causal, window)
                 constexprs["CAP_FOLD"] = bool(cfg.softcap_fold and softcap)
