@@ -147,6 +147,10 @@ class HopperFwdConfig:
     # own block_m / 2 query rows, ping-pong between them, PV overlapping the next
     # softmax; needs warp_specialize=True (its producer) and block_m == 128, num_warps 8
     pingpong: bool = False
+    # stage A: Q loaded once into registers as the A operand of every S = Q K^T wgmma
+    # instead of read from shared memory at each (at hd 256 the S GEMM's two operand reads
+    # take the shared memory's whole bandwidth: 64 more registers per thread there)
+    q_regs: bool = False
     # stage A only (B and C size their partitions with setmaxnreg): registers per thread
     # cap (ptxas maxnreg), None for the compiler's choice; 128 lets two 8-warp programs
     # share an SM (64K registers)
@@ -325,8 +329,12 @@ def _stage_a_tiles(head_dim: int, causal: bool) -> HopperFwdConfig:
         # 322.0 / 396.4 / 451.6 TFLOPS against 312.3 / 378.7 / 433.9 off (+3.1% to +4.7%)
         return HopperFwdConfig(128, 128, 8, 2, early_expect=True)
     # hd 256: 128x64, ring of 2 (192 KB smem); the O accumulator is 128 fp32 registers
-    # per thread, so S stays at 64 columns
-    return HopperFwdConfig(128, 64, 8, 2, early_expect=True)
+    # per thread, so S stays at 64 columns. Q in registers (q_regs, session 32): per step
+    # the two warpgroups' S GEMMs read Q and K (128 KB), the PV GEMMs V (64 KB), TMA writes
+    # K and V (64 KB), 2048 cycles of shared-memory bandwidth against 2048 of tensor-core
+    # work at peak; Q from registers takes 64 KB off. ptxas sm_90: 254-255 regs, no
+    # spills, with windows, softcaps and varlen too (209-212 from shared memory)
+    return HopperFwdConfig(128, 64, 8, 2, early_expect=True, q_regs=True)
 
 
 # Dropout on the Gluon forward (stage A: the draw in the wgmma layout, ops/hopper_fwd.py)

@@ -490,9 +490,11 @@ def _kernel_args(cfg, persistent_ok: bool = True, unpaired: bool = False):
                 cfg.num_warps // 2, extra)
     if cfg.warp_specialize:
         return _fwd_ws_kernel, cfg.block_m, cfg.num_warps, dict(LOAD_REGS=cfg.load_regs)
-    return _fwd_kernel, cfg.block_m, cfg.num_warps, dict(MASKED_FIRST=cfg.max_regs is not None,
-                                                        EXP2_EMU=cfg.exp2_emu,
-                                                        EARLY_EXPECT=cfg.early_expect)
+    extra = dict(MASKED_FIRST=cfg.max_regs is not None, EXP2_EMU=cfg.exp2_emu,
+                 EARLY_EXPECT=cfg.early_expect)
+    if cfg.q_regs:
+        extra["Q_REGS"] = True
+    return _fwd_kernel, cfg.block_m, cfg.num_warps, extra
 
 
 def _options(cfg) -> dict:
@@ -741,9 +743,11 @@ def _step_tile(i, lo, n_tiles, MASKED_FIRST: gl.constexpr):
 
 @gluon.jit
 def _consumer_state(q_smem, q_bar, start_m, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                    BLOCK_N: gl.constexpr):
+                    BLOCK_N: gl.constexpr, Q_REGS: gl.constexpr = False):
     """A consumer's starting state (stages A and B): its query rows, the running max and
-    sum, the O accumulator, and the Q tile once it has arrived."""
+    sum, the O accumulator, and the Q tile once it has arrived (Q_REGS,
+    HopperFwdConfig.q_regs: loaded into registers as the S GEMM's A operand, so that GEMM
+    reads only K from shared memory)."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
     rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
@@ -751,7 +755,10 @@ def _consumer_state(q_smem, q_bar, start_m, HEAD_DIM: gl.constexpr, BLOCK_M: gl.
     l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
     mbarrier.wait(q_bar, 0)
-    return rows, m_i, l_i, acc, q_smem.reshape([BLOCK_M, HEAD_DIM])
+    q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
+    if Q_REGS:
+        q2 = q2.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
+    return rows, m_i, l_i, acc, q2
 
 
 @gluon.jit
@@ -761,12 +768,12 @@ def _a_loops(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, h
              NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
              EXP2_EMU: gl.constexpr, HAS_LEFT: gl.constexpr, SOFTCAP: gl.constexpr,
              EARLY_EXPECT: gl.constexpr, DROPOUT: gl.constexpr, ws=None,
-             DROP_WS: gl.constexpr = False):
+             DROP_WS: gl.constexpr = False, Q_REGS: gl.constexpr = False):
     """Stage A's consumer: the step loops over the key tiles (``_fwd_tile_a``) from the
     Q tile's arrival; returns (acc, m_i, l_i). The whole kernel's warps, or with DROP_WS
     the default partition beside the dropout one."""
     rows, m_i, l_i, acc, q2 = _consumer_state(q_smem, q_bar, start_m, HEAD_DIM, BLOCK_M,
-                                              BLOCK_N)
+                                              BLOCK_N, Q_REGS)
 
     # -- MASKED_FIRST (a register-capped config): key tiles last to first, as FA2 does,
     #    the on-band / ragged tiles (masked) first, then the off-band ones. The mask's
@@ -823,6 +830,7 @@ def _fwd_kernel(
     seed=0, rng_offset=0, drop_thr=0, keep_p=1.0, BITS=None,
     DROPOUT: gl.constexpr = False,
     DROP_WS: gl.constexpr = False, DROP_REGS: gl.constexpr = 96,  # the dropout partition
+    Q_REGS: gl.constexpr = False,  # HopperFwdConfig.q_regs: Q in registers (_consumer_state)
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -880,7 +888,7 @@ def _fwd_kernel(
                             hk, lo, a, n_full, n_tiles, start_m, seqlen_k, diag, qk_scale,
                             left, cap_scale, drop, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
                             CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, SOFTCAP, EARLY_EXPECT,
-                            DROPOUT, (full_bars, empty_bars), True)),
+                            DROPOUT, (full_bars, empty_bars), True, Q_REGS)),
                 (_drop_producer, (drop, full_bars, empty_bars, lo, n_tiles, seqlen_k, BLOCK_M,
                                   BLOCK_N, 2, MASKED_FIRST)),
             ],
@@ -892,7 +900,7 @@ def _fwd_kernel(
                                  v_desc, b, hk, lo, a, n_full, n_tiles, start_m, seqlen_k,
                                  diag, qk_scale, left, cap_scale, drop, HEAD_DIM, BLOCK_M,
                                  BLOCK_N, NUM_STAGES, CAUSAL, MASKED_FIRST, EXP2_EMU,
-                                 HAS_LEFT, SOFTCAP, EARLY_EXPECT, DROPOUT)
+                                 HAS_LEFT, SOFTCAP, EARLY_EXPECT, DROPOUT, Q_REGS=Q_REGS)
     _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM, keep_p, DROPOUT)
 
