@@ -309,14 +309,14 @@ def test_preferred_table():
     """configs.hopper_bwd_preferred as measured (configs.py, benchmarks/results.md
     836b108, bdcf4c2, fe92472, 45f027f): Gluon at hd 128, and at hd 64 from 512 keys
     non-causal and 640 causal (one-warpgroup tiles); the swept portable tiles at hd 64
-    below; hd 256 (the column-split dK/dV kernel) from 1k keys."""
+    below; hd 256 (the column-split dK/dV kernel) from 512 keys."""
     for seqlen in (256, 511, 512, 639, 640, 1024, 4096, 16384):
         assert configs.hopper_bwd_preferred(128, False, seqlen)
         assert configs.hopper_bwd_preferred(128, True, seqlen)
         for causal in (False, True):
             assert configs.hopper_bwd_preferred(64, causal, seqlen) == (
                 seqlen >= (640 if causal else 512))
-            assert configs.hopper_bwd_preferred(256, causal, seqlen) == (seqlen >= 1024)
+            assert configs.hopper_bwd_preferred(256, causal, seqlen) == (seqlen >= 512)
 
 
 def test_off_on_cpu(monkeypatch):

@@ -660,10 +660,11 @@ def parse_overrides(text: str | None) -> dict:
 #   kernel (col_split; 2026-12-04, session 32, 45f027f `s32b`), Gluon vs portable (cuDNN)
 #   backward TFLOPS at 1k/4k/16k: non-causal 280.6/321.8/316.0 vs 206.6/231.0/233.4
 #   (298.0/377.9/354.4), causal 221.4/282.8/306.9 vs 163.5/210.3/236.8
-#   (252.8/325.3/376.1): Gluon from 1k keys (below 1k not measured: portable).
+#   (252.8/325.3/376.1); at 512 keys (fd05c96, `s32c`) 244.1 vs 180.3 non-causal, 176.9
+#   vs 126.3 causal (cuDNN 237.6 / 180.2): Gluon from 512 keys (below not measured).
 def hopper_bwd_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
     if head_dim > 128:
-        return seqlen_k >= 1024
+        return seqlen_k >= 512
     return head_dim > 64 or seqlen_k >= (640 if causal else 512)
 
 

@@ -1,12 +1,12 @@
 """The Hopper (sm_90) backward: Gluon dK/dV and dQ kernels with TMA, mbarrier-guarded
 shared-memory rings and asynchronous wgmma. The default on sm_90 where
 configs.hopper_bwd_preferred measured it faster than the portable backward of
-ops/flash.py (hd 64 and 128 since 2026-11-30, hd 256 from 1k keys since session 32),
+ops/flash.py (hd 64 and 128 since 2026-11-30, hd 256 from 512 keys since session 32),
 which stays the path for everything this
 one does not cover (dropout, other head dims; sliding windows and softcaps at hd 256, or
 anywhere with FLASHTILE_HOPPER_WINDOW=0: at hd 64 / 128 they run here, HAS_LEFT,
 _q_window_range; a softcap runs here too unless FLASHTILE_HOPPER_SOFTCAP=0: SOFTCAP), for
-hd 64 below 1k keys and hd 256 below 1k keys. FLASHTILE_HOPPER_BWD=1 forces it wherever
+hd 64 below 1k keys and hd 256 below 512 keys. FLASHTILE_HOPPER_BWD=1 forces it wherever
 it can run, =0 switches it off. A fused variant (one kernel in FA3's roles, dQ through fp32 atomics,
 ordered by default; _bwd_fused_kernel, FLASHTILE_HOPPER_BWD_FUSED=1) is opt-in: measured
 slower than the two kernels at every DESIGN.md shape (benchmarks/results.md, sessions 4
