@@ -148,8 +148,8 @@ class HopperFwdConfig:
     # softmax; needs warp_specialize=True (its producer) and block_m == 128, num_warps 8
     pingpong: bool = False
     # stage A: Q loaded once into registers as the A operand of every S = Q K^T wgmma
-    # instead of read from shared memory at each (at hd 256 the S GEMM's two operand reads
-    # take the shared memory's whole bandwidth: 64 more registers per thread there)
+    # instead of read from shared memory at each (64 more registers per thread at hd 256;
+    # measured -1% to -3% there, `s32d`: opt-in, _stage_a_tiles)
     q_regs: bool = False
     # stage A only (B and C size their partitions with setmaxnreg): registers per thread
     # cap (ptxas maxnreg), None for the compiler's choice; 128 lets two 8-warp programs
@@ -329,12 +329,13 @@ def _stage_a_tiles(head_dim: int, causal: bool) -> HopperFwdConfig:
         # 322.0 / 396.4 / 451.6 TFLOPS against 312.3 / 378.7 / 433.9 off (+3.1% to +4.7%)
         return HopperFwdConfig(128, 128, 8, 2, early_expect=True)
     # hd 256: 128x64, ring of 2 (192 KB smem); the O accumulator is 128 fp32 registers
-    # per thread, so S stays at 64 columns. Q in registers (q_regs, session 32): per step
-    # the two warpgroups' S GEMMs read Q and K (128 KB), the PV GEMMs V (64 KB), TMA writes
-    # K and V (64 KB), 2048 cycles of shared-memory bandwidth against 2048 of tensor-core
-    # work at peak; Q from registers takes 64 KB off. ptxas sm_90: 254-255 regs, no
-    # spills, with windows, softcaps and varlen too (209-212 from shared memory)
-    return HopperFwdConfig(128, 64, 8, 2, early_expect=True, q_regs=True)
+    # per thread, so S stays at 64 columns. Q in registers (q_regs, opt-in): per step the
+    # two warpgroups' S GEMMs read Q and K (128 KB), the PV GEMMs V (64 KB), TMA writes K
+    # and V (64 KB), 2048 cycles of shared-memory bandwidth against 2048 of tensor-core
+    # work at peak, and Q from registers takes 64 KB off (254-255 regs, no spills; 209-212
+    # from shared memory). `s32d` (fe44063, bench_hopper, 3 rounds) measured it -1.3% to
+    # -3.4% at 1k-16k (+0.5% causal 16k), where +8-15% was predicted: not shipped
+    return HopperFwdConfig(128, 64, 8, 2, early_expect=True)
 
 
 # Dropout on the Gluon forward (stage A: the draw in the wgmma layout, ops/hopper_fwd.py)
