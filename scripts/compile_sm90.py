@@ -334,6 +334,11 @@ def hopper_bwd_variants():
                        dataclasses.replace(cfg, tile_major=True))
             if hd <= 128:  # the same kernels over packed varlen sequences (opt-in)
                 yield f"{tag} bfloat16 varlen", hd, causal, torch.bfloat16, cfg
+            if hd == 256:  # windows and softcaps on the column-split tiles (opt-in,
+                # FLASHTILE_HOPPER_BWD_HD256_MASKS=1)
+                yield f"{tag} bfloat16 window", hd, causal, torch.bfloat16, cfg
+                yield (f"{tag} bfloat16 softcap", hd, causal, torch.bfloat16,
+                       configs.hopper_bwd_config(hd, causal, 4096, softcap=True))
             if hd <= 128:  # a sliding window's left bound (HAS_LEFT), dense and varlen
                 yield f"{tag} bfloat16 window", hd, causal, torch.bfloat16, cfg
                 yield f"{tag} bfloat16 window varlen", hd, causal, torch.bfloat16, cfg

@@ -376,7 +376,10 @@ def test_window_config():
         assert hopper_fwd.window_config(256, causal, long_) == configs.hopper_fwd_config_c(
             256, causal, long_)
         assert hopper_fwd.window_config(256, causal, long_ - 1).schedule == "A"
-    assert hopper_fwd.window_config(64, True, 512) is None  # the table's portable kernel
+    assert hopper_fwd.window_config(64, True, 256) is None  # the table's portable kernel
+    # from 512 queries (configs.SHORT_A_MIN) the 64 x 64 stage A tiles, windows too
+    assert hopper_fwd.window_config(64, True, 512) == configs.hopper_fwd_config(64, True, 512)
+    assert hopper_fwd.window_config(64, True, 512).block_m == 64
     # what a call runs: the shipped schedule, or the window's with a left bound / softcap
     assert hopper_fwd.call_config(64, True, 4096) == hopper_fwd.default_config(64, True, 4096)
     assert hopper_fwd.call_config(64, True, 4096, left=5) == hopper_fwd.window_config(

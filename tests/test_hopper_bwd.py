@@ -556,6 +556,64 @@ def test_problem_ok_softcap(monkeypatch):
     assert hopper_bwd.default_config(64, True, 4096, softcap=True).max_regs is None
 
 
+def test_problem_ok_hd256_masks(monkeypatch):
+    """Windows and softcaps at hd 256 reach the Gluon backward (the column-split tiles)
+    only with FLASHTILE_HOPPER_BWD_HD256_MASKS=1 (not GPU-tested yet: off by default),
+    never with dropout or the fused kernel; hd 64 / 128 do not depend on it."""
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
+    monkeypatch.delenv(hopper_bwd.HD256_MASKS_ENV_VAR, raising=False)
+    for var in ("FLASHTILE_HOPPER_SOFTCAP", "FLASHTILE_HOPPER_WINDOW"):
+        monkeypatch.delenv(var, raising=False)
+    q, k, v = _qkv(256)
+
+    def ok(**kw):
+        return hopper_bwd.hopper_bwd_problem_ok(q, k, v, True, windows=True, softcaps=True,
+                                                **kw)
+
+    assert ok() and not ok(window=(100, 0)) and not ok(softcap=30.0)
+    monkeypatch.setenv(hopper_bwd.HD256_MASKS_ENV_VAR, "1")
+    assert ok(window=(100, 0)) and ok(softcap=30.0) and ok(window=(100, 0), softcap=30.0)
+    assert not ok(dropout_p=0.1, bits=True)
+    monkeypatch.setenv(hopper_bwd.FUSED_ENV_VAR, "1")
+    assert not ok(window=(100, 0))
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR)
+    q, k, v = _qkv(128)
+    monkeypatch.delenv(hopper_bwd.HD256_MASKS_ENV_VAR)
+    assert ok(window=(100, 0)) and ok(softcap=30.0)
+
+
+BWD_HD256_MASK_CASES = [
+    Case(batch=2, seqlen_q=sq, seqlen_k=sk, nheads=4, nheads_kv=hkv, head_dim=256,
+         causal=causal, window_size=(-1, -1) if left is None else (left, 0 if causal else -1),
+         softcap=cap, dtype=torch.bfloat16)
+    for causal in (True, False)
+    for left, cap in ((None, 30.0), (17, 0.0), (700, 30.0), (128, 2.0))
+    for (sq, sk) in ((1000, 1000), (239, 113))
+    for hkv in (4, 1)
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", BWD_HD256_MASK_CASES, ids=lambda c: c.name)
+def test_hopper_bwd_hd256_masks_vs_reference(case, device, monkeypatch):
+    """Windows and softcaps at hd 256 through the column-split Gluon backward
+    (FLASHTILE_HOPPER_BWD_HD256_MASKS=1, FLASHTILE_HOPPER_BWD=1): dq / dk / dv within the
+    DESIGN.md bound of the float64 reference; windows of 17 to 700 keys, caps 2 and 30,
+    MHA and MQA, ragged lengths."""
+    require_sm90()
+    monkeypatch.setenv(hopper_bwd.HD256_MASKS_ENV_VAR, "1")
+    monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
+    monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
+    for var in ("FLASHTILE_HOPPER_SOFTCAP", "FLASHTILE_HOPPER_WINDOW"):
+        monkeypatch.delenv(var, raising=False)
+    calls = _record_backward_kwarg(monkeypatch, "left")
+    result = run_case(case, device)
+    assert calls, f"{case.name}: the Gluon backward was not taken"
+    want = None if case.window_size[0] < 0 else case.window_size[0]
+    assert calls[0] == want, f"{case.name}: left {calls[0]}, expected {want}"
+    assert result.ok, result.summary()
+
+
 def _grads(q, k, v, causal, dout, poison=False):
     out, lse = flash.attention_forward(q, k, v, causal=causal)
     bufs = {}

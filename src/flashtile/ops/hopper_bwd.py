@@ -148,6 +148,10 @@ __all__ = [
 
 HOPPER_BWD_HEAD_DIMS = (64, 128, 256)
 ENV_VAR = "FLASHTILE_HOPPER_BWD"
+# =1: sliding windows and softcaps at hd 256 on the Gluon backward too (the column-split
+# kernels' HAS_LEFT / SOFTCAP builds: ptxas sm_90 233-253 registers, no spills; not yet run
+# on a GPU, so off by default: the portable backward takes them)
+HD256_MASKS_ENV_VAR = "FLASHTILE_HOPPER_BWD_HD256_MASKS"
 _LOG2E = 1.4426950408889634
 
 
@@ -208,15 +212,20 @@ def hopper_bwd_problem_ok(
     """Device-independent half: what the Gluon forward covers (fp16/bf16, full or causal,
     with ``windows`` a sliding window as ``hopper_fwd.hopper_problem_ok`` takes it but
     only at hd 64 / 128 in the two-kernel backward; no softcap/dropout, TMA-addressable
-    q/k/v, non-empty) at head dim 64, 128 or 256 (256: no window or softcap;
-    configs.hopper_bwd_preferred picks the lengths). Dropout only with ``bits`` (the
-    forward's decisions as bit words), in the two-kernel backward at hd 64 / 128.
+    q/k/v, non-empty) at head dim 64, 128 or 256 (256: no window or softcap unless
+    FLASHTILE_HOPPER_BWD_HD256_MASKS=1; configs.hopper_bwd_preferred picks the lengths).
+    Dropout only with ``bits`` (the forward's decisions as bit words), in the two-kernel
+    backward at hd 64 / 128.
     dout and the gradient buffers need no alignment: the launcher copies if they do."""
     if q.shape[-1] not in HOPPER_BWD_HEAD_DIMS:
         return False
+    fused = os.environ.get(FUSED_ENV_VAR) == "1"
+    masks_256 = (q.shape[-1] > 128 and not fused and not dropout_p
+                 and os.environ.get(HD256_MASKS_ENV_VAR) == "1")
     if ((window[0] is not None or softcap or dropout_p > 0)
-            and (q.shape[-1] > 128 or os.environ.get(FUSED_ENV_VAR) == "1")):
-        return False  # no window / softcap / dropout in the hd 256 or fused kernels
+            and (q.shape[-1] > 128 or fused) and not masks_256):
+        return False  # no window / softcap / dropout in the hd 256 (unless opted in) or
+        # fused kernels
     if dropout_p > 0:
         if not bits:
             return False
