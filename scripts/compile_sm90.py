@@ -133,6 +133,12 @@ def hopper_variants():
                 alt = dataclasses.replace(cfg, warp_specialize=not cfg.warp_specialize)
                 yield (f"hopper d{hd}{'-causal' if causal else ''} bfloat16 alt", hd, causal,
                        torch.bfloat16, alt, False)
+            else:  # opt-in stage A variants at hd 256: Q in registers (q_regs, measured
+                # -1..-3%), FA4's lazy rescale (lazy_rescale, not yet GPU-run)
+                for field in ("q_regs", "lazy_rescale"):
+                    yield (f"hopper d{hd}{'-causal' if causal else ''} bfloat16 {field}", hd,
+                           causal, torch.bfloat16, dataclasses.replace(cfg, **{field: True}),
+                           False)
             # stage C (ping-pong schedule): both dtypes at hd 64/128, bf16 at 256
             cfg_c = configs.hopper_fwd_config_c(hd, causal, 4096).one_shot()
             for dt in (torch.bfloat16, torch.float16) if hd <= 128 else (torch.bfloat16,):

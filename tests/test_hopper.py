@@ -355,6 +355,25 @@ def test_softcap_config(monkeypatch):
     assert hopper_fwd.window_config(64, True, 4096, softcap=True) == capped
 
 
+def test_config_overrides_env(monkeypatch):
+    """FLASHTILE_HOPPER_FWD_OVERRIDES replaces fields of the config a call runs (the
+    shipped schedule's, or a window's), for A/B runs through the public call; where the
+    table picks the portable kernel it stays None; unset, the shipped config."""
+    monkeypatch.delenv("FLASHTILE_HOPPER_SCHEDULE", raising=False)
+    monkeypatch.delenv(hopper_fwd.OVERRIDES_ENV_VAR, raising=False)
+    shipped = hopper_fwd.default_config(256, False, 4096)
+    assert not shipped.lazy_rescale
+    monkeypatch.setenv(hopper_fwd.OVERRIDES_ENV_VAR, "lazy_rescale=1")
+    got = hopper_fwd.default_config(256, False, 4096)
+    assert got.lazy_rescale and got.block_m == shipped.block_m
+    assert hopper_fwd.window_config(256, True, 4096, softcap=True).lazy_rescale
+    assert hopper_fwd.default_config(64, False, 512) is None  # portable
+    monkeypatch.setenv(hopper_fwd.OVERRIDES_ENV_VAR, "num_stages=3")
+    assert hopper_fwd.default_config(128, False, 4096).num_stages == 3  # stage C's too
+    monkeypatch.delenv(hopper_fwd.OVERRIDES_ENV_VAR)
+    assert hopper_fwd.default_config(256, False, 4096) == shipped
+
+
 def test_window_config():
     """A windowed call runs the shipped schedule's stage where it is C (stage C's
     warpgroups mask their left-edge tiles), stage A where it is A or B (B has no

@@ -151,6 +151,11 @@ class HopperFwdConfig:
     # instead of read from shared memory at each (64 more registers per thread at hd 256;
     # measured -1% to -3% there, `s32d`: opt-in, _stage_a_tiles)
     q_regs: bool = False
+    # stage A: FA4's lazy rescale (ops/hopper_fwd._lazy_softmax_step): O and l rescaled only
+    # in steps where some row's max grew by more than a factor 256, the others' P against
+    # the stale max. At hd 256 the rescale is 128 of a step's ~436 instructions per warp
+    # (SASS, sm_90), between the two GEMMs of a lock-step program. Opt-in, not GPU-run
+    lazy_rescale: bool = False
     # stage A only (B and C size their partitions with setmaxnreg): registers per thread
     # cap (ptxas maxnreg), None for the compiler's choice; 128 lets two 8-warp programs
     # share an SM (64K registers)

@@ -399,20 +399,21 @@ def window_config(head_dim, causal, seqlen_q, softcap=False):
     (FLASHTILE_HOPPER_SCHEDULE=A|B|C, for A/B runs) overrides both exceptions. Memoised
     per FLASHTILE_HOPPER_SCHEDULE, as default_config."""
     return _window_config(head_dim, causal, seqlen_q, bool(softcap),
-                          os.environ.get("FLASHTILE_HOPPER_SCHEDULE", "").upper())
+                          os.environ.get("FLASHTILE_HOPPER_SCHEDULE", "").upper(),
+                          os.environ.get(OVERRIDES_ENV_VAR, ""))
 
 
 @functools.lru_cache(maxsize=1024)
-def _window_config(head_dim, causal, seqlen_q, softcap, forced):
-    cfg = _default_config(head_dim, causal, seqlen_q, forced)
+def _window_config(head_dim, causal, seqlen_q, softcap, forced, overrides=""):
+    cfg = _default_config(head_dim, causal, seqlen_q, forced, overrides)
     if cfg is None or cfg.pingpong:
         return cfg
     if softcap and head_dim <= 64 and not forced:
         return None  # the portable kernel (the note below)
     cfg = configs.hopper_fwd_config(head_dim, causal, seqlen_q)
     if head_dim > 128 and seqlen_q >= WINDOW_C_MIN_SEQLEN_HD256 and not forced:
-        return configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
-    return cfg
+        cfg = configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
+    return _overridden(cfg, overrides)
 
 
 # A softcapped forward at hd 64 runs the portable kernel: with tanh.approx (925238e,
@@ -428,27 +429,42 @@ def _window_config(head_dim, causal, seqlen_q, softcap, forced):
 WINDOW_C_MIN_SEQLEN_HD256 = 8192
 
 
+# FLASHTILE_HOPPER_FWD_OVERRIDES="field=value,...": fields of the config a call runs
+# replaced (configs.parse_overrides: ints, "none"), for A/B runs through the public call
+# (scripts/env_ab.py), as the backward's FLASHTILE_HOPPER_BWD_OVERRIDES
+OVERRIDES_ENV_VAR = "FLASHTILE_HOPPER_FWD_OVERRIDES"
+
+
+def _overridden(cfg, overrides):
+    if cfg is None or not overrides:
+        return cfg
+    return dataclasses.replace(cfg, **configs.parse_overrides(overrides))
+
+
 def default_config(head_dim, causal, seqlen_q):
     """The shipped Gluon config of a call (configs.hopper_fwd_schedule picks stage A, B or
     C), or None where the portable kernel measured faster: then flash.attention_forward
     falls through to it. FLASHTILE_HOPPER_SCHEDULE=A|B|C forces a stage everywhere (A/B
-    runs of the whole test grid); unset, the shipped table."""
+    runs of the whole test grid); unset, the shipped table. FLASHTILE_HOPPER_FWD_OVERRIDES
+    replaces fields of the result (OVERRIDES_ENV_VAR)."""
     return _default_config(head_dim, causal, seqlen_q,
-                           os.environ.get("FLASHTILE_HOPPER_SCHEDULE", "").upper())
+                           os.environ.get("FLASHTILE_HOPPER_SCHEDULE", "").upper(),
+                           os.environ.get(OVERRIDES_ENV_VAR, ""))
 
 
 @functools.lru_cache(maxsize=1024)
-def _default_config(head_dim, causal, seqlen_q, forced):
+def _default_config(head_dim, causal, seqlen_q, forced, overrides=""):
     schedule = forced if forced in ("A", "B", "C") else configs.hopper_fwd_schedule(
         head_dim, causal, seqlen_q)
     if schedule == "portable":
         return None
     if schedule == "C":
-        return configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
+        return _overridden(configs.hopper_fwd_config_c(head_dim, causal, seqlen_q),
+                           overrides)
     cfg = configs.hopper_fwd_config(head_dim, causal, seqlen_q)
     if schedule == "B":
-        return dataclasses.replace(cfg, warp_specialize=True)
-    return cfg
+        cfg = dataclasses.replace(cfg, warp_specialize=True)
+    return _overridden(cfg, overrides)
 
 
 def _mma_regs(load_regs: int) -> int:
@@ -494,6 +510,8 @@ def _kernel_args(cfg, persistent_ok: bool = True, unpaired: bool = False):
                  EARLY_EXPECT=cfg.early_expect)
     if cfg.q_regs:
         extra["Q_REGS"] = True
+    if cfg.lazy_rescale:
+        extra["LAZY"] = True
     return _fwd_kernel, cfg.block_m, cfg.num_warps, extra
 
 
@@ -530,6 +548,36 @@ def _softmax_step(qk, m_i, l_i, qk_scale, MASKED: gl.constexpr, EXP2_EMU: gl.con
     alpha = gl.exp2(m_i - m_use)
     l_new = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_new
+
+
+# HopperFwdConfig.lazy_rescale: the running max moves only when some row's grew by more
+# than this (log2 units: a factor 256), FA4's conditional rescale
+LAZY_LOG2 = gl.constexpr(8.0)
+
+
+@gluon.jit
+def _lazy_softmax_step(qk, acc, m_i, l_i, qk_scale, MASKED: gl.constexpr):
+    """_softmax_step with the O rescale skipped while it is not needed (FA4's lazy
+    rescale, HopperFwdConfig.lazy_rescale): the running max m (and with it O and l) moves
+    only when some row's max grew by more than LAZY_LOG2 since m was last set. Otherwise
+    P = exp2(s - m) against the stale m, entries up to 2^LAZY_LOG2: exact in the fp32
+    sums, bf16's relative precision in the PV GEMM. The decision is one scalar per
+    program (a max over its rows), so the branch is uniform. Returns (p, acc, m, l)."""
+    o_layout: gl.constexpr = acc.type.layout
+    m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
+    grow = gl.max(gl.where(m_new > m_i, m_new - m_i, 0.0), 0)  # inf where m was -inf
+    big = grow > LAZY_LOG2
+    m_ref = gl.where(big, m_new, m_i)  # (a row still at -inf saw no key: p = 0 there)
+    if MASKED:
+        m_use = gl.where(m_ref == float("-inf"), 0.0, m_ref)
+    else:
+        m_use = m_ref
+    p = gl.exp2(qk * qk_scale - m_use[:, None])
+    if big:  # the program's one rescale branch
+        alpha = gl.exp2(m_i - m_use)
+        l_i = l_i * alpha
+        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+    return p, acc, m_ref, l_i + gl.sum(p, 1)
 
 
 @gluon.jit
@@ -614,7 +662,8 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
                 EXP2_EMU: gl.constexpr = 0, HAS_LEFT: gl.constexpr = False, cap_scale=1.0,
                 SOFTCAP: gl.constexpr = False, EARLY_EXPECT: gl.constexpr = False,
                 drop=None, DROPOUT: gl.constexpr = False, ws=None,
-                DROP_WS: gl.constexpr = False, NB: gl.constexpr = 2):
+                DROP_WS: gl.constexpr = False, NB: gl.constexpr = 2,
+                LAZY: gl.constexpr = False):
     """Step i: consume key tile t = _step_tile(i) from ring slot i % NUM_STAGES: S = Q K^T
     (wgmma, smem x smem), softmax in registers, O += P V (wgmma, P from registers), then
     refill the slot with the tile of step i + NUM_STAGES. The steps visit tiles [lo,
@@ -645,13 +694,16 @@ def _fwd_tile_a(i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_
         qk = tanh_f32(qk * cap_scale, True)
     if MASKED:
         qk = _scores_masked(qk, t, rows, seqlen_k, diag, BLOCK_N, CAUSAL, left, HAS_LEFT)
-    # -- rescale, accumulate --
-    p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED, EXP2_EMU)
+    # -- rescale (LAZY: only when a row's max grew past LAZY_LOG2), accumulate --
+    if LAZY:
+        p, acc, m_i, l_i = _lazy_softmax_step(qk, acc, m_i, l_i, qk_scale, MASKED)
+    else:
+        p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, MASKED, EXP2_EMU)
+        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     if DROP_WS:  # after the row sums: the normaliser counts every key
         p = gl.where(keep, p, 0.0)
     elif DROPOUT:
         p = dropped(p, keep)
-    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     p = gl.convert_layout(p.to(q2.dtype), p_layout)
     mbarrier.wait(v_bars.index(s), phase)
     acc = warpgroup_mma(p, v_buf, acc, is_async=True)
@@ -768,7 +820,8 @@ def _a_loops(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, h
              NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED_FIRST: gl.constexpr,
              EXP2_EMU: gl.constexpr, HAS_LEFT: gl.constexpr, SOFTCAP: gl.constexpr,
              EARLY_EXPECT: gl.constexpr, DROPOUT: gl.constexpr, ws=None,
-             DROP_WS: gl.constexpr = False, Q_REGS: gl.constexpr = False):
+             DROP_WS: gl.constexpr = False, Q_REGS: gl.constexpr = False,
+             LAZY: gl.constexpr = False):
     """Stage A's consumer: the step loops over the key tiles (``_fwd_tile_a``) from the
     Q tile's arrival; returns (acc, m_i, l_i). The whole kernel's warps, or with DROP_WS
     the default partition beside the dropout one."""
@@ -794,21 +847,21 @@ def _a_loops(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, h
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT, drop, DROPOUT, ws, DROP_WS,
+            SOFTCAP, EARLY_EXPECT, drop, DROPOUT, ws, DROP_WS, LAZY=LAZY,
         )
     for i in range(ends_0, ends_1):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, False, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT, drop, DROPOUT, ws, DROP_WS,
+            SOFTCAP, EARLY_EXPECT, drop, DROPOUT, ws, DROP_WS, LAZY=LAZY,
         )
     for i in range(ends_1, n_tiles - lo):
         acc, m_i, l_i = _fwd_tile_a(
             i, acc, m_i, l_i, q2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, b, hk,
             lo, n_tiles, rows, seqlen_k, diag, qk_scale, left, HEAD_DIM, BLOCK_M,
             BLOCK_N, NUM_STAGES, True, CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, cap_scale,
-            SOFTCAP, EARLY_EXPECT, drop, DROPOUT, ws, DROP_WS,
+            SOFTCAP, EARLY_EXPECT, drop, DROPOUT, ws, DROP_WS, LAZY=LAZY,
         )
     return acc, m_i, l_i
 
@@ -831,6 +884,7 @@ def _fwd_kernel(
     DROPOUT: gl.constexpr = False,
     DROP_WS: gl.constexpr = False, DROP_REGS: gl.constexpr = 96,  # the dropout partition
     Q_REGS: gl.constexpr = False,  # HopperFwdConfig.q_regs: Q in registers (_consumer_state)
+    LAZY: gl.constexpr = False,  # HopperFwdConfig.lazy_rescale (_lazy_softmax_step)
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
@@ -888,7 +942,7 @@ def _fwd_kernel(
                             hk, lo, a, n_full, n_tiles, start_m, seqlen_k, diag, qk_scale,
                             left, cap_scale, drop, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
                             CAUSAL, MASKED_FIRST, EXP2_EMU, HAS_LEFT, SOFTCAP, EARLY_EXPECT,
-                            DROPOUT, (full_bars, empty_bars), True, Q_REGS)),
+                            DROPOUT, (full_bars, empty_bars), True, Q_REGS, LAZY)),
                 (_drop_producer, (drop, full_bars, empty_bars, lo, n_tiles, seqlen_k, BLOCK_M,
                                   BLOCK_N, 2, MASKED_FIRST)),
             ],
@@ -900,7 +954,8 @@ def _fwd_kernel(
                                  v_desc, b, hk, lo, a, n_full, n_tiles, start_m, seqlen_k,
                                  diag, qk_scale, left, cap_scale, drop, HEAD_DIM, BLOCK_M,
                                  BLOCK_N, NUM_STAGES, CAUSAL, MASKED_FIRST, EXP2_EMU,
-                                 HAS_LEFT, SOFTCAP, EARLY_EXPECT, DROPOUT, Q_REGS=Q_REGS)
+                                 HAS_LEFT, SOFTCAP, EARLY_EXPECT, DROPOUT, Q_REGS=Q_REGS,
+                                 LAZY=LAZY)
     _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q, BLOCK_M,
               HEAD_DIM, keep_p, DROPOUT)
 
