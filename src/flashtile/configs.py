@@ -284,12 +284,6 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
 HD128_CAUSAL_SHORT_A_MAX = 2048
 
 
-def _short_causal(head_dim: int, causal: bool, seqlen_q: int) -> bool:
-    """Does this call take the short causal hd 128 tile (HD128_CAUSAL_SHORT_A_MAX)? One
-    rule for hopper_fwd_schedule (stage A) and hopper_fwd_config (its tiles)."""
-    return 64 < head_dim <= 128 and causal and seqlen_q < HD128_CAUSAL_SHORT_A_MAX
-
-
 # hd 128 non-causal and hd 64 causal calls with SHORT_A_MIN <= seqlen_q < 1024 run stage A
 # on 64 x 64 one-warpgroup tiles too, where the portable kernel ran: `s32a` (1b99241,
 # scripts/bench_hopper.py --a-config, 3 rounds) at 512, forward TFLOPS 396.8 against the
@@ -300,10 +294,11 @@ SHORT_A_MIN = 512
 
 
 def _short_tile(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig | None:
-    """Stage A's 64 x 64 tiles where the query length picks them (the short causal hd
-    128 rule, SHORT_A_MIN), else None. One rule for hopper_fwd_schedule and
-    hopper_fwd_config."""
-    if _short_causal(head_dim, causal, seqlen_q):
+    """Stage A's 64 x 64 tiles where the query length picks them (hd 128 causal below
+    HD128_CAUSAL_SHORT_A_MAX; hd 128 non-causal and hd 64 causal from SHORT_A_MIN to 1k),
+    else None. The one rule for hopper_fwd_schedule (stage A) and hopper_fwd_config (the
+    tiles)."""
+    if 64 < head_dim <= 128 and causal and seqlen_q < HD128_CAUSAL_SHORT_A_MAX:
         return HopperFwdConfig(64, 64, 4, 2, early_expect=True)  # 80 KB
     if not SHORT_A_MIN <= seqlen_q < 1024:
         return None
@@ -371,6 +366,8 @@ def hopper_fwd_dropout_config(head_dim: int, causal: bool, seqlen_q: int) -> Hop
 # scripts/bench_hopper.py at 4k/16k (C / B / A / portable / cuDNN) and the ladder's
 # production (A, B at hd64 causal) vs portable rungs at 512..16k (benchmarks/results.md).
 def hopper_fwd_schedule(head_dim: int, causal: bool, seqlen_q: int) -> str:
+    if _short_tile(head_dim, causal, seqlen_q) is not None:
+        return "A"  # stage A's 64 x 64 tiles (the measurements at _short_tile)
     if head_dim <= 64:
         if not causal:
             # 512: portable 316 vs A 223 (A's 128-row tiles leave 4 tiles per head);
@@ -380,14 +377,15 @@ def hopper_fwd_schedule(head_dim: int, causal: bool, seqlen_q: int) -> str:
         # fbfae63, `gpu_check.sh fwd64`): 300/368/399/424/437 TFLOPS at 1k/2k/4k/8k/16k
         # against portable 283/325/359/381/391, C 217/297/354/389/413, A uncapped
         # 216/269/307/331/352 (cuDNN 325/379/407/428/441). From 512 to 1k since session
-        # 32 stage A on 64 x 64 tiles (SHORT_A_MIN); portable below (213 vs B 156 at 512,
-        # 836b108)
-        return "A" if seqlen_q >= 1024 or _short_tile(head_dim, causal, seqlen_q) else "portable"
+        # 32 stage A on 64 x 64 tiles (SHORT_A_MIN, above); portable below (213 vs B 156
+        # at 512, 836b108)
+        return "portable" if seqlen_q < 1024 else "A"
     if head_dim <= 128:
         if seqlen_q < 1024:
             # 512: non-causal portable 295 vs A 266 on 128-row tiles (the 64 x 64 tiles
-            # since session 32 from SHORT_A_MIN: 397 vs 295); causal A 226 vs portable 183
-            return "A" if causal or _short_tile(head_dim, causal, seqlen_q) else "portable"
+            # since session 32 from SHORT_A_MIN, above: 397 vs 295); causal A 226 vs
+            # portable 183 (the short causal tiles since session 31, above)
+            return "A" if causal else "portable"
         # causal 1k / 2k: A until session 21 (C 210 against A 309 at 1k in 642a4af, its
         # one-shot grid's programs mostly causal band); the persistent split ring in the
         # paired order (hopper_fwd_config_c) took it: `s21b` (4906dc1, 3 rounds) C paired
@@ -395,10 +393,8 @@ def hopper_fwd_schedule(head_dim: int, causal: bool, seqlen_q: int) -> str:
         # at 2k (cuDNN 417.7 / 468.2)
         # C: 579/594 non-causal (A 470/484, cuDNN 587/604) and 536/580 causal (A 429/483,
         # cuDNN 515/552) at 4k/16k; non-causal 1k: C 489 vs A 422 (cuDNN 561, 642a4af)
-        # causal 1k: stage A again since session 31, on the short causal tiles
-        # (HD128_CAUSAL_SHORT_A_MAX, hopper_fwd_config; below 1k too)
-        if _short_causal(head_dim, causal, seqlen_q):
-            return "A"
+        # causal 1k / 2k: stage A again since session 31, on the short causal tiles
+        # (HD128_CAUSAL_SHORT_A_MAX, above)
         return "C"
     # hd 256: A 532/531 non-causal, 462/540 causal at 4k/16k (C 514/503, 449/518;
     # portable 478/491, 414/493); 1k causal A 346 vs portable 291 (core bench)

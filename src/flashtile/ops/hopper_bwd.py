@@ -75,7 +75,7 @@ two-warpgroup tiles, one program per SM). At hd 64 the dK/dV kernel is capped at
 registers (HopperBwdConfig.max_regs -> ptxas maxnreg): three programs per SM, +5-15%
 (604b370), without GQA only (with it, 12-19% slower: 5d10687); uncapped it takes 182 /
 191. At hd 128 non-causal the dK/dV kernel loads the next step's lse / delta a step
-ahead (prefetch_stats, +2-5%). At hd 256 (opt-in) a 64-key dK and dV do not fit one
+ahead (prefetch_stats, +2-5%). At hd 256 a 64-key dK and dV do not fit one
 warpgroup's registers. Since session 32 the dK/dV kernel's two warpgroups split the
 columns (col_split, FA3's layout there): both hold the same 64 keys, each computes S^T
 and dP^T for half of the query columns and accumulates half of dK's and dV's columns,
@@ -710,13 +710,26 @@ def _tma_ok(x: torch.Tensor) -> bool:
 
 @gluon.constexpr_function
 def _kt_layout(num_warps, n, cols):
-    """Accumulator layout of the dK/dV kernel's (keys, n) tiles: each warp 16 key rows
-    (mma_layout), or with ``cols`` (HopperBwdConfig.col_split) the two warpgroups side
-    by side over the same 64 keys, each n / 2 of the columns."""
+    """Accumulator layout of the backward kernels' (resident rows, n) tiles (keys in the
+    dK/dV kernel, queries in the dQ kernel): each warp 16 rows (mma_layout), or with
+    ``cols`` (HopperBwdConfig.col_split / dq_col_split) the two warpgroups side by side
+    over the same 64 rows, each n / 2 of the columns."""
     if not cols:
         return mma_layout(num_warps, n)
     return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, num_warps // 4],
                                      instr_shape=[16, n // (num_warps // 4), 16])
+
+
+@gluon.jit
+def _shared_operand(buf, x):
+    """``x`` (every warpgroup's part of a column-split tile, _kt_layout) stored into the
+    shared tile ``buf`` and made visible to wgmma, behind a CTA barrier so each
+    warpgroup's GEMM reads the whole tile; returns ``buf``. The GEMMs that read ``buf``
+    in the previous step were waited for before the step's refill barrier."""
+    buf.store(x)
+    fence_async_shared()  # generic-proxy stores -> visible to wgmma
+    gl.thread_barrier()
+    return buf
 
 
 @gluon.jit
@@ -1195,10 +1208,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         do_b = do_buf
         q_b = q_buf
     if COLS:  # every warpgroup's query columns of P^T in, then dV's column half
-        pds.index(0).store(p_op)
-        fence_async_shared()  # generic-proxy stores -> visible to wgmma
-        gl.thread_barrier()
-        dv = warpgroup_mma(pds.index(0), do_b, dv, is_async=True)
+        dv = warpgroup_mma(_shared_operand(pds.index(0), p_op), do_b, dv, is_async=True)
     else:
         dv = warpgroup_mma(p_op, do_b, dv, is_async=True)
     # -- dS^T = P^T (dP^T - delta), then dK += dS^T Q (delta loaded once lse2 is dead) --
@@ -1219,10 +1229,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
         ds_t = ds_t * grad_t
     ds_lp = ds_t.to(q_buf.dtype)
     if COLS:  # as P^T: dS^T through shared memory
-        pds.index(1).store(ds_lp)
-        fence_async_shared()
-        gl.thread_barrier()
-        dk = warpgroup_mma(pds.index(1), q_b, dk, is_async=True)
+        dk = warpgroup_mma(_shared_operand(pds.index(1), ds_lp), q_b, dk, is_async=True)
     else:
         ds_op = gl.convert_layout(ds_lp, a_layout)
         dk = warpgroup_mma(ds_op, q_b, dk, is_async=True)
@@ -2018,12 +2025,9 @@ def _dq_step(t, dq, q2, do2, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, lse
     ds = p * (dp - delta[:, None])
     if SOFTCAP:
         ds = ds * grad
-    if COLS:  # every warpgroup's keys of dS in (the previous step's dQ GEMMs were
-        # waited for before the refill's CTA barrier), then its half of dQ's columns
-        ds_smem.store(ds.to(q2.dtype))
-        fence_async_shared()  # generic-proxy stores -> visible to wgmma
-        gl.thread_barrier()
-        dq = warpgroup_mma(ds_smem, k_buf, dq, is_async=True)
+    if COLS:  # every warpgroup's keys of dS in, then its half of dQ's columns
+        dq = warpgroup_mma(_shared_operand(ds_smem, ds.to(q2.dtype)), k_buf, dq,
+                           is_async=True)
         dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
     else:
         ds_op = gl.convert_layout(ds.to(q2.dtype), a_layout)
