@@ -391,6 +391,9 @@ def hopper_bwd_variants():
                 if not causal:
                     yield (f"{tag} bfloat16 reduce fixed gqa-expand", hd, causal,
                            torch.bfloat16, dataclasses.replace(fixed, gqa_expand=True))
+                    # the rotated visiting order alone (HopperBwdConfig.dq_rotate, opt-in)
+                    yield (f"{tag} bfloat16 reduce fixed rotate spec", hd, causal,
+                           torch.bfloat16, dataclasses.replace(fixed, dq_rotate=True))
             fused = configs.hopper_bwd_fused_config(hd, causal)
             if fused not in (None, cfg):  # the fused kernel's tiles (not shipped), ordered
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused

@@ -358,14 +358,15 @@ def test_problem_ok_masks(kwargs, ok):
 
 @pytest.mark.parametrize("head_dim,window,ok", [
     (64, (16, 0), True), (128, (700, None), True), (128, (0, 0), True),
-    (256, (16, 0), False),  # no window in the column-block dK/dV launches
+    (256, (16, 0), True),  # the column-split kernels (FLASHTILE_HOPPER_BWD_HD256_MASKS)
     (64, (16, 4), False), (64, (-1, 0), False),
 ])
 def test_problem_ok_windows(head_dim, window, ok, monkeypatch):
     """A sliding window reaches the two-kernel Gluon backward (FLASHTILE_HOPPER_WINDOW
     unset or =1) when the caller passes the bound on (``windows=True``), at hd 64 / 128
-    only; not for the fused kernel, not with =0."""
+    / 256; not for the fused kernel, not with =0."""
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
+    monkeypatch.delenv(hopper_bwd.HD256_MASKS_ENV_VAR, raising=False)
     monkeypatch.setenv("FLASHTILE_HOPPER_WINDOW", "1")
     q, k, v = _qkv(head_dim)
     assert hopper_bwd.hopper_bwd_problem_ok(q, k, v, False, window, windows=True) is ok
@@ -536,11 +537,12 @@ def test_hopper_bwd_softcap_vs_reference(case, device, monkeypatch):
 def test_problem_ok_softcap(monkeypatch):
     """A softcap reaches the two-kernel Gluon backward unless FLASHTILE_HOPPER_SOFTCAP=0
     (on by default since session 13) from a caller that passes it on (``softcaps=True``),
-    at hd 64 / 128 only; not the fused kernel; its default tiles drop the hd 64 dK/dV
-    register cap."""
+    at hd 64 / 128 / 256 (256: FLASHTILE_HOPPER_BWD_HD256_MASKS unset); not the fused
+    kernel; its default tiles drop the hd 64 dK/dV register cap."""
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
     monkeypatch.delenv("FLASHTILE_HOPPER_SOFTCAP", raising=False)
-    for head_dim, ok in ((64, True), (128, True), (256, False)):
+    monkeypatch.delenv(hopper_bwd.HD256_MASKS_ENV_VAR, raising=False)
+    for head_dim, ok in ((64, True), (128, True), (256, True)):
         q, k, v = _qkv(head_dim)
         assert hopper_bwd.hopper_bwd_problem_ok(q, k, v, True, softcap=30.0,
                                                 softcaps=True) is ok
@@ -558,8 +560,8 @@ def test_problem_ok_softcap(monkeypatch):
 
 def test_problem_ok_hd256_masks(monkeypatch):
     """Windows and softcaps at hd 256 reach the Gluon backward (the column-split tiles)
-    only with FLASHTILE_HOPPER_BWD_HD256_MASKS=1 (not GPU-tested yet: off by default),
-    never with dropout or the fused kernel; hd 64 / 128 do not depend on it."""
+    by default and not with FLASHTILE_HOPPER_BWD_HD256_MASKS=0, never with dropout or
+    the fused kernel; hd 64 / 128 do not depend on it."""
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
     monkeypatch.delenv(hopper_bwd.HD256_MASKS_ENV_VAR, raising=False)
     for var in ("FLASHTILE_HOPPER_SOFTCAP", "FLASHTILE_HOPPER_WINDOW"):
@@ -570,15 +572,16 @@ def test_problem_ok_hd256_masks(monkeypatch):
         return hopper_bwd.hopper_bwd_problem_ok(q, k, v, True, windows=True, softcaps=True,
                                                 **kw)
 
-    assert ok() and not ok(window=(100, 0)) and not ok(softcap=30.0)
-    monkeypatch.setenv(hopper_bwd.HD256_MASKS_ENV_VAR, "1")
     assert ok(window=(100, 0)) and ok(softcap=30.0) and ok(window=(100, 0), softcap=30.0)
+    monkeypatch.setenv(hopper_bwd.HD256_MASKS_ENV_VAR, "0")
+    assert ok() and not ok(window=(100, 0)) and not ok(softcap=30.0)
+    monkeypatch.delenv(hopper_bwd.HD256_MASKS_ENV_VAR)
     assert not ok(dropout_p=0.1, bits=True)
     monkeypatch.setenv(hopper_bwd.FUSED_ENV_VAR, "1")
     assert not ok(window=(100, 0))
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR)
     q, k, v = _qkv(128)
-    monkeypatch.delenv(hopper_bwd.HD256_MASKS_ENV_VAR)
+    monkeypatch.setenv(hopper_bwd.HD256_MASKS_ENV_VAR, "0")
     assert ok(window=(100, 0)) and ok(softcap=30.0)
 
 
@@ -597,11 +600,11 @@ BWD_HD256_MASK_CASES = [
 @pytest.mark.parametrize("case", BWD_HD256_MASK_CASES, ids=lambda c: c.name)
 def test_hopper_bwd_hd256_masks_vs_reference(case, device, monkeypatch):
     """Windows and softcaps at hd 256 through the column-split Gluon backward
-    (FLASHTILE_HOPPER_BWD_HD256_MASKS=1, FLASHTILE_HOPPER_BWD=1): dq / dk / dv within the
+    (the default; FLASHTILE_HOPPER_BWD=1): dq / dk / dv within the
     DESIGN.md bound of the float64 reference; windows of 17 to 700 keys, caps 2 and 30,
     MHA and MQA, ragged lengths."""
     require_sm90()
-    monkeypatch.setenv(hopper_bwd.HD256_MASKS_ENV_VAR, "1")
+    monkeypatch.delenv(hopper_bwd.HD256_MASKS_ENV_VAR, raising=False)
     monkeypatch.setenv(hopper_bwd.ENV_VAR, "1")
     monkeypatch.delenv(hopper_bwd.FUSED_ENV_VAR, raising=False)
     for var in ("FLASHTILE_HOPPER_SOFTCAP", "FLASHTILE_HOPPER_WINDOW"):

@@ -543,6 +543,66 @@ def test_fixed_prologue_bitwise(causal, expand, shape, device):
         assert torch.equal(a, c), name
 
 
+def test_dq_rotate_plumbing(monkeypatch):
+    """HopperBwdConfig.dq_rotate reaches the dK/dV launch as DQ_ROT (non-causal, no window,
+    racing or fixed-point adds) and raises before launch causal, with a window or with
+    the ordered adds (whose own rotation it is)."""
+    launched = []
+    monkeypatch.setattr(hopper_bwd, "launch", lambda kernel, grid, device, *_, **kw:
+                        launched.append((kernel.fn.__name__, kw)))
+    b, m, h, d = 1, 64, 2, 64
+    q, k, v, out, dout = (torch.randn(b, m, h, d, dtype=torch.bfloat16) for _ in range(5))
+    lse = torch.randn(b, h, m)
+
+    def run(cfg, causal=False, **kw):
+        launched.clear()
+        grads = [torch.empty_like(t) for t in (q, k, v)]
+        hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, causal, *grads,
+                                             config=cfg, deterministic=False, **kw)
+        return next(kw for name, kw in launched if name == "_bwd_dkdv_kernel")
+
+    for fixed in (False, True):
+        base = configs.hopper_bwd_reduce_config(d, False, m, 1, fixed=fixed)
+        assert not run(base).get("DQ_ROT", False)
+        kw = run(dataclasses.replace(base, dq_rotate=True))
+        assert kw["DQ_ROT"] and bool(kw.get("DQ_FIXED")) == fixed
+    rot = dataclasses.replace(configs.hopper_bwd_reduce_config(d, True, m, 1, fixed=True),
+                              dq_rotate=True)
+    with pytest.raises(ValueError, match="dq_rotate"):
+        run(rot, causal=True)
+    with pytest.raises(ValueError, match="dq_rotate"):
+        run(dataclasses.replace(rot, one_loop=0), left=16)
+    ordered = configs.hopper_bwd_reduce_config(d, False, m, 1, ordered=True)
+    with pytest.raises(ValueError, match="dq_rotate"):
+        run(dataclasses.replace(ordered, dq_rotate=True))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("shape", SHAPES[:4] + [(1, 333, 16384, 2, 1)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("expand", [False, True])
+def test_dq_rotate(head_dim, shape, expand, device):
+    """HopperBwdConfig.dq_rotate (non-causal): the query tiles visited in the rotated
+    order. Fixed-point adds: dq bitwise equal to the unrotated kernel's (integer sums do
+    not depend on the order), dk / dv within the DESIGN.md bound of the float64 reference
+    (their fp32 sums run in another order), three runs bitwise equal; racing adds
+    within the bound too; NaN-filled buffers, GQA loop and expanded, 128 key tiles."""
+    q, k, v, cfg = _reduce_case(head_dim, False, shape, expand, 17, device, fixed=True)
+    rot = dataclasses.replace(cfg, dq_rotate=True)
+    _assert_repeatable(q, k, v, False, rot)
+    dout = torch.randn_like(q)
+    on, off = launcher_grads(q, k, v, dout, False, [rot, cfg])
+    assert torch.equal(on[0], off[0]), "dq: the rotated order changed the integer sums"
+    racing = dataclasses.replace(configs.hopper_bwd_reduce_config(head_dim, False, shape[2],
+                                                                  shape[3] // shape[4]),
+                                 gqa_expand=expand, dq_rotate=True)
+    (grads,) = launcher_grads(q, k, v, dout, False, [racing], deterministic=False)
+    checks = grad_ref_checks(grads, q, k, v, dout, False)
+    assert not any(g.isnan().any() for g in grads), "; ".join(map(str, checks))
+    assert all(c.ok for c in checks), "; ".join(map(str, checks))
+
+
 def test_dq_stage2_plumbing(monkeypatch):
     """HopperBwdConfig.dq_stage2 reaches the dK/dV launch as DQ_STAGE2 (with dq_reduce
     only) and counts its second staging tile in smem_bytes."""

@@ -568,6 +568,12 @@ class HopperBwdConfig:
     # buffer: integer adds land in any order with the same sum, so the racing kernel's
     # schedule and memory give bitwise repeatable dQ. Any mask; not with reduce_ordered
     reduce_fixed: bool = False
+    # dq_reduce, non-causal, no window: each program visits its head's query tiles in the
+    # ordered reduce's rotated order (tile (j + rotation) mod n_m at step j,
+    # _reduce_rotation) without its counters, so that at any time the programs of one
+    # head add into different query tiles of the dQ buffer instead of all into the same
+    # one (at 16k, ~128 programs of a head in flight together)
+    dq_rotate: bool = False
     # both kernels launch their programs tile-major (ops/hopper_bwd._tile_ids): tile t of
     # every head before tile t + 1 of any, or with tile_heads within blocks of that many
     # heads. Causal: the heaviest tiles first, where head-major order starts the last

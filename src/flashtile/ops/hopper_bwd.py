@@ -148,9 +148,12 @@ __all__ = [
 
 HOPPER_BWD_HEAD_DIMS = (64, 128, 256)
 ENV_VAR = "FLASHTILE_HOPPER_BWD"
-# =1: sliding windows and softcaps at hd 256 on the Gluon backward too (the column-split
-# kernels' HAS_LEFT / SOFTCAP builds: ptxas sm_90 233-253 registers, no spills; not yet run
-# on a GPU, so off by default: the portable backward takes them)
+# Sliding windows and softcaps at hd 256 run on the Gluon backward's column-split kernels
+# (HAS_LEFT / SOFTCAP builds: ptxas sm_90 233-253 registers, no spills); =0 sends them to
+# the portable backward. `s33a` (c8a0c2e, scripts/env_ab.py, 3 interleaved rounds,
+# backward TFLOPS Gluon / portable): Gemma-2's sliding layers (causal, window 4096,
+# softcap 50) 259.7 / 192.4 at 4k and 363.2 / 279.4 at 8k, softcap 30 alone 312.9 / 224.8
+# non-causal and 270.0 / 208.8 causal at 4k (+30% to +39%); 32 GPU tests passed
 HD256_MASKS_ENV_VAR = "FLASHTILE_HOPPER_BWD_HD256_MASKS"
 _LOG2E = 1.4426950408889634
 
@@ -210,10 +213,11 @@ def hopper_bwd_problem_ok(
     windows=False, softcaps=False, bits=False,
 ):
     """Device-independent half: what the Gluon forward covers (fp16/bf16, full or causal,
-    with ``windows`` a sliding window as ``hopper_fwd.hopper_problem_ok`` takes it but
-    only at hd 64 / 128 in the two-kernel backward; no softcap/dropout, TMA-addressable
-    q/k/v, non-empty) at head dim 64, 128 or 256 (256: no window or softcap unless
-    FLASHTILE_HOPPER_BWD_HD256_MASKS=1; configs.hopper_bwd_preferred picks the lengths).
+    with ``windows`` a sliding window and with ``softcaps`` a softcap as
+    ``hopper_fwd.hopper_problem_ok`` takes them, not in the fused kernel; TMA-addressable
+    q/k/v, non-empty) at head dim 64, 128 or 256 (256: windows and softcaps on the
+    column-split kernels unless FLASHTILE_HOPPER_BWD_HD256_MASKS=0;
+    configs.hopper_bwd_preferred picks the lengths).
     Dropout only with ``bits`` (the forward's decisions as bit words), in the two-kernel
     backward at hd 64 / 128.
     dout and the gradient buffers need no alignment: the launcher copies if they do."""
@@ -221,10 +225,10 @@ def hopper_bwd_problem_ok(
         return False
     fused = os.environ.get(FUSED_ENV_VAR) == "1"
     masks_256 = (q.shape[-1] > 128 and not fused and not dropout_p
-                 and os.environ.get(HD256_MASKS_ENV_VAR) == "1")
+                 and os.environ.get(HD256_MASKS_ENV_VAR) != "0")
     if ((window[0] is not None or softcap or dropout_p > 0)
             and (q.shape[-1] > 128 or fused) and not masks_256):
-        return False  # no window / softcap / dropout in the hd 256 (unless opted in) or
+        return False  # no window / softcap / dropout in the hd 256 (when opted out) or
         # fused kernels
     if dropout_p > 0:
         if not bits:
@@ -453,6 +457,11 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
                                                                           cfg.block_m)),
                                              dtype=torch.int32, device=q.device),
                              DQ_ORDERED=True)
+        if cfg.dq_rotate:  # the rotated visiting order alone (no counters)
+            if cfg.reduce_ordered or causal or left is not None:
+                raise ValueError(f"dq_rotate: non-causal, no window, not with "
+                                 f"reduce_ordered: {cfg}")
+            dkdv_flag["DQ_ROT"] = True
     if cfg.gqa_expand and group > 1:
         # per-query-head partials (HopperBwdConfig.gqa_expand), summed over groups below;
         # varlen: zeroed, as the rows no sequence's program writes must sum to the zeros
@@ -1098,7 +1107,8 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
                DQ_LATE: gl.constexpr = False, DQ_ORDERED: gl.constexpr = False,
                DQ_FIXED: gl.constexpr = False, BAND_BRANCH: gl.constexpr = False,
                n_band=0, CAP_FOLD: gl.constexpr = False,
-               DQ_STAGE2: gl.constexpr = False, COLS: gl.constexpr = False, pds=None):
+               DQ_STAGE2: gl.constexpr = False, COLS: gl.constexpr = False, pds=None,
+               ROT: gl.constexpr = False):
     """Consume ring iteration ``it`` (query tile m_lo + j of head bh): accumulate dV and
     dK of the resident key tile, then refill the slot with iteration it + NUM_STAGES.
     DQ_REDUCE (``dqr`` = (dS^T tile, fp32 dQ staging tile, dQ accumulator descriptor)):
@@ -1138,12 +1148,14 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     the query columns and holds half of dK's and dV's columns; P^T and dS^T go through
     ``pds`` (two (BLOCK_N, BLOCK_M) shared tiles) as the A operands of dV and dK, a CTA
     barrier after each store (the previous step's GEMMs on them were waited for before
-    the refill's barrier)."""
+    the refill's barrier).
+    ROT (DQ_ORDERED or HopperBwdConfig.dq_rotate): query tile (j + rotation) mod n_m,
+    the rotation ``dqr[4]``."""
     s_layout: gl.constexpr = _kt_layout(gl.num_warps(), BLOCK_M, COLS)
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
                                                  k_width=2)
-    sj = j  # the step within its head; j the query tile (rotated by DQ_ORDERED)
-    if DQ_ORDERED:
+    sj = j  # the step within its head; j the query tile (rotated with ROT)
+    if ROT:
         j = _rotate(j, dqr[4], n_m)
     s = it % NUM_STAGES
     phase = (it // NUM_STAGES) & 1
@@ -1261,7 +1273,7 @@ def _dkdv_step(it, j, dk, dv, lse2_in, delta_in, k2, v2, q_smem, do_smem, q_bars
     nxt = it + NUM_STAGES
     _issue_qdo(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, nxt, n_m, m_lo, b, hk,
                group, nxt < n_iter, BLOCK_M, NUM_STAGES, False, EARLY_EXPECT, True, STATS,
-               stats, nheads, GROUP_BRANCH, LSE2_PRE, dqr[4] if DQ_ORDERED else 0, DQ_ORDERED)
+               stats, nheads, GROUP_BRANCH, LSE2_PRE, dqr[4] if ROT else 0, ROT)
     if DQ_ORDERED:
         dql = (dq, (m_lo + j) * BLOCK_M, bh - b * nheads, rank, seen, pend, bh * n_m + j)
     elif DQ_LATE:
@@ -1447,6 +1459,7 @@ def _bwd_dkdv_kernel(
     DQ_ORDERED: gl.constexpr = False,  # HopperBwdConfig.reduce_ordered: deterministic
     FIXED=None,  # DQ_FIXED: (B, H, M) fp32, each row's 2^e_i (ops/fixed_dq.mults)
     DQ_FIXED: gl.constexpr = False,  # HopperBwdConfig.reduce_fixed: int32 adds (dq_desc)
+    DQ_ROT: gl.constexpr = False,  # HopperBwdConfig.dq_rotate: the rotated order alone
     TILE_MAJOR: gl.constexpr = False,  # HopperBwdConfig.tile_major: launch order in
     tile_heads=1,  # blocks of this many heads (_tile_ids)
     ONE_LOOP: gl.constexpr = 0,  # HopperBwdConfig.one_loop (causal, no window)
@@ -1486,11 +1499,12 @@ def _bwd_dkdv_kernel(
         dv_desc = seq_desc(DV, k0, seqlen_k, dv_desc)
     # causal: low key tiles (the most query tiles) start first
     # EXPAND: hk is this program's query head and q_group 1 (else the group)
+    ROT: gl.constexpr = DQ_ORDERED or DQ_ROT  # the query tiles in the rotated order
     (pid_n, b, hk, q_group, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter, k_smem, v_smem,
      q_smem, do_smem, q_bars, do_bars, keys, dk, dv, k2, v2, stats, rot) = _key_tile_setup(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
         BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND, left, HAS_LEFT,
-        EARLY_EXPECT, STATS, lse_desc, delta_desc, GROUP_BRANCH, LSE2_PRE, DQ_ORDERED,
+        EARLY_EXPECT, STATS, lse_desc, delta_desc, GROUP_BRANCH, LSE2_PRE, ROT,
         TILE_MAJOR, tile_heads, COLS)
     gl.static_assert(not (STATS and (VARLEN or PREFETCH)), "STATS: dense, no PREFETCH")
     gl.static_assert(not (TILE_MAJOR and VARLEN), "TILE_MAJOR: dense grids only")
@@ -1537,8 +1551,10 @@ def _bwd_dkdv_kernel(
     gl.static_assert(not (DQ_FIXED and DQ_ORDERED), "reduce_fixed or reduce_ordered")
     gl.static_assert(not DQ_STAGE2 or (DQ_LATE and not DQ_ORDERED),
                      "dq_stage2: with reduce_late, not reduce_ordered")
-    gl.static_assert(not (DQ_ORDERED and (CAUSAL or HAS_LEFT)),
-                     "reduce_ordered: every program visits every query tile")
+    gl.static_assert(not (ROT and (CAUSAL or HAS_LEFT)),
+                     "reduce_ordered / dq_rotate: every program visits every query tile")
+    gl.static_assert(not (DQ_ROT and (DQ_ORDERED or not DQ_REDUCE or PREFETCH)),
+                     "dq_rotate: with dq_reduce, not reduce_ordered, no PREFETCH")
     if DQ_LATE:  # the previous step's (dQ, row, head, rank, counter seen), none yet; the
         #          counter of the reduce in flight (-1: none); the previous step's counter
         dql = (gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, _dq_mma_layout(gl.num_warps(),
@@ -1565,7 +1581,7 @@ def _bwd_dkdv_kernel(
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
                 DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD, DQ_STAGE2=DQ_STAGE2, COLS=COLS,
-                pds=pds)
+                pds=pds, ROT=ROT)
         for j in range(n_sep, n_mid):
             dk, dv, lse2, delta, dql = _dkdv_step(
                 g * n_m + j, j, dk, dv, lse2, delta, k2, v2, q_smem, do_smem, q_bars,
@@ -1575,7 +1591,7 @@ def _bwd_dkdv_kernel(
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
                 DQ_ORDERED, DQ_FIXED, ONE and ONE_LOOP == 2, n_band, CAP_FOLD,
-                DQ_STAGE2, COLS, pds)
+                DQ_STAGE2, COLS, pds, ROT)
         # a window's far edge: query tiles that see part of this key tile (none without
         # one: n_mid = n_m)
         for j in range(n_mid, n_m):
@@ -1587,7 +1603,7 @@ def _bwd_dkdv_kernel(
                 SOFTCAP, EARLY_EXPECT, STATS, stats, nheads, LSE2_PRE, GROUP_BRANCH,
                 bits, keep_scale, DROPOUT, dqr, DQ_REDUCE, dq_scale, dql, DQ_LATE,
                 DQ_ORDERED, DQ_FIXED, CAP_FOLD=CAP_FOLD, DQ_STAGE2=DQ_STAGE2, COLS=COLS,
-                pds=pds)
+                pds=pds, ROT=ROT)
 
     if DQ_LATE:  # the last step's dQ (n_iter >= 1)
         pend = _late_reduce(dql, dqr, dq_scale, b, nheads, BLOCK_M, HEAD_DIM, DQ_ORDERED,
@@ -2237,6 +2253,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                     constexprs["DQ_FIXED"] = True
                 else:
                     constexprs["FIXED"] = None
+                if cfg.dq_rotate:
+                    constexprs["DQ_ROT"] = True
             else:
                 constexprs["dq_desc"] = None
         if name != "fused":
