@@ -77,6 +77,9 @@ SOFTCAP_FOLD_SPEC_SPILL_LIMIT = {"d128-causal": 28}
 # non-causal unmasked loop); these analysis builds' spills moved by a few bytes with the
 # source's line numbers alone (ptxas reads the .loc lines): the limits leave that room
 WINDOW_SPEC_SPILL_LIMIT = {"d128": 256, "d128-causal": 384}
+# the fixed-point one-kernel in the rotated query-tile order (dq_rotate, opt-in) with the
+# launch's ints: 4 bytes at hd 128 (session 33; 0 unrotated)
+ROTATE_SPEC_SPILL_LIMIT = {"d128": 8}
 
 
 # ----------------------------------------------------------------------------------
@@ -117,6 +120,7 @@ def test_compiles_for_sm90(name, compiled):
     if name.endswith(" spec dkdv"):  # the launch's ints: two loops reload 25 spilled
         # values a step at hd 128 causal (session 28)
         limit = (WINDOW_SPEC_SPILL_LIMIT if " window " in name
+                 else ROTATE_SPEC_SPILL_LIMIT if " rotate " in name
                  else {} if " one-loop " in name else SOFTCAP_FOLD_SPEC_SPILL_LIMIT
                  if " softcap fold " in name else SPEC_SPILL_LIMIT)
     assert_sm90_build(name, rec, limit.get(tag, 0))
