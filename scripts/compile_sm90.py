@@ -216,6 +216,11 @@ def hopper_variants():
                     yield (f"hopper-Cp-split-paired {tag} bfloat16", hd, causal,
                            torch.bfloat16, dataclasses.replace(cfg_p, paired=True,
                                                                v_stages=2), False)
+            if hd == 256:  # the split ring without the O buffers (HopperFwdConfig.o_stage;
+                # opt-in, suite s33e): K ring 2 / V ring 3 in 224 KB
+                yield (f"hopper-Cp-split-noO {tag} bfloat16", hd, causal, torch.bfloat16,
+                       dataclasses.replace(cfg_p, num_stages=2, v_stages=3, o_stage=False,
+                                           paired=causal), False)
             if hd == 128:  # the split ring the other way round (K ring 2, V ring 3; opt-in)
                 yield (f"hopper-Cp-split-k2v3 {tag} bfloat16", hd, causal, torch.bfloat16,
                        dataclasses.replace(cfg_p, num_stages=2, v_stages=3, paired=causal),

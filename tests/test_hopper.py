@@ -195,6 +195,15 @@ def test_stage_c_config_checked():
         one = cfg.one_shot()
         assert (one.num_stages, one.v_stages, one.persistent) == (3, 0, False)
         assert one.smem_bytes(128) <= cfg.smem_bytes(128)
+    # hd 256: the split ring without the O buffers (o_stage=False), K 2 / V 3 in 224 KB
+    no_o = configs.HopperFwdConfig(128, 64, 8, 2, warp_specialize=True, pingpong=True,
+                                   persistent=True, v_stages=3, o_stage=False)
+    assert no_o.smem_bytes(256) == (128 + 5 * 64) * 256 * 2 <= 227 * 1024
+    assert dataclasses.replace(no_o, o_stage=True).smem_bytes(256) > 227 * 1024
+    assert no_o.one_shot().o_stage and no_o.one_shot().num_stages == 3
+    with pytest.raises(ValueError, match="o_stage"):
+        configs.HopperFwdConfig(128, 64, 8, 2, warp_specialize=True, pingpong=True,
+                                persistent=True, o_stage=False)
 
 
 def test_persistent_kernel_choice(monkeypatch):
@@ -822,6 +831,29 @@ def test_stage_c_persistent_vs_reference(epilogue, programs, seqlen_q, seqlen_k,
                               persistent=True, v_stages=2 if epilogue == "split" else 0)
     _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, nheads_kv, head_dim, causal, dtype, device,
                seed=seqlen_q * 5 + seqlen_k + head_dim)
+    assert kernels == [hopper_fwd._fwd_cp_kernel], kernels
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("programs", [None, 3], ids=["per-sm", "3progs"])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(1000, 1000), (239, 113), (4096, 4096)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_stage_c_split_no_o_stage_hd256(programs, seqlen_q, seqlen_k, causal, device,
+                                        monkeypatch):
+    """hd 256 on the persistent grid's split ring without the O buffers
+    (HopperFwdConfig.o_stage=False, opt-in, suite s33e): K ring 2, V ring 3, O through the
+    Q tile and the next Q loaded after the store; causal in the paired order (even
+    query-tile counts here); NaN-poisoned buffers against the reference."""
+    require_sm90()
+    if seqlen_q == 4096 and programs is not None:
+        pytest.skip("4096 with one program per SM only (the reference is slow)")
+    monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", programs)
+    kernels = _record_kernels(monkeypatch)
+    cfg = dataclasses.replace(configs.hopper_fwd_config_c(256, causal, seqlen_q).one_shot(),
+                              persistent=True, num_stages=2, v_stages=3, o_stage=False,
+                              paired=causal)
+    _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, 2, 256, causal, torch.bfloat16, device,
+               seed=seqlen_q + 7 * seqlen_k)
     assert kernels == [hopper_fwd._fwd_cp_kernel], kernels
 
 

@@ -12,11 +12,17 @@
 # 2. Stage A on 128-key tiles with a ring of 1 (cuDNN's 64 x 128 per warpgroup; half the
 #    softmax phases and refill barriers per FLOP; ptxas 255 registers, 40 / 104 B spilled
 #    non-causal / causal; each tile's K / V load exposed after the step: no prefetch).
-# 3. ncu of stages B and C at hd 256 non-causal 4k (as s33b's stage A): tensor pipe and
+# 3. Stage C on the persistent grid's split ring at hd 256: as built (gluon-Cs: K ring 2,
+#    V ring 1, O buffers) and with K ring 2 / V ring 3 and O through the Q tile
+#    (HopperFwdConfig.o_stage=False, new: 224 KB; the one-shot C's ring of 2 leaves TMA
+#    half a tile of lead, as at hd 128 where a ring of 3 won), after its GPU tests; and
+#    stage C without the turn waits (FLASHTILE_HOPPER_C_PINGPONG=0).
+# 4. ncu of stages B and C at hd 256 non-causal 4k (as s33b's stage A): tensor pipe and
 #    the CTA-barrier stall.
 # Predictions: B within +-5% of A (the overlap against the same lock step); A on 128-key
 # tiles -5% to -15% (the exposed loads outweigh the halved barriers); C's ncu shows the
-# tensor pipe below A's and stalls on its mbarrier waits (why it loses here is the question).
+# tensor pipe below A's and stalls on its mbarrier waits (why it loses here is the question);
+# the K 2 / V 3 ring +3-8% over the one-shot C (the deeper V lead), so about level with A.
 source scripts/suites/lib/steps.sh
 timeout 150 python3 scripts/bench_hopper.py --head-dims 256 --only gluon-A gluon-B gluon-C \
   sdpa-cudnn --rounds 3 --csv "$out/fwd256_abc.csv" >"$out/fwd256_abc.log" 2>&1 || status=1
@@ -29,6 +35,19 @@ timeout 100 python3 scripts/bench_hopper.py --head-dims 256 --only gluon-A sdpa-
 echo "== hd 256 stage A on 128-key tiles, ring 1"
 grep -E "MISMATCH|rror" "$out/fwd256_a128.log" | head -3
 grep -E "^B[0-9]+ S" "$out/fwd256_a128.log" | grep -vE "config|diff|ms " | cut -c1-120
+gpu_pytest pytest_noo 200 4 8 tests/test_hopper.py -k "no_o_stage"
+timeout 120 python3 scripts/bench_hopper.py --head-dims 256 --only gluon-A gluon-Cs gluon-Cs* \
+  sdpa-cudnn --rounds 3 --cs-config num_stages=2,v_stages=3,o_stage=0 \
+  --csv "$out/fwd256_cs.csv" >"$out/fwd256_cs.log" 2>&1 || status=1
+echo "== hd 256: A, persistent C (K2 V1 + O buffers), C K2 V3 without O buffers (Cs*)"
+grep -E "MISMATCH|rror" "$out/fwd256_cs.log" | head -3
+grep -E "^B[0-9]+ S" "$out/fwd256_cs.log" | grep -vE "config|diff|ms " | cut -c1-120
+FLASHTILE_HOPPER_C_PINGPONG=0 timeout 100 python3 scripts/bench_hopper.py --head-dims 256 \
+  --only gluon-A gluon-C sdpa-cudnn --rounds 3 --csv "$out/fwd256_c_nopp.csv" \
+  >"$out/fwd256_c_nopp.log" 2>&1 || status=1
+echo "== hd 256: A, C without the turn waits"
+grep -E "MISMATCH|rror" "$out/fwd256_c_nopp.log" | head -3
+grep -E "^B[0-9]+ S" "$out/fwd256_c_nopp.log" | grep -vE "config|diff|ms " | cut -c1-120
 for sched in B C; do
   FLASHTILE_HOPPER_SCHEDULE=$sched timeout 150 ncu --clock-control none \
     --kernel-name "regex:_fwd" --launch-skip 2 --launch-count 1 --section SpeedOfLight \

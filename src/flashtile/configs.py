@@ -190,6 +190,11 @@ class HopperFwdConfig:
     # warpgroup besides Q (K ring 3, V ring 2), so the next item's Q loads right after
     # the last PV while O leaves through TMA. Measured in `s21a` (hopper_fwd_config_c)
     v_stages: int = 0
+    # with v_stages: O staged through a buffer of its own (True), or through the Q tile as
+    # without v_stages (False: the next item's Q then loads after the O store). At hd 256
+    # the O buffers do not fit beside a split ring (K 2 / V 3 with them: 288 KB; without:
+    # 224 KB)
+    o_stage: bool = True
     # the persistent grid, causal calls with an even number of query tiles: each program
     # takes its items in pairs, a head's j-th longest query tile then its j-th shortest,
     # so that the round robin hands out equal work (the plain round robin leaves the
@@ -206,6 +211,8 @@ class HopperFwdConfig:
             raise ValueError(f"the persistent grid is stage C's (pingpong=True): {self}")
         if (self.v_stages or self.paired) and not self.persistent:
             raise ValueError(f"v_stages and paired are the persistent grid's: {self}")
+        if not self.o_stage and not self.v_stages:
+            raise ValueError(f"o_stage=False: with v_stages (the split ring): {self}")
 
     @property
     def schedule(self) -> str:
@@ -217,13 +224,15 @@ class HopperFwdConfig:
         K and V share one ring as deep as the deeper of a split ring's two (the same
         shared memory: hd 128's K 2 / V 3 and K 3 / V 2 both become a ring of 3)."""
         return dataclasses.replace(self, persistent=False, v_stages=0, paired=False,
+                                   o_stage=True,
                                    num_stages=max(self.num_stages, self.v_stages))
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
         """Q tile + K and V rings (barriers are a few bytes); with v_stages, V's ring and
-        the O staging tiles."""
+        the O staging tiles (unless not o_stage)."""
         if self.v_stages:
-            return ((2 * self.block_m + (self.num_stages + self.v_stages) * self.block_n)
+            q_o = 2 * self.block_m if self.o_stage else self.block_m
+            return ((q_o + (self.num_stages + self.v_stages) * self.block_n)
                     * head_dim * elem_bytes)
         return (self.block_m + 2 * self.num_stages * self.block_n) * head_dim * elem_bytes
 
