@@ -503,7 +503,7 @@ def _kernel_args(cfg, persistent_ok: bool = True, unpaired: bool = False):
         if persistent:
             extra["V_STAGES"] = cfg.v_stages
             if cfg.v_stages and not cfg.o_stage:
-                extra["O_STAGE"] = False
+                extra["O_VIA_Q"] = True
         return (_fwd_cp_kernel if persistent else _fwd_c_kernel, cfg.block_m // 2,
                 cfg.num_warps // 2, extra)
     if cfg.warp_specialize:
@@ -1368,17 +1368,25 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
         trace_stamp(TRACE, 5)
 
 
+@gluon.constexpr_function
+def _o_staged(v_stages, o_via_q):
+    """Does the persistent grid stage O through buffers of its own? With V_STAGES, unless
+    O_VIA_Q (HopperFwdConfig.o_stage False). (O_VIA_Q defaults to False, so a build that
+    leaves it out of its signature gets the default: an ASTSource fills no defaults.)"""
+    return v_stages > 0 and not o_via_q
+
+
 @gluon.jit
 def _c_shared(q_desc, k_desc, v_desc, NUM_STAGES: gl.constexpr, V_STAGES: gl.constexpr = 0,
-              O_STAGE: gl.constexpr = True):
+              O_VIA_Q: gl.constexpr = False):
     """Stage C's shared memory, both grids: the two warpgroups' Q tiles, the K / V ring,
     and their barriers initialised (Q, turn; per ring slot K, V, and the slot-free
     barrier, which counts one arrive per consumer warpgroup), fenced for TMA. V_STAGES >
     0 (the persistent grid's split ring): V gets a ring of its own that deep, with its
-    own slot-free barriers, and (O_STAGE) the warpgroups two O staging tiles. Returns
-    (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars, empty_bars, v_empty, o_smems);
-    without V_STAGES v_empty is empty_bars, and without V_STAGES or O_STAGE o_smems is
-    q_smems."""
+    own slot-free barriers, and (not O_VIA_Q) the warpgroups two O staging tiles.
+    Returns (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars, empty_bars,
+    v_empty, o_smems); without V_STAGES v_empty is empty_bars, and without V_STAGES or
+    with O_VIA_Q o_smems is q_smems."""
     dtype: gl.constexpr = q_desc.dtype
     V_SLOTS: gl.constexpr = V_STAGES if V_STAGES > 0 else NUM_STAGES
     q_smems = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape, q_desc.layout)
@@ -1395,7 +1403,7 @@ def _c_shared(q_desc, k_desc, v_desc, NUM_STAGES: gl.constexpr, V_STAGES: gl.con
     o_smems = q_smems
     if V_STAGES > 0:
         v_empty = gl.allocate_shared_memory(gl.int64, [V_STAGES, 1], mbarrier.MBarrierLayout())
-        if O_STAGE:
+        if not O_VIA_Q:
             o_smems = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape,
                                                 q_desc.layout)
     for i in gl.static_range(2):
@@ -1629,15 +1637,15 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, LSE, k_smem, v_smem,
                  HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
                  K_FIRST: gl.constexpr = False, TRACE=None, o_desc=None,
                  V_STAGES: gl.constexpr = 0, v_empty=None,
-                 o_smems=None, PAIRED: gl.constexpr = False, O_STAGE: gl.constexpr = True):
+                 o_smems=None, PAIRED: gl.constexpr = False, O_VIA_Q: gl.constexpr = False):
     """``_c_consumer`` over the program's work items t = pid, pid + P, ... Ring positions
     (``pos0``: the item's first) and turns (``k0``: this warpgroup's turns so far) run on
     across items, so ``_c_step`` serves unchanged: it gets base - pos0 as its ``base`` and
     k0 + its step as ``k``. O goes through the Q buffer and a TMA store as in
     ``_c_consumer`` (``_epilogue``), and the next item's Q is loaded after the store has
     read it. V_STAGES > 0 (the split ring, HopperFwdConfig.v_stages): O goes through its
-    own buffer (``o_smems``), and the next Q loads right after the last PV; with O_STAGE
-    False (HopperFwdConfig.o_stage) through the Q buffer as without V_STAGES. (Session 20
+    own buffer (``o_smems``), and the next Q loads right after the last PV; with O_VIA_Q
+    (HopperFwdConfig.o_stage False) through the Q buffer as without V_STAGES. (Session 20
     also stored O from registers so that Q could load early: 4-byte stores, a tail of
     3.0-3.2 us against 1.4-2.0, measured level with the one-shot grid; removed.) TRACE: as
     ``_c_consumer``'s, one row of 8 per (work item, warpgroup), the last field the
@@ -1653,7 +1661,7 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, LSE, k_smem, v_smem,
     end = _cp_end(first, step, m_tiles, n_work, PAIRED)
     _cp_load_q(q_desc, q_smem, q_bar, first, m_tiles, nheads, WG, BLOCK_M, CAUSAL, first,
                step, n_work, PAIRED)
-    STAGED: gl.constexpr = V_STAGES > 0 and O_STAGE  # O through its own buffer
+    STAGED: gl.constexpr = _o_staged(V_STAGES, O_VIA_Q)  # O through its own buffer
     pos0 = 0
     k0 = 0
     it = 0
@@ -1735,7 +1743,7 @@ def _fwd_cp_kernel(
     K_FIRST: gl.constexpr = False, TRACE=None,
     V_STAGES: gl.constexpr = 0,  # HopperFwdConfig.v_stages: V's own ring, an O buffer
     PAIRED: gl.constexpr = False,  # HopperFwdConfig.paired: the causal paired item order
-    O_STAGE: gl.constexpr = True,  # HopperFwdConfig.o_stage: with V_STAGES, the O buffer
+    O_VIA_Q: gl.constexpr = False,  # HopperFwdConfig.o_stage False: no O buffer
 ):
     """Stage C on a persistent grid (HopperFwdConfig.persistent): min(SMs, work items)
     programs, each walking items t = pid, pid + P, ... of n_work = m_tiles * B * H (one
@@ -1756,7 +1764,7 @@ def _fwd_cp_kernel(
     gl.static_assert(gl.num_warps() == 4, "one consumer warpgroup per partition")
     gl.static_assert(BLOCK_M == 64, "each consumer warpgroup owns one 64-row wgmma tile")
     (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars, empty_bars, v_empty,
-     o_smems) = _c_shared(q_desc, k_desc, v_desc, NUM_STAGES, V_STAGES, O_STAGE)
+     o_smems) = _c_shared(q_desc, k_desc, v_desc, NUM_STAGES, V_STAGES, O_VIA_Q)
     gl.warp_specialize(
         [
             (_cp_consumer, (0, q_desc, q_smems, q_bars, LSE, k_smem, v_smem, k_bars,
@@ -1764,13 +1772,13 @@ def _fwd_cp_kernel(
                             seqlen_q, seqlen_k, nheads, m_tiles, n_work, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG, left, HAS_LEFT,
                             cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, V_STAGES,
-                            v_empty, o_smems, PAIRED, O_STAGE)),
+                            v_empty, o_smems, PAIRED, O_VIA_Q)),
             (_cp_consumer, (1, q_desc, q_smems, q_bars, LSE, k_smem, v_smem, k_bars,
                             v_bars, empty_bars, turn_bars,
                             seqlen_q, seqlen_k, nheads, m_tiles, n_work, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG, left, HAS_LEFT,
                             cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, V_STAGES,
-                            v_empty, o_smems, PAIRED, O_STAGE)),
+                            v_empty, o_smems, PAIRED, O_VIA_Q)),
             (_cp_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
                             seqlen_q, seqlen_k, nheads, group, m_tiles, n_work, left,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, HAS_LEFT, V_STAGES,
