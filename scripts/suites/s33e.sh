@@ -36,7 +36,7 @@ echo "== hd 256 stage A on 128-key tiles, ring 1"
 grep -E "MISMATCH|rror" "$out/fwd256_a128.log" | head -3
 grep -E "^B[0-9]+ S" "$out/fwd256_a128.log" | grep -vE "config|diff|ms " | cut -c1-120
 gpu_pytest pytest_noo 200 4 8 tests/test_hopper.py -k "no_o_stage"
-timeout 120 python3 scripts/bench_hopper.py --head-dims 256 --only gluon-A gluon-Cs gluon-Cs* \
+timeout 120 python3 scripts/bench_hopper.py --head-dims 256 --only gluon-A gluon-Cs "gluon-Cs*" \
   sdpa-cudnn --rounds 3 --cs-config num_stages=2,v_stages=3,o_stage=0 \
   --csv "$out/fwd256_cs.csv" >"$out/fwd256_cs.log" 2>&1 || status=1
 echo "== hd 256: A, persistent C (K2 V1 + O buffers), C K2 V3 without O buffers (Cs*)"
