@@ -39,7 +39,10 @@ NHEADS = 32
 # (name, DecodeConfig fields or None for the shipped pick); "sdpa-cudnn" is the baseline
 VARIANTS = [("flashtile", None), ("ft 16x64 w4 s3 x2", (16, 64, 4, 3, 2)),
             ("ft 16x128 w4 s2", (16, 128, 4, 2, 1)), ("ft 16x64 w8 s4", (16, 64, 8, 4, 1)),
-            ("sdpa-cudnn", None)]
+            ("ft fused-combine", None), ("sdpa-cudnn", None)]
+# variants run with kvcache.FUSED_COMBINE (the last split program of each query tile
+# merges; session 33's chunked merge): no combine launch
+FUSED = {"ft fused-combine"}
 
 
 _FLUSH: dict = {}
@@ -137,7 +140,10 @@ def main() -> int:
     ap.add_argument("--ctx", default="8192,32768,131072")
     ap.add_argument("--groups", default="8,1", help="GQA group sizes (1 = MHA)")
     ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--variants", help="comma-separated VARIANTS names (default: all)")
     args = ap.parse_args()
+    chosen = [v for v in VARIANTS if args.variants is None
+              or v[0] in args.variants.split(",")]
     if not torch.cuda.is_available():
         print("decode_kernels: needs a GPU")
         return 2
@@ -159,10 +165,11 @@ def main() -> int:
                   for _ in range(layers)]
             lens = torch.full((1,), ctx, dtype=torch.int32, device=device)
             name = f"g{g} ctx {ctx // 1024}k ({nbytes / 2**20:.0f} MiB)"
-            for variant, fields in VARIANTS:
+            for variant, fields in chosen:
                 if fields is not None and g == 1:
                     continue  # the tile variants are for the GQA rows (block_m 16)
                 kvcache._PLANS.clear()
+                kvcache.FUSED_COMBINE = variant in FUSED
                 kvcache.decode_config = shipped if fields is None else (
                     lambda *a, fields=fields, **k: kvcache.DecodeConfig(*fields))
                 backend = "sdpa-cudnn" if variant == "sdpa-cudnn" else "flashtile"
@@ -180,6 +187,7 @@ def main() -> int:
                 rows.append((name, variant, sum(kt.values()), one, many, layers,
                              nbytes / many / 1e3))
             kvcache.decode_config = shipped
+            kvcache.FUSED_COMBINE = False
             kvcache._PLANS.clear()
             del ks, vs
             torch.cuda.empty_cache()

@@ -30,8 +30,9 @@ Notation for all kernels in this file:
     (the split's lse is (m + log2 l) ln 2); the combine kernel (grid (M, B * H)) merges
     the splits with weights exp2(m_s - max m) l_s. With S = 1 the attention kernel
     writes out and lse directly and no combine runs. With FUSED_COMBINE (opt-in,
-    FLASHTILE_DECODE_FUSED_COMBINE=1; GPU tests pass, measured slower: 27.5 against 19.6 us
-    at batch-1 GQA 8k, 0e01b69) there is no combine launch:
+    FLASHTILE_DECODE_FUSED_COMBINE=1; GPU tests pass, its first build measured slower:
+    27.5 against 19.6 us at batch-1 GQA 8k, 0e01b69; rebuilt in session 33 with chunked
+    loads, not yet measured) there is no combine launch:
     each split bumps its query tile's arrival counter (acq_rel, after a barrier), and
     the split that arrives last merges all partials of the tile (_merge_splits, the
     combine kernel's arithmetic) and resets the counter.
@@ -92,7 +93,9 @@ EAGER_FAST_PATH = True
 # (FLASHTILE_DECODE_FUSED_COMBINE=1): its GPU tests pass (0e01b69, `decodefused`), but it
 # measured slower, batch-1 GQA 8:1 hd 128 under a CUDA graph 27.5 / 41.1 us at 8k / 32k
 # against 19.6 / 34.3 with the combine kernel: one program merging a whole tile's splits
-# serially costs more than the launch it saves.
+# serially costs more than the launch it saves. That merge looped one split per step (a
+# chain of 2 S dependent L2 loads); session 33 rebuilt it with the combine kernel's
+# chunked loads (MERGE_ELEMS), suite s33f, not yet measured.
 FUSED_COMBINE = os.environ.get("FLASHTILE_DECODE_FUSED_COMBINE", "0") not in ("", "0")
 # Partials merged per step of the combine kernel (a [CHUNK, D] tile of fp32). Session 10
 # (scripts/decode_kernels.py, 96c0b31; B1 GQA 8:1 hd 128, 32 splits): 16 -> 32 took the
@@ -101,6 +104,14 @@ FUSED_COMBINE = os.environ.get("FLASHTILE_DECODE_FUSED_COMBINE", "0") not in (""
 # start) was measured in the same run and lost: 14.5 -> 17.5 us per layer at 8k under a
 # CUDA graph, 25.7 -> 28.5 at 32k; not kept.
 COMBINE_CHUNK = 32
+# The fused combine's merge reads this many fp32 of partial outputs per step (a [chunk,
+# block_m, block_d] load: 4 splits of the 16 x 128 tile at hd 128, 8 at hd 64), after one
+# load of every split's running max (session 33, CPU-checked; its first build looped one
+# split at a time). ptxas sm_90 (the batch-1 tiles, 32 splits): 316 / 152 B spilled at hd
+# 128 / 64 against the serial merge's 260 / 124 and the split kernel alone's 284 / 140
+# (the CPU build without the launch's divisibility hints); 16384 spilled 708 / 240 (the
+# [chunk, rows, d] pointer tensor: 64-bit addresses)
+MERGE_ELEMS = 8192
 # launches skip Triton's per-call argument binding once a kernel is cached (_launch).
 # H200 (836b108): the KV-cache GPU tests pass with it (65); eager batch-1 decode, GQA
 # 8:1 hd 128, 8k: 25.7 us per call with it vs 45.5 us without (CUDA-graph replay 25.1).
@@ -505,7 +516,7 @@ def _plan(q, k_cache, page_table, seqlen_new, num_splits, config, has_seqlens, h
         k_cache.shape[0], -((k_cache.shape[1] + 15) // 16), *k_cache.shape[2:])
     key = (q.shape, kshape, page_table.shape[1] if paged else -1, q.dtype, q.device,
            seqlen_new, num_splits, config, has_seqlens, has_left, has_right, has_softcap,
-           FUSED_COMBINE, COMBINE_CHUNK)
+           FUSED_COMBINE, COMBINE_CHUNK, MERGE_ELEMS)
     plan = _PLANS.get(key)
     if plan is None:
         make_room(_PLANS, 1024)
@@ -538,9 +549,13 @@ def _make_plan(q, k_cache, page_table, seqlen_new, num_splits, config, has_seqle
     num_splits = max(1, min(num_splits, MAX_SPLITS))
     split = num_splits > 1
     fused = split and FUSED_COMBINE
+    # the fused merge: every split's m at once, then MERGE_ELEMS fp32 of partial outputs
+    # per step ([chunk, block_m, block_d])
+    splits_p2 = next_pow2(num_splits) if fused else 1
+    chunk = min(splits_p2, max(1, MERGE_ELEMS // (cfg.block_m * block_d))) if fused else 1
     fwd_meta = (head_dim, block_d, cfg.block_m, cfg.block_n, group_p2, paged,
                 max(page_size, 1), has_seqlens, has_left, has_right, has_softcap, split, upcast,
-                "ieee" if q.dtype == torch.float32 else "tf32", fused)
+                "ieee" if q.dtype == torch.float32 else "tf32", fused, splits_p2, chunk)
     rows = batch * nheads * seqlen_q
     return _Plan(
         cfg=cfg, num_splits=num_splits, grid=(num_splits, m_tiles, batch * nheads_kv),
@@ -726,6 +741,7 @@ def _kvcache_fwd_kernel(
     HAS_SEQLENS: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     SOFTCAP: tl.constexpr, SPLIT: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
     FUSED_COMBINE: tl.constexpr,
+    SPLITS_P2: tl.constexpr, MERGE_CHUNK: tl.constexpr,  # FUSED_COMBINE's merge (else 1)
 ):
     ROWS: tl.constexpr = BLOCK_M // GROUP_P2
     tl.static_assert(ROWS * GROUP_P2 == BLOCK_M)
@@ -805,7 +821,7 @@ def _kvcache_fwd_kernel(
                           + offs_h.to(tl.int64) * stride_fh)
                 _merge_splits(O, lse_base, O_FINAL, LSE_FINAL, o_rows, lse_rows, f_rows,
                               rows_per_split, num_splits, offs_d, row_ok, io_mask, HEAD_DIM,
-                              BLOCK_M, BLOCK_D, UPCAST)
+                              BLOCK_M, BLOCK_D, UPCAST, SPLITS_P2, MERGE_CHUNK)
     else:
         tl.store(O + o_rows[:, None] + offs_d[None, :], cast_out(acc, O.dtype.element_ty, UPCAST),
                  mask=io_mask)
@@ -823,27 +839,36 @@ def _split_weight(M_PART, L_PART, part, mask, m_use):
 @triton.jit
 def _merge_splits(O_PART, M_PART, O, LSE, o_rows, lse_rows, f_rows, rows_per_split,
                   num_splits, offs_d, row_ok, io_mask, HEAD_DIM: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr):
+                  BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr,
+                  SPLITS_P2: tl.constexpr, CHUNK: tl.constexpr):
     """The fused combine of one packed query tile, the arithmetic of _combine_kernel:
     the splits' largest running max m first, then weights w_s = exp2(m_s - m) * l_s,
     out = sum_s w_s o_s / sum_s w_s, lse = (m + log2 sum_s w_s) ln 2 (softmax_finish).
     Partials are read through L2 (other SMs wrote them); rows no split saw a key of give
-    0 and -inf."""
+    0 and -inf. Every split's m in one [SPLITS_P2, BLOCK_M] load, then the partial
+    outputs CHUNK splits per step ([CHUNK, BLOCK_M, BLOCK_D] loads), so the merge waits
+    on 1 + ceil(S / CHUNK) load latencies: the first build looped one split per step, a
+    chain of 2 S dependent loads (27.5 against 19.6 us per call at 8k, 0e01b69)."""
     L_PART = M_PART + tl.cast(num_splits, tl.int64) * rows_per_split
-    m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    for sp in range(0, num_splits):
-        m = tl.maximum(m, tl.load(M_PART + tl.cast(sp, tl.int64) * rows_per_split + lse_rows,
-                                  mask=row_ok, other=float("-inf"), cache_modifier=".cg"))
+    offs_s = tl.arange(0, SPLITS_P2)
+    m_ok = (offs_s < num_splits)[:, None] & row_ok[None, :]
+    m = tl.max(tl.load(M_PART + offs_s.to(tl.int64)[:, None] * rows_per_split
+                       + lse_rows[None, :], mask=m_ok, other=float("-inf"),
+                       cache_modifier=".cg"), 0)
     m_use = tl.where(m == float("-inf"), 0.0, m)
+    offs_c = tl.arange(0, CHUNK)
     total = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    for sp in range(0, num_splits):
-        part = tl.cast(sp, tl.int64) * rows_per_split
-        w = _split_weight(M_PART, L_PART, part + lse_rows, row_ok, m_use)
-        o_s = tl.load(O_PART + part * HEAD_DIM + o_rows[:, None] + offs_d[None, :],
-                      mask=io_mask, other=0.0, cache_modifier=".cg")
-        acc += w[:, None] * o_s
-        total += w
+    for s0 in range(0, num_splits, CHUNK):
+        part = (s0 + offs_c).to(tl.int64) * rows_per_split  # [CHUNK]
+        ok = (s0 + offs_c < num_splits)[:, None] & row_ok[None, :]  # [CHUNK, BLOCK_M]
+        w = _split_weight(M_PART, L_PART, part[:, None] + lse_rows[None, :], ok,
+                          m_use[None, :])
+        o_s = tl.load(O_PART + (part[:, None] * HEAD_DIM + o_rows[None, :])[:, :, None]
+                      + offs_d[None, None, :], mask=ok[:, :, None] & io_mask[None, :, :],
+                      other=0.0, cache_modifier=".cg")
+        acc += tl.sum(w[:, :, None] * o_s, 0)
+        total += tl.sum(w, 0)
     acc, lse = softmax_finish(acc, m_use, total, True)
     tl.store(O + f_rows[:, None] + offs_d[None, :], cast_out(acc, O.dtype.element_ty, UPCAST),
              mask=io_mask)
