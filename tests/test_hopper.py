@@ -195,6 +195,7 @@ def test_stage_c_config_checked():
         one = cfg.one_shot()
         assert (one.num_stages, one.v_stages, one.persistent) == (3, 0, False)
         assert one.smem_bytes(128) <= cfg.smem_bytes(128)
+        assert cfg.one_shot_stages == one.num_stages == one.one_shot_stages
     # hd 256: the split ring without the O buffers (o_stage=False), K 2 / V 3 in 224 KB
     no_o = configs.HopperFwdConfig(128, 64, 8, 2, warp_specialize=True, pingpong=True,
                                    persistent=True, v_stages=3, o_stage=False)

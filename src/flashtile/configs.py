@@ -224,8 +224,13 @@ class HopperFwdConfig:
         K and V share one ring as deep as the deeper of a split ring's two (the same
         shared memory: hd 128's K 2 / V 3 and K 3 / V 2 both become a ring of 3)."""
         return dataclasses.replace(self, persistent=False, v_stages=0, paired=False,
-                                   o_stage=True,
-                                   num_stages=max(self.num_stages, self.v_stages))
+                                   o_stage=True, num_stages=self.one_shot_stages)
+
+    @property
+    def one_shot_stages(self) -> int:
+        """``one_shot().num_stages`` without building the config (the launch reads it on
+        every call; a dataclasses.replace there was a few us of host time, s31e)."""
+        return max(self.num_stages, self.v_stages)
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
         """Q tile + K and V rings (barriers are a few bytes); with v_stages, V's ring and

@@ -272,7 +272,7 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
         _desc(k, cfg.block_n), _desc(v, cfg.block_n), _desc(out, block_m),
         lse, *varlen_ptrs, seqlen_q, seqlen_k, nheads, nheads // nheads_kv,
         qk_scale, HEAD_DIM=head_dim, BLOCK_M=block_m,
-        BLOCK_N=cfg.block_n, NUM_STAGES=cfg.one_shot().num_stages, CAUSAL=bool(causal),
+        BLOCK_N=cfg.block_n, NUM_STAGES=cfg.one_shot_stages, CAUSAL=bool(causal),
         num_warps=num_warps, **extra, **_options(cfg), **varlen,
     )
 
@@ -1817,7 +1817,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         layout = gl.NVMMASharedLayout.get_default_for(block, gdt)
         return f"tensordesc<{tys[dtype]}[{','.join(map(str, block))}],{layout!r}>"
 
-    stages = cfg.num_stages if kernel is _fwd_cp_kernel else cfg.one_shot().num_stages
+    stages = cfg.num_stages if kernel is _fwd_cp_kernel else cfg.one_shot_stages
     constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
                       NUM_STAGES=stages, CAUSAL=bool(causal), **extra)
     if kernel is _fwd_cp_kernel:  # the persistent stage C (dense only)
