@@ -545,8 +545,8 @@ def test_fixed_prologue_bitwise(causal, expand, shape, device):
 
 def test_dq_rotate_plumbing(monkeypatch):
     """HopperBwdConfig.dq_rotate reaches the dK/dV launch as DQ_ROT (non-causal, no window,
-    racing or fixed-point adds) and raises before launch causal, with a window or with
-    the ordered adds (whose own rotation it is)."""
+    racing or fixed-point adds) and raises before launch causal, with a window, with
+    the ordered adds (whose own rotation it is) or on the two-kernel tiles."""
     launched = []
     monkeypatch.setattr(hopper_bwd, "launch", lambda kernel, grid, device, *_, **kw:
                         launched.append((kernel.fn.__name__, kw)))
@@ -575,6 +575,8 @@ def test_dq_rotate_plumbing(monkeypatch):
     ordered = configs.hopper_bwd_reduce_config(d, False, m, 1, ordered=True)
     with pytest.raises(ValueError, match="dq_rotate"):
         run(dataclasses.replace(ordered, dq_rotate=True))
+    with pytest.raises(ValueError, match="dq_rotate"):  # the two-kernel tiles
+        run(dataclasses.replace(configs.hopper_bwd_config(d, False, m), dq_rotate=True))
 
 
 @pytest.mark.gpu

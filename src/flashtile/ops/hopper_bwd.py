@@ -438,6 +438,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
     cols = head_dim // cfg.d_split  # dK / dV columns per launch (all but at hd 256)
     dk_t, dv_t, key_heads, dkdv_flag = outs[1], outs[2], nheads_kv, dict(flag)
     dq_acc = None
+    if cfg.dq_rotate and not cfg.dq_reduce:
+        raise ValueError(f"dq_rotate: the one-kernel backward's (dq_reduce): {cfg}")
     if cfg.dq_reduce:  # dQ in the dK/dV kernel, racing TMA reduce-adds into fp32
         if varlen is not None or cfg.d_split > 1 or bits is not None:
             raise ValueError(f"dq_reduce: dense calls, whole head dims, no dropout: {cfg}")
