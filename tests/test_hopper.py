@@ -365,6 +365,23 @@ def test_softcap_config(monkeypatch):
     assert hopper_fwd.window_config(64, True, 4096, softcap=True) == capped
 
 
+def test_sm90_source_binds_defaults():
+    """The CPU sm_90 builds (compile_sm90, _gluon_common.sm90_source) bind every constexpr
+    parameter they do not name to its default, as a launch does (Triton's ASTSource binds
+    none: such a parameter compiled unspecialised); named ones keep their values, and the
+    signature follows the kernel's parameter order."""
+    from flashtile.ops._gluon_common import sm90_source
+
+    kernel = hopper_fwd._fwd_cp_kernel
+    src = sm90_source(kernel, {"seqlen_q": "i32", "LSE": "*fp32"},
+                      {"HEAD_DIM": 128, "V_STAGES": 3})
+    const = {kernel.arg_names[i]: v for (i,), v in src.constants.items()}
+    assert const["HEAD_DIM"] == 128 and const["V_STAGES"] == 3
+    assert const["O_VIA_Q"] is False and const["PAIRED"] is False  # the defaults
+    assert list(src.signature) == [n for n in kernel.arg_names if n in src.signature]
+    assert src.signature["LSE"] == "*fp32" and src.signature["O_VIA_Q"] == "constexpr"
+
+
 def test_config_overrides_env(monkeypatch):
     """FLASHTILE_HOPPER_FWD_OVERRIDES replaces fields of the config a call runs (the
     shipped schedule's, or a window's), for A/B runs through the public call; where the

@@ -543,10 +543,10 @@ def test_fixed_prologue_bitwise(causal, expand, shape, device):
         assert torch.equal(a, c), name
 
 
-def test_dq_rotate_plumbing(monkeypatch):
-    """HopperBwdConfig.dq_rotate reaches the dK/dV launch as DQ_ROT (non-causal, no window,
-    racing or fixed-point adds) and raises before launch causal, with a window, with
-    the ordered adds (whose own rotation it is) or on the two-kernel tiles."""
+def _dkdv_launch_kwargs(monkeypatch):
+    """(run, head_dim, seqlen) for the launcher's host side on small CPU tensors with the
+    launches captured: run(cfg, causal=False, **kw) calls hopper_attention_backward
+    (deterministic=False, ``kw`` e.g. left=) and returns the dK/dV launch's keywords."""
     launched = []
     monkeypatch.setattr(hopper_bwd, "launch", lambda kernel, grid, device, *_, **kw:
                         launched.append((kernel.fn.__name__, kw)))
@@ -561,6 +561,14 @@ def test_dq_rotate_plumbing(monkeypatch):
                                              config=cfg, deterministic=False, **kw)
         return next(kw for name, kw in launched if name == "_bwd_dkdv_kernel")
 
+    return run, d, m
+
+
+def test_dq_rotate_plumbing(monkeypatch):
+    """HopperBwdConfig.dq_rotate reaches the dK/dV launch as DQ_ROT (non-causal, no window,
+    racing or fixed-point adds) and raises before launch causal, with a window, with
+    the ordered adds (whose own rotation it is) or on the two-kernel tiles."""
+    run, d, m = _dkdv_launch_kwargs(monkeypatch)
     for fixed in (False, True):
         base = configs.hopper_bwd_reduce_config(d, False, m, 1, fixed=fixed)
         assert not run(base).get("DQ_ROT", False)
@@ -608,20 +616,11 @@ def test_dq_rotate(head_dim, shape, expand, device):
 def test_dq_stage2_plumbing(monkeypatch):
     """HopperBwdConfig.dq_stage2 reaches the dK/dV launch as DQ_STAGE2 (with dq_reduce
     only) and counts its second staging tile in smem_bytes."""
-    launched = []
-    monkeypatch.setattr(hopper_bwd, "launch", lambda kernel, grid, device, *_, **kw:
-                        launched.append((kernel.fn.__name__, kw)))
-    b, m, h, d = 1, 64, 2, 64
-    q, k, v, out, dout = (torch.randn(b, m, h, d, dtype=torch.bfloat16) for _ in range(5))
-    lse = torch.randn(b, h, m)
+    run, d, m = _dkdv_launch_kwargs(monkeypatch)
     base = configs.hopper_bwd_reduce_config(d, False, m, 1)
     for stage2 in (False, True):
-        launched.clear()
         cfg = dataclasses.replace(base, dq_stage2=stage2)
-        grads = [torch.empty_like(t) for t in (q, k, v)]
-        hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, False, *grads,
-                                             config=cfg, deterministic=False)
-        kw = next(kw for name, kw in launched if name == "_bwd_dkdv_kernel")
+        kw = run(cfg)
         assert kw.get("DQ_STAGE2", False) == stage2, kw.keys()
     plain = configs.hopper_bwd_config(d, False, m)
     assert dataclasses.replace(plain, dq_stage2=True).smem_bytes(d) == plain.smem_bytes(d)

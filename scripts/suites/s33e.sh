@@ -24,30 +24,16 @@
 # tensor pipe below A's and stalls on its mbarrier waits (why it loses here is the question);
 # the K 2 / V 3 ring +3-8% over the one-shot C (the deeper V lead), so about level with A.
 source scripts/suites/lib/steps.sh
-timeout 150 python3 scripts/bench_hopper.py --head-dims 256 --only gluon-A gluon-B gluon-C \
-  sdpa-cudnn --rounds 3 --csv "$out/fwd256_abc.csv" >"$out/fwd256_abc.log" 2>&1 || status=1
-echo "== hd 256 forward: stages A, B, C"
-grep -E "MISMATCH|rror" "$out/fwd256_abc.log" | head -3
-grep -E "^B[0-9]+ S" "$out/fwd256_abc.log" | grep -vE "config|diff|ms " | cut -c1-120
-timeout 100 python3 scripts/bench_hopper.py --head-dims 256 --only gluon-A sdpa-cudnn \
-  --rounds 3 --a-config block_n=128,num_stages=1 --csv "$out/fwd256_a128.csv" \
-  >"$out/fwd256_a128.log" 2>&1 || status=1
-echo "== hd 256 stage A on 128-key tiles, ring 1"
-grep -E "MISMATCH|rror" "$out/fwd256_a128.log" | head -3
-grep -E "^B[0-9]+ S" "$out/fwd256_a128.log" | grep -vE "config|diff|ms " | cut -c1-120
+bench_fwd fwd256_abc 150 "hd 256 forward: stages A, B, C" --head-dims 256 \
+  --only gluon-A gluon-B gluon-C sdpa-cudnn --rounds 3
+bench_fwd fwd256_a128 100 "hd 256 stage A on 128-key tiles, ring 1" --head-dims 256 \
+  --only gluon-A sdpa-cudnn --rounds 3 --a-config block_n=128,num_stages=1
 gpu_pytest pytest_noo 200 4 8 tests/test_hopper.py -k "no_o_stage"
-timeout 120 python3 scripts/bench_hopper.py --head-dims 256 --only gluon-A gluon-Cs "gluon-Cs*" \
-  sdpa-cudnn --rounds 3 --cs-config num_stages=2,v_stages=3,o_stage=0 \
-  --csv "$out/fwd256_cs.csv" >"$out/fwd256_cs.log" 2>&1 || status=1
-echo "== hd 256: A, persistent C (K2 V1 + O buffers), C K2 V3 without O buffers (Cs*)"
-grep -E "MISMATCH|rror" "$out/fwd256_cs.log" | head -3
-grep -E "^B[0-9]+ S" "$out/fwd256_cs.log" | grep -vE "config|diff|ms " | cut -c1-120
-FLASHTILE_HOPPER_C_PINGPONG=0 timeout 100 python3 scripts/bench_hopper.py --head-dims 256 \
-  --only gluon-A gluon-C sdpa-cudnn --rounds 3 --csv "$out/fwd256_c_nopp.csv" \
-  >"$out/fwd256_c_nopp.log" 2>&1 || status=1
-echo "== hd 256: A, C without the turn waits"
-grep -E "MISMATCH|rror" "$out/fwd256_c_nopp.log" | head -3
-grep -E "^B[0-9]+ S" "$out/fwd256_c_nopp.log" | grep -vE "config|diff|ms " | cut -c1-120
+bench_fwd fwd256_cs 120 "hd 256: A, persistent C (K2 V1 + O buffers), C K2 V3 without O buffers (Cs*)" \
+  --head-dims 256 --only gluon-A gluon-Cs "gluon-Cs*" sdpa-cudnn --rounds 3 \
+  --cs-config num_stages=2,v_stages=3,o_stage=0
+FLASHTILE_HOPPER_C_PINGPONG=0 bench_fwd fwd256_c_nopp 100 "hd 256: A, C without the turn waits" \
+  --head-dims 256 --only gluon-A gluon-C sdpa-cudnn --rounds 3
 for sched in B C; do
   FLASHTILE_HOPPER_SCHEDULE=$sched timeout 150 ncu --clock-control none \
     --kernel-name "regex:_fwd" --launch-skip 2 --launch-count 1 --section SpeedOfLight \

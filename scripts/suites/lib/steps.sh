@@ -26,6 +26,18 @@ env_ab() {
     >"$out/$log.log" 2>&1 || status=1
   grep -vE "^\s*$" "$out/$log.log" | cut -c1-230
 }
+# bench_fwd LOG LIMIT TITLE ARGS...: scripts/bench_hopper.py ARGS (CSV $out/LOG.csv, log
+# $out/LOG.log); prints TITLE, any mismatch or error, and the TFLOPS rows. Environment
+# variables set on the call (a forced path) reach the bench.
+bench_fwd() {
+  local log=$1 limit=$2 title=$3
+  shift 3
+  timeout "$limit" python3 scripts/bench_hopper.py "$@" --csv "$out/$log.csv" \
+    >"$out/$log.log" 2>&1 || status=1
+  echo "== $title"
+  grep -E "MISMATCH|rror" "$out/$log.log" | head -3
+  grep -E "^B[0-9]+ S" "$out/$log.log" | grep -vE "config|diff|ms " | cut -c1-120
+}
 # validate_covering LOG LIMIT: `flashtile validate --grid covering`, log $out/LOG.log;
 # prints its last lines without the progress bar.
 validate_covering() {

@@ -33,6 +33,24 @@ _TY_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32
 # ----------------------------------------------------------------------------------
 
 
+def sm90_source(kernel, signature: dict, constexprs: dict, attrs: dict | None = None):
+    """The GluonASTSource of a CPU sm_90 build of ``kernel`` (hopper_fwd / hopper_bwd
+    ``compile_sm90``): every constexpr parameter the build does not name takes its
+    default, as a real launch binds it. An ASTSource binds no defaults: such a parameter
+    compiled unspecialised, so a default of True built the other branch's code than the
+    GPU runs (session 33: the persistent stage C's O buffers dropped in the CPU build)."""
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    constexprs = dict(constexprs)
+    for p in kernel.params:
+        if p.is_constexpr and p.has_default and p.name not in signature \
+                and p.name not in constexprs:
+            constexprs[p.name] = p.default
+    sig = {n: "constexpr" if n in constexprs else signature[n] for n in kernel.arg_names
+           if n in signature or n in constexprs}
+    return GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs or {})
+
+
 def tma_addressable(x: torch.Tensor) -> bool:
     """A TMA descriptor needs a 16-byte aligned base and 16-byte aligned strides (all but
     the last, which must be 1)."""

@@ -3,10 +3,11 @@ shared-memory rings and asynchronous wgmma. The default on sm_90 where
 configs.hopper_bwd_preferred measured it faster than the portable backward of
 ops/flash.py (hd 64 and 128 since 2026-11-30, hd 256 from 512 keys since session 32),
 which stays the path for everything this
-one does not cover (dropout, other head dims; sliding windows and softcaps at hd 256, or
-anywhere with FLASHTILE_HOPPER_WINDOW=0: at hd 64 / 128 they run here, HAS_LEFT,
-_q_window_range; a softcap runs here too unless FLASHTILE_HOPPER_SOFTCAP=0: SOFTCAP), for
-hd 64 below 1k keys and hd 256 below 512 keys. FLASHTILE_HOPPER_BWD=1 forces it wherever
+one does not cover (dropout without the forward's bits, other head dims; sliding windows
+anywhere with FLASHTILE_HOPPER_WINDOW=0: otherwise they run here, HAS_LEFT,
+_q_window_range; a softcap runs here too unless FLASHTILE_HOPPER_SOFTCAP=0: SOFTCAP; at hd
+256 both since session 33 unless FLASHTILE_HOPPER_BWD_HD256_MASKS=0), for hd 64 below 1k
+keys and hd 256 below 512 keys. FLASHTILE_HOPPER_BWD=1 forces it wherever
 it can run, =0 switches it off. A fused variant (one kernel in FA3's roles, dQ through fp32 atomics,
 ordered by default; _bwd_fused_kernel, FLASHTILE_HOPPER_BWD_FUSED=1) is opt-in: measured
 slower than the two kernels at every DESIGN.md shape (benchmarks/results.md, sessions 4
@@ -130,6 +131,7 @@ from ._gluon_common import (
     scratch_allocator,
     seq_bounds,
     seq_desc,
+    sm90_source,
     stats_desc,
     stats_desc_signature,
     stats_tma_ok,
@@ -438,8 +440,10 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
     cols = head_dim // cfg.d_split  # dK / dV columns per launch (all but at hd 256)
     dk_t, dv_t, key_heads, dkdv_flag = outs[1], outs[2], nheads_kv, dict(flag)
     dq_acc = None
-    if cfg.dq_rotate and not cfg.dq_reduce:
-        raise ValueError(f"dq_rotate: the one-kernel backward's (dq_reduce): {cfg}")
+    if cfg.dq_rotate and (not cfg.dq_reduce or cfg.reduce_ordered or causal
+                          or left is not None):
+        raise ValueError(f"dq_rotate: the one-kernel backward's (dq_reduce), non-causal, "
+                         f"no window, not with reduce_ordered: {cfg}")
     if cfg.dq_reduce:  # dQ in the dK/dV kernel, racing TMA reduce-adds into fp32
         if varlen is not None or cfg.d_split > 1 or bits is not None:
             raise ValueError(f"dq_reduce: dense calls, whole head dims, no dropout: {cfg}")
@@ -460,9 +464,6 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
                                              dtype=torch.int32, device=q.device),
                              DQ_ORDERED=True)
         if cfg.dq_rotate:  # the rotated visiting order alone (no counters)
-            if cfg.reduce_ordered or causal or left is not None:
-                raise ValueError(f"dq_rotate: non-causal, no window, not with "
-                                 f"reduce_ordered: {cfg}")
             dkdv_flag["DQ_ROT"] = True
     if cfg.gqa_expand and group > 1:
         # per-query-head partials (HopperBwdConfig.gqa_expand), summed over groups below;
@@ -2192,7 +2193,6 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
     a constant; a multiple of 16: divisible by 16); without it they stay plain i32, so
     the build may keep arithmetic a real launch folds away."""
     from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
 
     cfg = config or configs.hopper_bwd_config(head_dim, causal, 4096)
     elem = {torch.float16: "*fp16", torch.bfloat16: "*bf16"}[dtype]
@@ -2300,8 +2300,8 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         # LSE, DELTA (DQ_ACC, SEM; the varlen pointers): torch allocations, 16-byte aligned
         aligned = [kernel.arg_names.index(n) for n in sig
                    if sig[n].startswith("*") or n in divisible]
-        src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs,
-                             attrs={(i,): [["tt.divisibility", 16]] for i in aligned})
+        src = sm90_source(kernel, sig, constexprs,
+                          {(i,): [["tt.divisibility", 16]] for i in aligned})
         out[name] = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                                    options=dict(num_warps=warps, **_maxnreg(cap)))
     return out

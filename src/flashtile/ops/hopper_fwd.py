@@ -93,6 +93,7 @@ from ._gluon_common import (
     scratch_allocator,
     seq_bounds,
     seq_desc,
+    sm90_source,
     smid,
     store_bits_mma,
     trace_stamp,
@@ -1368,14 +1369,6 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
         trace_stamp(TRACE, 5)
 
 
-@gluon.constexpr_function
-def _o_staged(v_stages, o_via_q):
-    """Does the persistent grid stage O through buffers of its own? With V_STAGES, unless
-    O_VIA_Q (HopperFwdConfig.o_stage False). (O_VIA_Q defaults to False, so a build that
-    leaves it out of its signature gets the default: an ASTSource fills no defaults.)"""
-    return v_stages > 0 and not o_via_q
-
-
 @gluon.jit
 def _c_shared(q_desc, k_desc, v_desc, NUM_STAGES: gl.constexpr, V_STAGES: gl.constexpr = 0,
               O_VIA_Q: gl.constexpr = False):
@@ -1661,7 +1654,7 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, LSE, k_smem, v_smem,
     end = _cp_end(first, step, m_tiles, n_work, PAIRED)
     _cp_load_q(q_desc, q_smem, q_bar, first, m_tiles, nheads, WG, BLOCK_M, CAUSAL, first,
                step, n_work, PAIRED)
-    STAGED: gl.constexpr = _o_staged(V_STAGES, O_VIA_Q)  # O through its own buffer
+    STAGED: gl.constexpr = V_STAGES > 0 and not O_VIA_Q  # O through its own buffer
     pos0 = 0
     k0 = 0
     it = 0
@@ -1805,7 +1798,6 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
     Triton's compiled kernel (``.asm`` holds ttgir/ptx/cubin, ``.metadata.shared`` the
     shared memory in bytes)."""
     from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
 
     cfg = config or configs.hopper_fwd_config(head_dim, causal, 4096)
     kernel, block_m, num_warps, extra = _kernel_args(cfg, persistent_ok=not varlen)
@@ -1831,7 +1823,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs["PAIRED"] = True
         sig.update({name: "constexpr" for name in constexprs})
         attrs = {(kernel.arg_names.index("LSE"),): [["tt.divisibility", 16]]}
-        src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs)
+        src = sm90_source(kernel, sig, constexprs, attrs)
         return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                               options=dict(num_warps=num_warps))
     ptrs = ("Q", "K", "V", "O", "CU_Q", "CU_K")
@@ -1864,6 +1856,6 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
             constexprs["BITS"] = None
         constexprs["DROPOUT"] = True
     sig.update({name: "constexpr" for name in constexprs})
-    src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs, attrs=attrs)
+    src = sm90_source(kernel, sig, constexprs, attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                           options=dict(num_warps=num_warps, **_options(cfg)))
