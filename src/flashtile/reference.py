@@ -188,6 +188,28 @@ def flash_attn_varlen_func(
     return (out, lse.detach()) if return_lse else out
 
 
+
+def flash_attn_qkvpacked_func(qkv, *args, upcast=True, **kwargs):
+    """Reference twin of ``flashtile.flash_attn_qkvpacked_func``: qkv (B, S, 3, H, D)."""
+    return flash_attn_func(*qkv.unbind(2), *args, upcast=upcast, **kwargs)
+
+
+def flash_attn_kvpacked_func(q, kv, *args, upcast=True, **kwargs):
+    """Reference twin of ``flashtile.flash_attn_kvpacked_func``: kv (B, S_k, 2, H_kv, D)."""
+    return flash_attn_func(q, *kv.unbind(2), *args, upcast=upcast, **kwargs)
+
+
+def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, *args, upcast=True,
+                                     **kwargs):
+    """Reference twin of ``flashtile.flash_attn_varlen_qkvpacked_func``: qkv (T, 3, H, D)."""
+    return flash_attn_varlen_func(*qkv.unbind(1), cu_seqlens, cu_seqlens, max_seqlen,
+                                  max_seqlen, *args, upcast=upcast, **kwargs)
+
+
+def flash_attn_varlen_kvpacked_func(q, kv, *args, upcast=True, **kwargs):
+    """Reference twin of ``flashtile.flash_attn_varlen_kvpacked_func``: kv (T_k, 2, H_kv, D)."""
+    return flash_attn_varlen_func(q, *kv.unbind(1), *args, upcast=upcast, **kwargs)
+
 def flash_attn_with_kvcache(
     q,
     k_cache,
