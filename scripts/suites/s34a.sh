@@ -9,3 +9,7 @@
 # 16-byte aligned strides).
 source scripts/suites/lib/steps.sh
 cuda_pytest pytest_packed 240 6 tests/test_packed.py -n 4
+# The examples at their GPU sizes (quickstart 2 x 2048 at hd 64; varlen 16 sequences up to
+# 4096; paged decode with 3000-token prompts; the HF example's 4-layer Mistral-style model
+# at 1024 tokens in bf16), each checking itself against fp64. Prediction: all pass.
+cuda_pytest pytest_examples 300 6 tests/test_examples.py
