@@ -259,6 +259,7 @@ def hopper_main(as_json: bool, only: str | None = None, loops: bool = False) -> 
             ptx = k.asm.get("ptx", "")
             regs, spills = ptxas_usage(ptx)
             rec.update(ok=True, regs=regs, spill_bytes=spills, smem=k.metadata.shared,
+                       ptx_sha=ptx_digest(ptx),
                        wgmma="wgmma.mma_async" in ptx, tma="cp.async.bulk.tensor" in ptx,
                        setmaxnreg="setmaxnreg" in ptx, local=bool(re.search(r"\.local", ptx)),
                        # stage C: a wgmma wait that leaves one group (PV) in flight
@@ -286,6 +287,24 @@ def hopper_main(as_json: bool, only: str | None = None, loops: bool = False) -> 
                       flush=True)
         else:
             print(f"{name:<36} FAILED {rec['error']}", flush=True)
+
+
+def ptx_digest(ptx: str) -> str:
+    """sha256 (first 16 hex digits) of the PTX without its source locations (``.loc``,
+    ``.file``, the debug sections) and comments: equal digests say a refactor left a
+    kernel's code as it was, however its source lines moved (``--json`` records it)."""
+    import hashlib
+
+    keep = []
+    for line in ptx.splitlines():
+        text = line.split("//", 1)[0].rstrip()
+        head = text.lstrip()
+        if not head or head.startswith((".loc", ".file")):
+            continue
+        if head.startswith(".section") and "debug" in head:
+            break  # the debug sections run to the end of the file
+        keep.append(text)
+    return hashlib.sha256("\n".join(keep).encode()).hexdigest()[:16]
 
 
 def hopper_bwd_variants():
@@ -490,6 +509,7 @@ def hopper_bwd_main(as_json: bool, only: str | None = None, spec: bool = False,
                 ptx = k.asm.get("ptx", "")
                 regs, spills = ptxas_usage(ptx)
                 rec.update(ok=True, regs=regs, spill_bytes=spills, smem=k.metadata.shared,
+                           ptx_sha=ptx_digest(ptx),
                            wgmma="wgmma.mma_async" in ptx, tma="cp.async.bulk.tensor" in ptx,
                            local=bool(re.search(r"\.local", ptx)))
                 if loops:
