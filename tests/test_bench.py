@@ -209,6 +209,63 @@ def test_format_table():
     assert "750.0 TFLOPS" in text and "abc123" in text
 
 
+def test_read_csv_round_trip_and_overlay(tmp_path):
+    """read_csv gives back what write_csv wrote; a later file's rows replace an earlier
+    one's for the same shape, backend and metric, and add the ones it alone has."""
+    from flashtile.bench.report import read_csv
+
+    shape, records = _records()
+    records = records + derived_records(records, 750.0)
+    write_csv(tmp_path / "a.csv", records, ENV)
+    result, envs = read_csv(tmp_path / "a.csv")
+    attn = [r for r in records if r.kernel == "attention"]
+    key = lambda r: (r.kernel, r.backend, r.shape, r.metric)  # noqa: E731
+    assert {key(r): r.value for r in result.records} == pytest.approx(  # 6 digits in a CSV
+        {key(r): r.value for r in attn}, rel=1e-5)
+    assert result.matmul_tflops == 750.0 and envs == [ENV]
+    assert result.backends == ["flashtile", "sdpa-cudnn"]
+
+    other = Shape(1, 16384, 16, 128, True)
+    newer = [Record("attention", "flashtile", shape, "fwd_tflops", 330.0),
+             Record("attention", "flashtile", other, "fwd_tflops", 400.0)]
+    env2 = Env(gpu="test-gpu", torch="t", triton="tr", commit="def456", date="2026-01-02")
+    write_csv(tmp_path / "b.csv", newer, env2)
+    merged, envs = read_csv([tmp_path / "a.csv", tmp_path / "b.csv"])
+    got = {(r.shape, r.backend, r.metric): r.value for r in merged.records}
+    assert got[(shape, "flashtile", "fwd_tflops")] == 330.0
+    assert got[(other, "flashtile", "fwd_tflops")] == 400.0
+    assert got[(shape, "sdpa-cudnn", "fwd_tflops")] == 600.0
+    assert [e.commit for e in envs] == ["abc123", "def456"]
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not a flashtile bench CSV"):
+        read_csv(tmp_path / "bad.csv")
+
+
+def test_from_csv_cli(tmp_path, capsys):
+    """``flashtile bench --from-csv`` measures nothing: the table and the figures of a
+    saved run, on any machine."""
+    pytest.importorskip("matplotlib")
+    shape, records = _records()
+    write_csv(tmp_path / "run.csv", records + derived_records(records, 750.0), ENV)
+    args = _parse("--from-csv", str(tmp_path / "run.csv"), "--plot", str(tmp_path / "t.png"),
+                  "--ratio-plot", str(tmp_path / "r.png"))
+    assert cli.run(args) == 0
+    out = capsys.readouterr().out
+    assert "B4 S4096 H16 D128" in out and "0.50x" in out and "abc123" in out
+    for name in ("t.png", "r.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+    assert cli.run(_parse("--from-csv", str(tmp_path / "missing.csv"))) == 2
+
+
+def test_plot_ratios_needs_ratios(tmp_path):
+    pytest.importorskip("matplotlib")
+    from flashtile.bench.plots import plot_ratios
+
+    shape, records = _records()
+    with pytest.raises(ValueError, match="no ratios"):
+        plot_ratios(BenchResult(records=records), tmp_path / "r.png")
+
+
 # ----------------------------------------------------------------------------------
 # the harness end to end, with do_bench replaced by a constant
 # ----------------------------------------------------------------------------------

@@ -4,6 +4,8 @@ Example (on the GPU machine)::
 
     flashtile bench --csv benchmarks/core.csv --plot benchmarks/figures/core.png
     flashtile bench --quick --backends flashtile sdpa-cudnn --head-dims 128
+    flashtile bench --from-csv benchmarks/2026-12-04_perf_1b99241.csv \
+        --ratio-plot ratios.png     # any machine: the table and figures of a saved run
 
 Without a CUDA device, ``run`` says that timings need a GPU and runs a tiny smoke check
 of flashtile's forward and backward under the Triton interpreter instead.
@@ -93,6 +95,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         "--plot", metavar="PATH", help="write a TFLOPS-vs-seqlen figure here (needs matplotlib)"
     )
     parser.add_argument(
+        "--ratio-plot", metavar="PATH",
+        help="write a heatmap of flashtile's ratios to SDPA cuDNN here (needs matplotlib)",
+    )
+    parser.add_argument(
+        "--from-csv", nargs="+", metavar="CSV",
+        help="measure nothing: print the table and draw --plot / --ratio-plot from these "
+        "CSVs (written by --csv; a later file's rows replace an earlier one's); no GPU needed",
+    )
+    parser.add_argument(
         "--commit",
         metavar="SHA",
         help="commit to record (default: git rev-parse HEAD, else 'unknown')",
@@ -144,6 +155,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the benchmark (GPU) or the CPU smoke check; return the exit status."""
     import torch
 
+    if getattr(args, "from_csv", None):
+        return _from_csv(args)
     if args.suite in MODULE_SUITES:
         from importlib import import_module
 
@@ -185,28 +198,57 @@ def _run_gpu(args: argparse.Namespace, shapes: list) -> int:
     if args.csv:
         write_csv(args.csv, result.records, env)
         print(f"wrote {args.csv}", file=sys.stderr)
-    if args.plot:
-        _write_plot(result, args.plot, env)
+    _write_plots(args, result, env.gpu, env.commit)
     print(format_table(result, env))
     return 0
 
 
-def _write_plot(result, path: str, env) -> None:
-    """Write the figure; a missing matplotlib is reported, not fatal."""
+# issue 4's floor at hd 64 / 128 from 4k: forward >= 1.0x cuDNN, forward+backward >= 0.95x
+RATIO_FLOORS = {"fwd": 1.0, "fwd_bwd": 0.95}
+
+
+def _write_plots(args, result, gpu: str, commit: str) -> None:
+    """--plot and --ratio-plot; a missing matplotlib or nothing to draw is reported, not
+    fatal."""
+    wanted = [(p, kind) for p, kind in ((args.plot, "tflops"),
+                                        (getattr(args, "ratio_plot", None), "ratios")) if p]
+    if not wanted:
+        return
     try:
-        from .plots import plot_tflops
+        from .plots import plot_ratios, plot_tflops
     except ImportError:
-        print(
-            "flashtile bench: --plot needs matplotlib (pip install flashtile[bench])",
-            file=sys.stderr,
-        )
+        print("flashtile bench: figures need matplotlib (pip install flashtile[bench])",
+              file=sys.stderr)
         return
+    title = f"{gpu}, bf16, commit {commit}"
+    for path, kind in wanted:
+        try:
+            if kind == "tflops":
+                plot_tflops(result, path, title=title)
+            else:
+                plot_ratios(result, path, title=title, floors=RATIO_FLOORS)
+        except (ImportError, ValueError) as exc:
+            print(f"flashtile bench: no figure {path}: {exc}", file=sys.stderr)
+            continue
+        print(f"wrote {path}", file=sys.stderr)
+
+
+def _from_csv(args) -> int:
+    """--from-csv: the table and figures of saved runs."""
+    from .report import format_table, read_csv
+
     try:
-        plot_tflops(result, path, title=f"{env.gpu}, bf16, commit {env.commit}")
-    except (ImportError, ValueError) as exc:
-        print(f"flashtile bench: no figure: {exc}", file=sys.stderr)
-        return
-    print(f"wrote {path}", file=sys.stderr)
+        result, envs = read_csv(args.from_csv)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"flashtile bench: {exc}", file=sys.stderr)
+        return 2
+    commits = " + ".join(dict.fromkeys(e.commit for e in envs)) or "unknown"
+    gpu = envs[0].gpu if envs else "unknown GPU"
+    _write_plots(args, result, gpu, commits)
+    print(format_table(result))
+    for path, env in zip(args.from_csv, envs):
+        print(f"{path}: {env.line()}")
+    return 0
 
 
 def smoke_check(device: str = "cpu") -> int:

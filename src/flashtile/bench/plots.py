@@ -66,6 +66,64 @@ def plot_tflops(result: BenchResult, path: str | Path, title: str = "") -> Path:
             ax.set_ylabel("TFLOPS")
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize="small")
+    return _save(fig, path, title)
+
+
+def plot_ratios(result: BenchResult, path: str | Path, backends=("flashtile",), title: str = "",
+                floors: dict | None = None) -> Path:
+    """A heatmap per (backend, mode): rows (head dim, causal), columns seqlen, each cell
+    the backend's ratio to the reference (sdpa-cudnn, measured in the same run) written
+    in it; green above 1, red below. ``floors`` ({mode: ratio}) outlines the cells below
+    a floor in black. Returns ``path``. ``flashtile bench --ratio-plot`` draws it, also
+    from saved CSVs (``--from-csv``)."""
+    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.figure import Figure
+
+    cells: dict[tuple, float] = {}
+    for r in result.records:
+        if r.kernel == ATTN_KERNEL and r.metric.endswith("_vs_sdpa_cudnn"):
+            mode = r.metric.removesuffix("_vs_sdpa_cudnn")
+            cells[(r.backend, mode, r.shape.head_dim, r.shape.causal, r.shape.seqlen)] = r.value
+    modes = [m for m in MODES if any(k[1] == m for k in cells)]
+    backends = [b for b in backends if any(k[0] == b for k in cells)]
+    if not modes or not backends:
+        raise ValueError("nothing to plot: no ratios to sdpa-cudnn in these results")
+    rows = sorted({(k[2], k[3]) for k in cells})
+    seqlens = sorted({k[4] for k in cells})
+    floors = floors or {}
+    norm = TwoSlopeNorm(vmin=0.6, vcenter=1.0, vmax=1.3)
+    panels = [(b, m) for b in backends for m in modes]
+    fig = Figure(figsize=(1.1 * len(seqlens) * len(panels) + 1.5, 0.42 * len(rows) + 1.4),
+                 layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (backend, mode) in zip(axes, panels, strict=True):
+        grid = [[cells.get((backend, mode, hd, causal, n), float("nan")) for n in seqlens]
+                for hd, causal in rows]
+        image = ax.imshow(grid, cmap="RdYlGn", norm=norm, aspect="auto")
+        for i, line in enumerate(grid):
+            for j, value in enumerate(line):
+                if value == value:  # not NaN
+                    ax.text(j, i, f"{value:.3f}", ha="center", va="center", fontsize="small")
+                    if value < floors.get(mode, 0.0):
+                        ax.add_patch(_outline(j, i))
+        ax.set_xticks(range(len(seqlens)), labels=[_k(n) for n in seqlens])
+        ax.set_yticks(range(len(rows)),
+                      labels=[f"hd {hd} {'causal' if c else 'full'}" for hd, c in rows])
+        floor = f", floor {floors[mode]:.2f}x" if mode in floors else ""
+        ax.set_title(f"{backend} {_MODE_TITLE[mode]} / cuDNN{floor}", fontsize="medium")
+        ax.set_xlabel("seqlen")
+    fig.colorbar(image, ax=list(axes), shrink=0.8, label="ratio to SDPA cuDNN")
+    return _save(fig, path, title)
+
+
+def _outline(x: int, y: int):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="black", lw=2)
+
+
+def _save(fig, path: str | Path, title: str) -> Path:
+    """Title the figure (if any), write it to ``path`` (parents made) and return it."""
     if title:
         fig.suptitle(title)
     path = Path(path)

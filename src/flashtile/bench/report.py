@@ -120,6 +120,48 @@ def write_csv(path: str | Path, records: list[Record], env: Env) -> None:
         writer.writerows(csv_row(r, env) for r in records)
 
 
+def read_csv(paths) -> tuple[BenchResult, list[Env]]:
+    """Load long-format CSVs written by ``write_csv`` back into one ``BenchResult``.
+
+    With several files, a later file's row replaces an earlier one's for the same
+    (kernel, backend, shape, metric): e.g. a run at one head dim on top of a full table.
+    Ratios come as written (each to the reference measured in its own run). Returns the
+    result and each file's ``Env`` (from its first row)."""
+    from .flops import Shape
+
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    rows: dict[tuple, Record] = {}
+    backends: list[str] = []
+    envs, matmul = [], None
+    for path in paths:
+        with Path(path).open(newline="") as f:
+            reader = csv.DictReader(f)
+            missing = set(CSV_COLUMNS) - set(reader.fieldnames or ())
+            if missing:
+                raise ValueError(f"{path}: not a flashtile bench CSV (no {sorted(missing)})")
+            env = None
+            for row in reader:
+                env = env or Env(row["gpu"], row["torch"], row["triton"], row["commit"],
+                                 row["date"])
+                shape = None
+                if row["seqlen"]:
+                    shape = Shape(int(row["batch"]), int(row["seqlen"]), int(row["nheads"]),
+                                  int(row["head_dim"]), bool(int(row["causal"])),
+                                  row["dtype"] or "bfloat16")
+                rec = Record(row["kernel"], row["backend"], shape, row["metric"],
+                             float(row["value"]))
+                if rec.kernel == ATTN_KERNEL:
+                    rows[(rec.kernel, rec.backend, shape, rec.metric)] = rec
+                    if rec.backend not in backends:
+                        backends.append(rec.backend)
+                elif rec.metric == "tflops" and matmul is None:
+                    matmul = rec.value
+            if env is not None:
+                envs.append(env)
+    return BenchResult(records=list(rows.values()), backends=backends,
+                       matmul_tflops=matmul), envs
+
+
 # ----------------------------------------------------------------------------------
 # human table
 # ----------------------------------------------------------------------------------
@@ -184,7 +226,7 @@ def format_table(result: BenchResult, env: Env | None = None) -> str:
     parts.extend(_note_lines(result.notes))
     if result.matmul_tflops is not None:
         parts.append(f"bf16 matmul {MATMUL_N}^3: {result.matmul_tflops:.1f} TFLOPS (ceiling, %mm)")
-    parts.append(f"ratios are to {REFERENCE_BACKEND} on the same shape, measured in this run")
+    parts.append(f"ratios are to {REFERENCE_BACKEND} on the same shape, measured in the same run")
     if env is not None:
         parts.append(env.line())
     return "\n".join(parts)
