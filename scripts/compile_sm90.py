@@ -217,7 +217,7 @@ def hopper_variants():
                            torch.bfloat16, dataclasses.replace(cfg_p, paired=True,
                                                                v_stages=2), False)
             if hd == 256:  # the split ring without the O buffers (HopperFwdConfig.o_stage;
-                # opt-in, suite s33e): K ring 2 / V ring 3 in 224 KB
+                # shipped from 1k since session 35, s33e): K ring 2 / V ring 3 in 224 KB
                 yield (f"hopper-Cp-split-noO {tag} bfloat16", hd, causal, torch.bfloat16,
                        dataclasses.replace(cfg_p, num_stages=2, v_stages=3, o_stage=False,
                                            paired=causal), False)
@@ -225,8 +225,9 @@ def hopper_variants():
                 yield (f"hopper-Cp-split-k2v3 {tag} bfloat16", hd, causal, torch.bfloat16,
                        dataclasses.replace(cfg_p, num_stages=2, v_stages=3, paired=causal),
                        False)
-            if hd == 128:  # the shipped split ring (non-causal K 2 / V 3, causal K 3 /
-                # V 2 paired) with a window's left edge / a softcap
+            if hd >= 128:  # the shipped split rings (hd 128 non-causal K 2 / V 3, causal
+                # K 3 / V 2 paired; hd 256 K 2 / V 3 without O buffers) with a window's
+                # left edge / a softcap
                 for extra in ("window", "softcap"):
                     yield (f"hopper-Cp-split-{extra} {tag} bfloat16", hd, causal,
                            torch.bfloat16, configs.hopper_fwd_config_c(hd, causal, 4096),

@@ -168,7 +168,17 @@ def test_schedule_table():
     for causal, s in ((False, 16384), (True, 16384)):
         cfg = configs.hopper_fwd_config_c(128, causal, s)
         assert not (cfg.persistent or cfg.v_stages or cfg.paired)
-    assert configs.hopper_fwd_schedule(256, True, 4096) == "A"
+    # hd 256: stage C from 1k on the persistent grid's split ring without O buffers (K 2 /
+    # V 3, paired when causal; s33e), stage A below
+    for causal in (False, True):
+        assert configs.hopper_fwd_schedule(256, causal, 1023) == "A"
+        for s in (1024, 4096, 16384):
+            assert configs.hopper_fwd_schedule(256, causal, s) == "C"
+            cfg = configs.hopper_fwd_config_c(256, causal, s)
+            assert (cfg.persistent, cfg.paired, cfg.o_stage) == (True, causal, False)
+            assert (cfg.num_stages, cfg.v_stages) == (2, 3)
+            assert cfg.smem_bytes(256) <= 227 * 1024
+            assert cfg.one_shot().smem_bytes(256) <= cfg.smem_bytes(256)
 
 
 def test_stage_c_config_checked():
@@ -201,7 +211,10 @@ def test_stage_c_config_checked():
                                    persistent=True, v_stages=3, o_stage=False)
     assert no_o.smem_bytes(256) == (128 + 5 * 64) * 256 * 2 <= 227 * 1024
     assert dataclasses.replace(no_o, o_stage=True).smem_bytes(256) > 227 * 1024
-    assert no_o.one_shot().o_stage and no_o.one_shot().num_stages == 3
+    # its one-shot grid: a shared ring of 2 (a ring of 3 beside Q would take 256 KB)
+    assert no_o.one_shot().o_stage and no_o.one_shot().num_stages == 2
+    assert no_o.one_shot_stages == 2
+    assert dataclasses.replace(no_o.one_shot(), num_stages=3).smem_bytes(256) > 227 * 1024
     with pytest.raises(ValueError, match="o_stage"):
         configs.HopperFwdConfig(128, 64, 8, 2, warp_specialize=True, pingpong=True,
                                 persistent=True, o_stage=False)
@@ -388,24 +401,23 @@ def test_config_overrides_env(monkeypatch):
     table picks the portable kernel it stays None; unset, the shipped config."""
     monkeypatch.delenv("FLASHTILE_HOPPER_SCHEDULE", raising=False)
     monkeypatch.delenv(hopper_fwd.OVERRIDES_ENV_VAR, raising=False)
-    shipped = hopper_fwd.default_config(256, False, 4096)
-    assert not shipped.lazy_rescale
+    shipped = hopper_fwd.default_config(256, False, 512)  # stage A (below 1k at hd 256)
+    assert not shipped.lazy_rescale and shipped.schedule == "A"
     monkeypatch.setenv(hopper_fwd.OVERRIDES_ENV_VAR, "lazy_rescale=1")
-    got = hopper_fwd.default_config(256, False, 4096)
+    got = hopper_fwd.default_config(256, False, 512)
     assert got.lazy_rescale and got.block_m == shipped.block_m
-    assert hopper_fwd.window_config(256, True, 4096, softcap=True).lazy_rescale
+    assert hopper_fwd.window_config(256, True, 512, softcap=True).lazy_rescale
     assert hopper_fwd.default_config(64, False, 512) is None  # portable
     monkeypatch.setenv(hopper_fwd.OVERRIDES_ENV_VAR, "num_stages=3")
     assert hopper_fwd.default_config(128, False, 4096).num_stages == 3  # stage C's too
     monkeypatch.delenv(hopper_fwd.OVERRIDES_ENV_VAR)
-    assert hopper_fwd.default_config(256, False, 4096) == shipped
+    assert hopper_fwd.default_config(256, False, 512) == shipped
 
 
 def test_window_config():
     """A windowed call runs the shipped schedule's stage where it is C (stage C's
     warpgroups mask their left-edge tiles), stage A where it is A or B (B has no
-    window) except at hd 256 from WINDOW_C_MIN_SEQLEN_HD256 (stage C), the portable
-    kernel where the table picks it."""
+    window), the portable kernel where the table picks it."""
     for hd, causal, seqlen in ((64, True, 4096), (128, False, 16384), (128, True, 1024),
                                (128, True, 16384), (256, True, 4096)):
         cfg = hopper_fwd.window_config(hd, causal, seqlen)
@@ -416,12 +428,12 @@ def test_window_config():
             assert cfg == configs.hopper_fwd_config(hd, causal, seqlen)
             assert cfg.schedule == "A" and not cfg.warp_specialize and not cfg.pingpong
     assert hopper_fwd.window_config(128, False, 16384).schedule == "C"
-    long_ = hopper_fwd.WINDOW_C_MIN_SEQLEN_HD256
-    for causal in (True, False):
-        assert hopper_fwd.default_config(256, causal, long_).schedule == "A"
-        assert hopper_fwd.window_config(256, causal, long_) == configs.hopper_fwd_config_c(
-            256, causal, long_)
-        assert hopper_fwd.window_config(256, causal, long_ - 1).schedule == "A"
+    for causal in (True, False):  # hd 256: stage C (persistent) from 1k, as the schedule
+        for s in (1024, 8192):
+            assert hopper_fwd.window_config(256, causal, s) == configs.hopper_fwd_config_c(
+                256, causal, s)
+            assert hopper_fwd.window_config(256, causal, s, softcap=True).persistent
+        assert hopper_fwd.window_config(256, causal, 1023).schedule == "A"
     assert hopper_fwd.window_config(64, True, 256) is None  # the table's portable kernel
     # from 512 queries (configs.SHORT_A_MIN) the 64 x 64 stage A tiles, windows too
     assert hopper_fwd.window_config(64, True, 512) == configs.hopper_fwd_config(64, True, 512)
@@ -859,9 +871,10 @@ def test_stage_c_persistent_vs_reference(epilogue, programs, seqlen_q, seqlen_k,
 def test_stage_c_split_no_o_stage_hd256(programs, seqlen_q, seqlen_k, causal, device,
                                         monkeypatch):
     """hd 256 on the persistent grid's split ring without the O buffers
-    (HopperFwdConfig.o_stage=False, opt-in, suite s33e): K ring 2, V ring 3, O through the
-    Q tile and the next Q loaded after the store; causal in the paired order (even
-    query-tile counts here); NaN-poisoned buffers against the reference."""
+    (HopperFwdConfig.o_stage=False, shipped from 1k queries since session 35, s33e): K
+    ring 2, V ring 3, O through the Q tile and the next Q loaded after the store; causal
+    in the paired order (even query-tile counts here); NaN-poisoned buffers against the
+    reference."""
     require_sm90()
     if seqlen_q == 4096 and programs is not None:
         pytest.skip("4096 with one program per SM only (the reference is slow)")
@@ -873,6 +886,41 @@ def test_stage_c_split_no_o_stage_hd256(programs, seqlen_q, seqlen_k, causal, de
     _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, 2, 256, causal, torch.bfloat16, device,
                seed=seqlen_q + 7 * seqlen_k)
     assert kernels == [hopper_fwd._fwd_cp_kernel], kernels
+
+
+# hd 256 from 1k queries through the public call (stage C on the split ring without O
+# buffers): even query-tile counts (1024: 8 tiles; 1500: 12) on the persistent grid,
+# paired when causal; odd ones (1100: 9, 2113: 17) causal on the one-shot grid's ring of
+# 2; more keys than queries and fewer; MHA, MQA and GQA with a window and a softcap
+HD256_C_CASES = [
+    Case(batch=1, seqlen_q=sq, seqlen_k=sk, nheads=4, nheads_kv=hkv, head_dim=256,
+         causal=causal, window_size=(win, 0 if causal else -1) if win else (-1, -1),
+         softcap=cap, dtype=dtype, backward=False)
+    for causal in (False, True)
+    for (sq, sk) in ((1024, 1024), (1100, 1100), (2113, 1500), (1500, 2113))
+    for hkv, dtype, win, cap in ((4, torch.bfloat16, 0, 0.0), (1, torch.float16, 0, 0.0),
+                                 (2, torch.bfloat16, 700, 30.0))
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", HD256_C_CASES, ids=lambda c: c.name)
+def test_hd256_stage_c_vs_reference(case, device, monkeypatch):
+    """hd 256 calls from 1k queries run stage C as shipped (configs.hopper_fwd_schedule):
+    the persistent kernel, or for a causal call with an odd query-tile count the one-shot
+    one (its shared ring of 2 fits the split ring's 224 KB); out and lse within the
+    DESIGN.md bound of the float64 reference."""
+    require_sm90()
+    for var in ("FLASHTILE_HOPPER_SCHEDULE", "FLASHTILE_HOPPER_WINDOW",
+                "FLASHTILE_HOPPER_SOFTCAP", "FLASHTILE_HOPPER_C_PERSISTENT",
+                hopper_fwd.OVERRIDES_ENV_VAR):
+        monkeypatch.delenv(var, raising=False)
+    kernels = _record_kernels(monkeypatch)
+    result = run_case(case, device)
+    odd = case.causal and math.ceil(case.seqlen_q / 128) % 2
+    want = hopper_fwd._fwd_c_kernel if odd else hopper_fwd._fwd_cp_kernel
+    assert kernels and set(kernels) == {want}, kernels
+    assert result.ok, result.summary()
 
 
 @pytest.mark.gpu

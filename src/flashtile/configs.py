@@ -223,16 +223,23 @@ class HopperFwdConfig:
 
     def one_shot(self) -> HopperFwdConfig:
         """The same tiles on the one-shot grid (no persistent grid, split ring or pairs):
-        K and V share one ring as deep as the deeper of a split ring's two (the same
-        shared memory: hd 128's K 2 / V 3 and K 3 / V 2 both become a ring of 3)."""
+        K and V share one ring as deep as the split ring's shared memory holds (hd 128's
+        K 2 / V 3 and K 3 / V 2 with O buffers both become a ring of 3; hd 256's K 2 /
+        V 3 without them a ring of 2)."""
         return dataclasses.replace(self, persistent=False, v_stages=0, paired=False,
                                    o_stage=True, num_stages=self.one_shot_stages)
 
     @property
     def one_shot_stages(self) -> int:
         """``one_shot().num_stages`` without building the config (the launch reads it on
-        every call; a dataclasses.replace there was a few us of host time, s31e)."""
-        return max(self.num_stages, self.v_stages)
+        every call; a dataclasses.replace there was a few us of host time, s31e): the
+        deepest shared K/V ring beside the Q tile in the split ring's rows of shared
+        memory (Q, O buffers, K and V rings)."""
+        if not self.v_stages:
+            return self.num_stages
+        q_o = 2 * self.block_m if self.o_stage else self.block_m
+        rows = q_o + (self.num_stages + self.v_stages) * self.block_n
+        return (rows - self.block_m) // (2 * self.block_n)
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
         """Q tile + K and V rings (barriers are a few bytes); with v_stages, V's ring and
@@ -285,8 +292,19 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
                                v_stages=(3 if k2v3 else 2) if persistent else 0,
                                paired=persistent and causal)
     # hd 256: the O accumulator (64 x 256 fp32) is 128 registers per thread; 64-key
-    # tiles, ring of 2 (192 KB)
-    return HopperFwdConfig(128, 64, 8, 2, warp_specialize=True, pingpong=True)
+    # tiles. The one-shot grid's shared ring of 2 (192 KB) measured below stage A (C 514 /
+    # 503 against A 532 / 531 at 4k / 16k non-causal). The persistent grid's split ring
+    # with its O buffers fits only V ring 1 (K 2 / V 1: each V load exposed); without them
+    # (O through the Q tile, o_stage=False) K 2 / V 3 in 224 KB. `s33e` (c95ce3e, H200,
+    # scripts/bench_hopper.py, 3 rounds), forward TFLOPS K2 V3 no O / K2 V1 + O / stage A
+    # (cuDNN): non-causal 562.1 / 408.3 / 484.8 (578.7) at 1k, 623.0 / 446.7 / 538.6
+    # (639.3) at 4k, 642.3 / 445.1 / 555.1 (662.7) at 16k; causal (paired) 448.7 / 357.3
+    # / 363.4 (433.9), 609.6 / 468.3 / 463.7 (536.9), 651.5 / 489.7 / 512.0 (590.8).
+    # Predicted +3-8% over the one-shot C (the deeper V lead); it gained +26-44% over the
+    # V ring of 1 and +16-35% over A. Varlen and causal calls with an odd query-tile count
+    # take the one-shot grid (one_shot(): a shared ring of 2 in the same shared memory)
+    return HopperFwdConfig(128, 64, 8, 2, warp_specialize=True, pingpong=True,
+                           persistent=True, v_stages=3, o_stage=False, paired=causal)
 
 
 # hd 128 causal calls with fewer query rows than this run stage A on 64-row, 64-key
@@ -413,8 +431,11 @@ def hopper_fwd_schedule(head_dim: int, causal: bool, seqlen_q: int) -> str:
         # (HD128_CAUSAL_SHORT_A_MAX, above)
         return "C"
     # hd 256: A 532/531 non-causal, 462/540 causal at 4k/16k (C 514/503, 449/518;
-    # portable 478/491, 414/493); 1k causal A 346 vs portable 291 (core bench)
-    return "A"
+    # portable 478/491, 414/493); 1k causal A 346 vs portable 291 (core bench). Stage C
+    # from 1k since session 35: its persistent grid's split ring without O buffers (K ring
+    # 2, V ring 3; hopper_fwd_config_c) measured +16-35% over A at 1k-16k (`s33e`). Below
+    # 1k not measured: A
+    return "C" if seqlen_q >= 1024 else "A"
 
 
 # Packed variable-length batches (ops/varlen.py) take the Gluon forward (per-sequence

@@ -394,11 +394,10 @@ def window_config(head_dim, causal, seqlen_q, softcap=False):
     """The config of a windowed or softcapped call (causal or not) where the shipped
     schedule runs a Gluon stage at all (``default_config`` not None; else None, the
     portable kernel): stage C where the schedule runs C (since session 12, its
-    warpgroups' left-edge tiles; stage A before) and at hd 256 from
-    WINDOW_C_MIN_SEQLEN_HD256, else stage A (B has neither). With ``softcap`` at hd 64:
-    None (the portable kernel measured faster there). A forced schedule
-    (FLASHTILE_HOPPER_SCHEDULE=A|B|C, for A/B runs) overrides both exceptions. Memoised
-    per FLASHTILE_HOPPER_SCHEDULE, as default_config."""
+    warpgroups' left-edge tiles; stage A before), else stage A (B has neither). With
+    ``softcap`` at hd 64: None (the portable kernel measured faster there). A forced
+    schedule (FLASHTILE_HOPPER_SCHEDULE=A|B|C, for A/B runs) overrides that exception.
+    Memoised per FLASHTILE_HOPPER_SCHEDULE, as default_config."""
     return _window_config(head_dim, causal, seqlen_q, bool(softcap),
                           os.environ.get("FLASHTILE_HOPPER_SCHEDULE", "").upper(),
                           os.environ.get(OVERRIDES_ENV_VAR, ""))
@@ -411,10 +410,7 @@ def _window_config(head_dim, causal, seqlen_q, softcap, forced, overrides=""):
         return cfg
     if softcap and head_dim <= 64 and not forced:
         return None  # the portable kernel (the note below)
-    cfg = configs.hopper_fwd_config(head_dim, causal, seqlen_q)
-    if head_dim > 128 and seqlen_q >= WINDOW_C_MIN_SEQLEN_HD256 and not forced:
-        cfg = configs.hopper_fwd_config_c(head_dim, causal, seqlen_q)
-    return _overridden(cfg, overrides)
+    return _overridden(configs.hopper_fwd_config(head_dim, causal, seqlen_q), overrides)
 
 
 # A softcapped forward at hd 64 runs the portable kernel: with tanh.approx (925238e,
@@ -424,10 +420,10 @@ def _window_config(head_dim, causal, seqlen_q, softcap, forced, overrides=""):
 # score's second MUFU op (tanh beside exp2) sets the pace there whatever the schedule.
 # Its backward stays on the Gluon kernels (forward + backward 1.14-1.18x the portable
 # path in those runs).
-# hd 256 windows run stage C from this query length (7386e40, `varlenwin`, bench_window:
-# Gemma-2's shape, causal, window 4096, stage C / A 556 / 490 TFLOPS at 8k and 560 / 506
-# at 16k, +11-13%; predicted -5..+10%). Shorter ones keep stage A (not measured).
-WINDOW_C_MIN_SEQLEN_HD256 = 8192
+# hd 256 windows ran stage C from 8k queries before the schedule ran C there (7386e40,
+# `varlenwin`, bench_window: Gemma-2's shape, causal, window 4096, the one-shot stage C /
+# A 556 / 490 TFLOPS at 8k and 560 / 506 at 16k); since session 35 they follow the
+# schedule (stage C, persistent, from 1k).
 
 
 # FLASHTILE_HOPPER_FWD_OVERRIDES="field=value,...": fields of the config a call runs
