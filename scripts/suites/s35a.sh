@@ -25,3 +25,12 @@ env_ab gemma 150 --ab "|FLASHTILE_HOPPER_C_PERSISTENT=0|FLASHTILE_HOPPER_SCHEDUL
   --head-dims 256 --seqlens 4096 8192 --causal 1 --window 4096 --softcap 50 --rounds 3
 env_ab varlen256 150 --varlen --ab "|FLASHTILE_HOPPER_SCHEDULE=A" --head-dims 256 \
   --seqlens 8192 16384 --causal 0 1 --rounds 3
+# 5. The shipped hd 256 split ring without the turn waits (FLASHTILE_HOPPER_C_PINGPONG=0):
+#    s33e had the one-shot C 6-9% faster without them. Prediction: +3-8% (ratios to cuDNN
+#    against the shipped config's in step 2's forward column).
+FLASHTILE_HOPPER_C_PINGPONG=0 bench_fwd fwd256_nopp 120 "hd 256 shipped split ring, no turn waits" \
+  --head-dims 256 --only "gluon-Cs*" sdpa-cudnn --rounds 3 \
+  --cs-config num_stages=2,v_stages=3,o_stage=0
+bench_fwd fwd256_pp 120 "hd 256 shipped split ring, with turn waits" \
+  --head-dims 256 --only "gluon-Cs*" sdpa-cudnn --rounds 3 \
+  --cs-config num_stages=2,v_stages=3,o_stage=0
