@@ -1,0 +1,21 @@
+# gpu_check.sh suite "s35b" (sourced; $out, $commit, ft() and status are set)
+# Session 35: where does s35a's 'unspecified launch failure' come from (env_ab --varlen,
+# hd 256, one 16k-long sequence, H8, non-causal; 8k passed)? Each call in a fresh process
+# with CUDA_LAUNCH_BLOCKING=1: the shipped varlen forward (stage C's one-shot grid, ring 2),
+# the same with stage A (what ran before), the dense one-shot C at 16k, 12k and 2 x 8k
+# varlen, causal, and the backward.
+d() {  # LABEL ENV... -- ARGS
+  local label=$1; shift
+  echo "== $label"
+  timeout 90 env CUDA_LAUNCH_BLOCKING=1 "$@" 2>&1 | grep -E "^(OK|FAILED)|rror" | head -3 | cut -c1-200
+}
+P="python3 scripts/diag_varlen256.py"
+d "shipped varlen 16k" $P --lens 16384
+d "stage A varlen 16k" FLASHTILE_HOPPER_SCHEDULE=A $P --lens 16384
+d "dense one-shot C 16k" FLASHTILE_HOPPER_C_PERSISTENT=0 $P --lens 16384 --dense-only
+d "shipped varlen 12k" $P --lens 12288
+d "shipped varlen 2x8k" $P --lens 8192 8192
+d "shipped varlen 16k causal" $P --lens 16384 --causal
+d "stage A varlen 16k + bwd" FLASHTILE_HOPPER_SCHEDULE=A $P --lens 16384 --bwd
+d "shipped varlen 8k + bwd" $P --lens 8192 --bwd
+d "shipped varlen 16k H4" $P --lens 16384 --heads 4
