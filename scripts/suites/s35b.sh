@@ -19,3 +19,7 @@ d "shipped varlen 16k causal" $P --lens 16384 --causal
 d "stage A varlen 16k + bwd" FLASHTILE_HOPPER_SCHEDULE=A $P --lens 16384 --bwd
 d "shipped varlen 8k + bwd" $P --lens 8192 --bwd
 d "shipped varlen 16k H4" $P --lens 16384 --heads 4
+# The shipped hd 256 split ring without the turn waits (s35a: +4-7% non-causal, +0-2%
+# causal on an H100): its GPU tests with FLASHTILE_HOPPER_C_PINGPONG=0
+FLASHTILE_HOPPER_C_PINGPONG=0 gpu_pytest pytest_nopp256 150 4 4 tests/test_hopper.py \
+  -k "hd256_stage_c or no_o_stage_hd256 or (c_window and d256)"
