@@ -10,15 +10,11 @@ d() {  # LABEL ENV... -- ARGS
   timeout 90 env CUDA_LAUNCH_BLOCKING=1 "$@" 2>&1 | grep -E "^(OK|FAILED)|rror" | head -3 | cut -c1-200
 }
 P="python3 scripts/diag_varlen256.py"
-d "shipped varlen 16k" $P --lens 16384
-d "stage A varlen 16k" FLASHTILE_HOPPER_SCHEDULE=A $P --lens 16384
-d "dense one-shot C 16k" FLASHTILE_HOPPER_C_PERSISTENT=0 $P --lens 16384 --dense-only
-d "shipped varlen 12k" $P --lens 12288
-d "shipped varlen 2x8k" $P --lens 8192 8192
-d "shipped varlen 16k causal" $P --lens 16384 --causal
+d "shipped varlen 16k + bwd" $P --lens 16384 --bwd
 d "stage A varlen 16k + bwd" FLASHTILE_HOPPER_SCHEDULE=A $P --lens 16384 --bwd
-d "shipped varlen 8k + bwd" $P --lens 8192 --bwd
-d "shipped varlen 16k H4" $P --lens 16384 --heads 4
+d "shipped varlen 16k fwd" $P --lens 16384 --repeat 60
+d "stage A varlen 16k fwd" FLASHTILE_HOPPER_SCHEDULE=A $P --lens 16384 --repeat 60
+d "shipped varlen 2x8k + bwd" $P --lens 8192 8192 --bwd
 # The shipped hd 256 split ring without the turn waits (s35a: +4-7% non-causal, +0-2%
 # causal on an H100): its GPU tests with FLASHTILE_HOPPER_C_PINGPONG=0
 FLASHTILE_HOPPER_C_PINGPONG=0 gpu_pytest pytest_nopp256 150 4 4 tests/test_hopper.py \
