@@ -414,6 +414,30 @@ def test_config_overrides_env(monkeypatch):
     assert hopper_fwd.default_config(256, False, 512) == shipped
 
 
+def test_varlen_config_hd256(monkeypatch):
+    """Varlen calls at hd 256 run what they ran before the dense persistent split ring
+    shipped (hopper_fwd._varlen_config): stage A, the one-shot stage C with a window or
+    softcap from 8k queries or with FLASHTILE_HOPPER_SCHEDULE=C; other head dims the
+    dense call's config."""
+    monkeypatch.delenv("FLASHTILE_HOPPER_SCHEDULE", raising=False)
+    for causal in (False, True):
+        for s, masked, want in ((1024, False, "A"), (16384, False, "A"), (4096, True, "A"),
+                                (8192, True, "C")):
+            dense = hopper_fwd.call_config(256, causal, s, 100 if masked else None)
+            assert dense.persistent and not dense.o_stage
+            cfg = hopper_fwd._varlen_config(dense, 256, causal, s, masked)
+            assert cfg.schedule == want and not cfg.persistent, (causal, s, masked, cfg)
+            if want == "C":
+                assert cfg == dense.one_shot() and cfg.num_stages == 2
+            else:
+                assert cfg == configs.hopper_fwd_config(256, causal, s)
+        hd128 = hopper_fwd.default_config(128, causal, 4096)
+        assert hopper_fwd._varlen_config(hd128, 128, causal, 4096, False) is hd128
+    monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", "C")
+    forced = hopper_fwd.call_config(256, False, 1024)
+    assert hopper_fwd._varlen_config(forced, 256, False, 1024, False) == forced.one_shot()
+
+
 def test_window_config():
     """A windowed call runs the shipped schedule's stage where it is C (stage C's
     warpgroups mask their left-edge tiles), stage A where it is A or B (B has no

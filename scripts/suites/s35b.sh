@@ -1,8 +1,8 @@
 # gpu_check.sh suite "s35b" (sourced; $out, $commit, ft() and status are set)
 # Session 35: where does s35a's 'unspecified launch failure' come from (env_ab --varlen,
 # hd 256, one 16k-long sequence, H8, non-causal; 8k passed)? Each call in a fresh process
-# with CUDA_LAUNCH_BLOCKING=1: the shipped varlen forward (stage C's one-shot grid, ring 2),
-# the same with stage A (what ran before), the dense one-shot C at 16k, 12k and 2 x 8k
+# with CUDA_LAUNCH_BLOCKING=1: the varlen forward on stage C's one-shot grid (ring 2, forced),
+# and on stage A (shipped again for varlen since _varlen_config), the dense one-shot C at 16k, 12k and 2 x 8k
 # varlen, causal, and the backward.
 d() {  # LABEL ENV... -- ARGS
   local label=$1; shift
@@ -10,11 +10,10 @@ d() {  # LABEL ENV... -- ARGS
   timeout 90 env CUDA_LAUNCH_BLOCKING=1 "$@" 2>&1 | grep -E "^(OK|FAILED)|rror" | head -3 | cut -c1-200
 }
 P="python3 scripts/diag_varlen256.py"
-d "shipped varlen 16k + bwd" $P --lens 16384 --bwd
-d "stage A varlen 16k + bwd" FLASHTILE_HOPPER_SCHEDULE=A $P --lens 16384 --bwd
-d "shipped varlen 16k fwd" $P --lens 16384 --repeat 60
-d "stage A varlen 16k fwd" FLASHTILE_HOPPER_SCHEDULE=A $P --lens 16384 --repeat 60
-d "shipped varlen 2x8k + bwd" $P --lens 8192 8192 --bwd
+d "one-shot C varlen 16k fwd" FLASHTILE_HOPPER_SCHEDULE=C $P --lens 16384 --repeat 60
+d "stage A varlen 16k fwd" $P --lens 16384 --repeat 60
+d "stage A varlen 16k + bwd" $P --lens 16384 --bwd
+d "one-shot C varlen 2x8k + bwd" FLASHTILE_HOPPER_SCHEDULE=C $P --lens 8192 8192 --bwd
 # The shipped hd 256 split ring without the turn waits (s35a: +4-7% non-causal, +0-2%
 # causal on an H100): its GPU tests with FLASHTILE_HOPPER_C_PINGPONG=0
 FLASHTILE_HOPPER_C_PINGPONG=0 gpu_pytest pytest_nopp256 150 4 4 tests/test_hopper.py \

@@ -349,7 +349,9 @@ def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, sof
     if config is None and varlen_mode() == "auto" and not configs.hopper_varlen_preferred(
             max_seqlen_q, q.shape[-1]):
         return None
-    cfg = config or call_config(q.shape[-1], causal, max_seqlen_q, left, softcap)
+    cfg = config or _varlen_config(call_config(q.shape[-1], causal, max_seqlen_q, left,
+                                               softcap), q.shape[-1], causal, max_seqlen_q,
+                                   left is not None or bool(softcap))
     if cfg is None:
         return None
     with device_ctx(q), scratch_allocator(q.device):
@@ -358,6 +360,23 @@ def hopper_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, sof
                 (q, k, v, out, cu_seqlens_q, cu_seqlens_k), 0, 0, softmax_scale, causal,
                 left=left, softcap=softcap, VARLEN=True)
     return out, lse
+
+
+def _varlen_config(cfg, head_dim, causal, max_seqlen_q, masked):
+    """The config a varlen call runs, from the dense call's: varlen launches keep the
+    one-shot grid, and hd 256's persistent split ring without O buffers (shipped dense
+    since session 35) leaves them what they ran before it: stage A, or with a window or
+    softcap from 8k queries (or FLASHTILE_HOPPER_SCHEDULE=C) the one-shot stage C
+    (7386e40). s35a (H100) measured the one-shot C level with A on an unwindowed 8k
+    varlen batch, but a 16k one died with 'unspecified launch failure' in its timing
+    loop, kernel not yet located (suite s35b): until it is, no varlen call takes a path
+    it did not take before."""
+    if cfg is None or not (cfg.persistent and cfg.v_stages and not cfg.o_stage):
+        return cfg
+    forced_c = os.environ.get("FLASHTILE_HOPPER_SCHEDULE", "").upper() == "C"
+    if forced_c or (masked and max_seqlen_q >= 8192):
+        return cfg.one_shot()
+    return configs.hopper_fwd_config(head_dim, causal, max_seqlen_q)
 
 
 def window_mode() -> str:
