@@ -1,9 +1,9 @@
 # gpu_check.sh suite "s35b" (sourced; $out, $commit, ft() and status are set)
 # Session 35: where does s35a's 'unspecified launch failure' come from (env_ab --varlen,
 # hd 256, one 16k-long sequence, H8, non-causal; 8k passed)? Each call in a fresh process
-# with CUDA_LAUNCH_BLOCKING=1: the varlen forward on stage C's one-shot grid (ring 2, forced),
-# and on stage A (shipped again for varlen since _varlen_config), the dense one-shot C at 16k, 12k and 2 x 8k
-# varlen, causal, and the backward.
+# with CUDA_LAUNCH_BLOCKING=1, repeated with L2 flushes: the varlen forward on stage C's
+# one-shot grid (ring 2, forced) and on stage A (what varlen runs, _varlen_config), the
+# backward, two 8k sequences.
 d() {  # LABEL ENV... -- ARGS
   local label=$1; shift
   echo "== $label"
