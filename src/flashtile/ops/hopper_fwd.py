@@ -373,7 +373,13 @@ def _varlen_config(cfg, head_dim, causal, max_seqlen_q, masked):
     it did not take before."""
     if cfg is None or not (cfg.persistent and cfg.v_stages and not cfg.o_stage):
         return cfg
-    forced_c = os.environ.get("FLASHTILE_HOPPER_SCHEDULE", "").upper() == "C"
+    return _varlen_fallback(cfg, head_dim, causal, max_seqlen_q, masked,
+                            os.environ.get("FLASHTILE_HOPPER_SCHEDULE", "").upper() == "C")
+
+
+@functools.lru_cache(maxsize=256)
+def _varlen_fallback(cfg, head_dim, causal, max_seqlen_q, masked, forced_c):
+    """_varlen_config's substitute, memoised (no dataclasses.replace per call)."""
     if forced_c or (masked and max_seqlen_q >= 8192):
         return cfg.one_shot()
     return configs.hopper_fwd_config(head_dim, causal, max_seqlen_q)
