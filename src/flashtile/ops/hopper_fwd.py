@@ -371,7 +371,7 @@ def _varlen_config(cfg, head_dim, causal, max_seqlen_q, masked):
     varlen batch, but a 16k one died with 'unspecified launch failure' in its timing
     loop, kernel not yet located (suite s35b): until it is, no varlen call takes a path
     it did not take before."""
-    if cfg is None or not (cfg.persistent and cfg.v_stages and not cfg.o_stage):
+    if cfg is None or not (head_dim > 128 and cfg.persistent):
         return cfg
     return _varlen_fallback(cfg, head_dim, causal, max_seqlen_q, masked,
                             os.environ.get("FLASHTILE_HOPPER_SCHEDULE", "").upper() == "C")
@@ -380,7 +380,7 @@ def _varlen_config(cfg, head_dim, causal, max_seqlen_q, masked):
 @functools.lru_cache(maxsize=256)
 def _varlen_fallback(cfg, head_dim, causal, max_seqlen_q, masked, forced_c):
     """_varlen_config's substitute, memoised (no dataclasses.replace per call)."""
-    if forced_c or (masked and max_seqlen_q >= 8192):
+    if forced_c or (masked and max_seqlen_q >= VARLEN_MASKED_C_MIN_SEQLEN_HD256):
         return cfg.one_shot()
     return configs.hopper_fwd_config(head_dim, causal, max_seqlen_q)
 
@@ -447,8 +447,10 @@ def _window_config(head_dim, causal, seqlen_q, softcap, forced, overrides=""):
 # path in those runs).
 # hd 256 windows ran stage C from 8k queries before the schedule ran C there (7386e40,
 # `varlenwin`, bench_window: Gemma-2's shape, causal, window 4096, the one-shot stage C /
-# A 556 / 490 TFLOPS at 8k and 560 / 506 at 16k); since session 35 they follow the
-# schedule (stage C, persistent, from 1k).
+# A 556 / 490 TFLOPS at 8k and 560 / 506 at 16k); since session 35 dense calls follow
+# the schedule (stage C, persistent, from 1k) and varlen ones keep the old rule
+# (_varlen_config) from this query length.
+VARLEN_MASKED_C_MIN_SEQLEN_HD256 = 8192
 
 
 # FLASHTILE_HOPPER_FWD_OVERRIDES="field=value,...": fields of the config a call runs
