@@ -1,7 +1,8 @@
 """A/B of environment settings on flashtile's public call, in one process, the way
 `flashtile bench` times it: per shape (the DESIGN.md ones, 16k tokens, bf16) and per
 variant (a set of environment variables, read by the dispatch on every call), the
-forward+backward and the backward alone (autograd.grad on a kept graph), each by
+forward+backward and the backward alone (autograd.grad on a kept graph), and with
+`--measures fwd ...` the forward alone (no graph), each by
 do_bench (L2 flushed before every call, as `flashtile bench` and bench_hopper_bwd.py do)
 and by CUDA events around back-to-back calls (no flush). Rounds interleave the variants.
 
@@ -53,7 +54,7 @@ def apply(env: dict, names: set) -> None:
 
 
 def ab_shape(shape, variants, labels, names, rounds, rows, nd=False, varlen=False,
-             softcap=0.0, window=0) -> None:
+             softcap=0.0, window=0, measures=("fwd+bwd", "bwd")) -> None:
     """Time one shape's variants in interleaved rounds; print the medians, append rows."""
     causal = shape.causal
     torch.manual_seed(0)
@@ -75,7 +76,7 @@ def ab_shape(shape, variants, labels, names, rounds, rows, nd=False, varlen=Fals
             return flash_attn_varlen_func(q_, k_, v_, cu, cu, max(lens), max(lens), **kw)
 
         fwd = sum(attn_fwd_flops(1, shape.nheads, n, n, shape.head_dim, causal) for n in lens)
-        flops = {"fwd+bwd": (1.0 + BWD_FACTOR) * fwd, "bwd": BWD_FACTOR * fwd}
+        flops = {"fwd": fwd, "fwd+bwd": (1.0 + BWD_FACTOR) * fwd, "bwd": BWD_FACTOR * fwd}
         label = f"varlen {len(lens)} seqs {min(lens)}-{max(lens)} H{shape.nheads} D{shape.head_dim}"
     else:
         q, k, v, dout = (torch.randn(shape.batch, shape.seqlen, shape.nheads, shape.head_dim,
@@ -84,7 +85,8 @@ def ab_shape(shape, variants, labels, names, rounds, rows, nd=False, varlen=Fals
         def attn(q_, k_, v_):
             return flash_attn_func(q_, k_, v_, **kw)
 
-        flops = {"fwd+bwd": attn_flops(shape, "fwd_bwd"), "bwd": attn_flops(shape, "bwd")}
+        flops = {"fwd": attn_flops(shape, "fwd"), "fwd+bwd": attn_flops(shape, "fwd_bwd"),
+                 "bwd": attn_flops(shape, "bwd")}
         label = (shape.label() + (" nd" if nd else "") + (f" cap{softcap:g}" if softcap else "")
                  + (f" win{window}" if window else ""))
     q, k, v = (t.requires_grad_(True) for t in (q, k, v))
@@ -98,7 +100,11 @@ def ab_shape(shape, variants, labels, names, rounds, rows, nd=False, varlen=Fals
     def bwd():
         torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
 
-    fns = {"fwd+bwd": fwd_bwd, "bwd": bwd}
+    def fwd():
+        with torch.no_grad():
+            attn(q, k, v)
+
+    fns = {m: {"fwd": fwd, "fwd+bwd": fwd_bwd, "bwd": bwd}[m] for m in measures}
     times = {(i, m, t): [] for i in range(len(variants)) for m in fns
              for t in ("flush", "noflush")}
     grads = []
@@ -132,6 +138,9 @@ def ab_shape(shape, variants, labels, names, rounds, rows, nd=False, varlen=Fals
             print(f"  {m:<8} {t:<8} " + " | ".join(cells))
 
 
+MEASURES = ("fwd", "fwd+bwd", "bwd")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ab", required=True, help="variants separated by |")
@@ -140,6 +149,9 @@ def main(argv=None) -> int:
     p.add_argument("--causal", type=int, nargs="+", default=[1])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--csv")
+    p.add_argument("--measures", nargs="+", choices=MEASURES, default=["fwd+bwd", "bwd"],
+                   help="what to time: the forward alone (no graph), forward+backward, the "
+                   "backward alone (default: the last two)")
     p.add_argument("--nd", action="store_true", help="deterministic=False calls")
     p.add_argument("--softcap", type=float, default=0.0, help="a logit softcap")
     p.add_argument("--window", type=int, default=0, help="a sliding window's left size")
@@ -157,7 +169,7 @@ def main(argv=None) -> int:
             for causal in map(bool, args.causal):
                 ab_shape(paper_shape(seqlen, head_dim, causal), variants, labels, names,
                          args.rounds, rows, args.nd, args.varlen, args.softcap,
-                         args.window)
+                         args.window, tuple(args.measures))
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))

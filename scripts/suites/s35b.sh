@@ -9,6 +9,7 @@ d() {  # LABEL ENV... -- ARGS
   echo "== $label"
   timeout 60 env CUDA_LAUNCH_BLOCKING=1 "$@" 2>&1 | grep -E "^(OK|FAILED)|rror" | head -3 | cut -c1-200
 }
+source scripts/suites/lib/steps.sh
 P="python3 scripts/diag_varlen256.py"
 d "one-shot C varlen 16k fwd" FLASHTILE_HOPPER_SCHEDULE=C $P --lens 16384 --repeat 60
 d "stage A varlen 16k fwd" $P --lens 16384 --repeat 60
