@@ -427,15 +427,36 @@ def test_varlen_config_hd256(monkeypatch):
             assert dense.persistent and not dense.o_stage
             cfg = hopper_fwd._varlen_config(dense, 256, causal, s, masked)
             assert cfg.schedule == want and not cfg.persistent, (causal, s, masked, cfg)
-            if want == "C":
-                assert cfg == dense.one_shot() and cfg.num_stages == 2
+            if want == "C":  # with the turn waits, as before (turn_waits)
+                assert cfg == dataclasses.replace(dense.one_shot(), turn_waits=True)
+                assert cfg.num_stages == 2
             else:
                 assert cfg == configs.hopper_fwd_config(256, causal, s)
         hd128 = hopper_fwd.default_config(128, causal, 4096)
         assert hopper_fwd._varlen_config(hd128, 128, causal, 4096, False) is hd128
     monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", "C")
     forced = hopper_fwd.call_config(256, False, 1024)
-    assert hopper_fwd._varlen_config(forced, 256, False, 1024, False) == forced.one_shot()
+    assert hopper_fwd._varlen_config(forced, 256, False, 1024, False) == dataclasses.replace(
+        forced.one_shot(), turn_waits=True)
+
+
+def test_turn_waits_config(monkeypatch):
+    """Stage C's turn waits (HopperFwdConfig.turn_waits) reach the kernel as PINGPONG:
+    off at hd 256 non-causal only (s36a), on everywhere else stage C ships;
+    FLASHTILE_HOPPER_C_PINGPONG=0 / 1 forces them off / on."""
+    monkeypatch.delenv("FLASHTILE_HOPPER_C_PINGPONG", raising=False)
+    for hd in (64, 128, 256):
+        for causal in (False, True):
+            for s in (1024, 4096, 16384):
+                cfg = configs.hopper_fwd_config_c(hd, causal, s)
+                assert cfg.turn_waits == (hd < 256 or causal), (hd, causal, s)
+                assert hopper_fwd._kernel_args(cfg)[3]["PINGPONG"] == cfg.turn_waits
+    free = configs.hopper_fwd_config_c(256, False, 4096)
+    waits = configs.hopper_fwd_config_c(128, False, 4096)
+    monkeypatch.setenv("FLASHTILE_HOPPER_C_PINGPONG", "1")
+    assert hopper_fwd._kernel_args(free)[3]["PINGPONG"] is True
+    monkeypatch.setenv("FLASHTILE_HOPPER_C_PINGPONG", "0")
+    assert hopper_fwd._kernel_args(waits)[3]["PINGPONG"] is False
 
 
 def test_window_config():
@@ -821,14 +842,17 @@ def test_stage_c_k_wait_first_vs_reference(seqlen_q, seqlen_k, causal, head_dim,
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("config_seqlen", [1000, 16384])
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-def test_stage_c_free_running_vs_reference(head_dim, causal, device, monkeypatch):
+def test_stage_c_free_running_vs_reference(config_seqlen, head_dim, causal, device,
+                                           monkeypatch):
     """Stage C with the ping-pong turns off (FLASHTILE_HOPPER_C_PINGPONG=0, the A/B
-    switch for the schedule alone): the same numbers."""
+    switch for the schedule alone): the same numbers, on the config of 1000 queries
+    (hd 128: the persistent split ring) and of 16k (hd 128: the one-shot grid)."""
     require_sm90()
     monkeypatch.setenv("FLASHTILE_HOPPER_C_PINGPONG", "0")
-    cfg = configs.hopper_fwd_config_c(head_dim, causal, 1000)
+    cfg = configs.hopper_fwd_config_c(head_dim, causal, config_seqlen)
     _run_stage(cfg, 2, 1000, 1000, 4, 2, head_dim, causal, torch.bfloat16, device, seed=9)
 
 
@@ -931,13 +955,14 @@ HD256_C_CASES = [
 @pytest.mark.parametrize("case", HD256_C_CASES, ids=lambda c: c.name)
 def test_hd256_stage_c_vs_reference(case, device, monkeypatch):
     """hd 256 calls from 1k queries run stage C as shipped (configs.hopper_fwd_schedule):
-    the persistent kernel, or for a causal call with an odd query-tile count the one-shot
-    one (its shared ring of 2 fits the split ring's 224 KB); out and lse within the
+    the persistent kernel (non-causal without the turn waits), or for a causal call with
+    an odd query-tile count the one-shot one (its shared ring of 2 fits the split ring's
+    224 KB); out and lse within the
     DESIGN.md bound of the float64 reference."""
     require_sm90()
     for var in ("FLASHTILE_HOPPER_SCHEDULE", "FLASHTILE_HOPPER_WINDOW",
                 "FLASHTILE_HOPPER_SOFTCAP", "FLASHTILE_HOPPER_C_PERSISTENT",
-                hopper_fwd.OVERRIDES_ENV_VAR):
+                "FLASHTILE_HOPPER_C_PINGPONG", hopper_fwd.OVERRIDES_ENV_VAR):
         monkeypatch.delenv(var, raising=False)
     kernels = _record_kernels(monkeypatch)
     result = run_case(case, device)

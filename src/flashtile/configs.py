@@ -183,6 +183,11 @@ class HopperFwdConfig:
     # sm_90, hd 64 / 128 / 256, causal or not). On at hd 128 (`ckfirst`, session 15:
     # -0.9 to +4.4%), off at hd 256 (-1.8 to 0%); hd 64 does not run stage C
     c_k_wait_first: bool = False
+    # stage C only: the two consumer warpgroups take turns issuing their GEMMs (FA3's
+    # ping-pong, two mbarriers); False lets them run free (the same kernel, no turn
+    # waits). FLASHTILE_HOPPER_C_PINGPONG=0 / 1 forces it off / on for every stage C
+    # launch. Off at hd 256 non-causal (hopper_fwd_config_c: +7-8% there, `s36a`)
+    turn_waits: bool = True
     # stage C only: a persistent grid (ops/hopper_fwd._fwd_cp_kernel), one program per SM
     # walking its query tiles, the next tile's K / V and Q loaded under the current one's
     # end. Dense calls (varlen keeps the one-shot grid); shipped per hopper_fwd_config_c
@@ -303,8 +308,15 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
     # Predicted +3-8% over the one-shot C (the deeper V lead); it gained +26-44% over the
     # V ring of 1 and +16-35% over A. Varlen and causal calls with an odd query-tile count
     # take the one-shot grid (one_shot(): a shared ring of 2 in the same shared memory)
+    # The turn waits (turn_waits): without them `s36a` (17308a5, H100, scripts/env_ab.py
+    # --measures fwd, 3 interleaved rounds, L2 flushed) measured the forward +7.0% / +8.2%
+    # / +8.0% non-causal at 1k / 4k / 16k and -4.6% / -3.3% / -0.2% causal (s35a, H100,
+    # bench_hopper: +4-7% / level; s33e, H200, the one-shot C: +8-9% non-causal). At hd 256
+    # a 64-key step's softmax is small beside its two GEMMs, so taking turns mostly idles
+    # the tensor cores; causal, the masked band's longer softmax keeps them worth it
     return HopperFwdConfig(128, 64, 8, 2, warp_specialize=True, pingpong=True,
-                           persistent=True, v_stages=3, o_stage=False, paired=causal)
+                           persistent=True, v_stages=3, o_stage=False, paired=causal,
+                           turn_waits=causal)
 
 
 # hd 128 causal calls with fewer query rows than this run stage A on 64-row, 64-key

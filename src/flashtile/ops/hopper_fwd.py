@@ -367,10 +367,13 @@ def _varlen_config(cfg, head_dim, causal, max_seqlen_q, masked):
     one-shot grid, and hd 256's persistent split ring without O buffers (shipped dense
     since session 35) leaves them what they ran before it: stage A, or with a window or
     softcap from 8k queries (or FLASHTILE_HOPPER_SCHEDULE=C) the one-shot stage C
-    (7386e40). s35a (H100) measured the one-shot C level with A on an unwindowed 8k
-    varlen batch, but a 16k one died with 'unspecified launch failure' in its timing
-    loop, kernel not yet located (suite s35b): until it is, no varlen call takes a path
-    it did not take before."""
+    (7386e40), with the turn waits on as then. s35a (H100) measured the one-shot C level
+    with A on an unwindowed 8k varlen batch, and a 16k one died there with 'unspecified
+    launch failure' in its timing loop. Not reproduced since: s35b (H200, fresh
+    processes, CUDA_LAUNCH_BLOCKING=1, 60 flushed calls of each path) and s36a (H100,
+    s35a's env_ab run itself, and the one-shot C with the backward) all passed, and s36a
+    measured A level with or 1-2.5% faster than the one-shot C at 8k / 16k (forward +
+    backward). So varlen keeps A, on the measurement as well."""
     if cfg is None or not (head_dim > 128 and cfg.persistent):
         return cfg
     return _varlen_fallback(cfg, head_dim, causal, max_seqlen_q, masked,
@@ -381,7 +384,7 @@ def _varlen_config(cfg, head_dim, causal, max_seqlen_q, masked):
 def _varlen_fallback(cfg, head_dim, causal, max_seqlen_q, masked, forced_c):
     """_varlen_config's substitute, memoised (no dataclasses.replace per call)."""
     if forced_c or (masked and max_seqlen_q >= VARLEN_MASKED_C_MIN_SEQLEN_HD256):
-        return cfg.one_shot()
+        return dataclasses.replace(cfg.one_shot(), turn_waits=True)
     return configs.hopper_fwd_config(head_dim, causal, max_seqlen_q)
 
 
@@ -518,7 +521,8 @@ def _kernel_args(cfg, persistent_ok: bool = True, unpaired: bool = False):
     ``unpaired``: a paired config's call that cannot pair its items (causal, odd query-tile
     count) takes the one-shot grid unless FLASHTILE_HOPPER_C_PERSISTENT forces it on."""
     if cfg.pingpong:
-        pingpong = os.environ.get("FLASHTILE_HOPPER_C_PINGPONG", "1") not in ("", "0")
+        turns = env_mode("FLASHTILE_HOPPER_C_PINGPONG")
+        pingpong = cfg.turn_waits if turns == "auto" else turns == "on"
         mode = persistent_mode()
         persistent = persistent_ok and (
             mode == "on" or (mode == "auto" and cfg.persistent and not unpaired))
@@ -1463,8 +1467,9 @@ def _fwd_c_kernel(
     O += P_{j-1} V_{j-1} together, then runs the softmax of S_j while PV_{j-1} is in
     flight (FA3 3.2); the two warpgroups take turns issuing GEMMs through two mbarriers
     (turn_bars), so one's softmax runs under the other's GEMMs (FA3 3.1).
-    PINGPONG=False (FLASHTILE_HOPPER_C_PINGPONG=0) skips the turn waits: the same kernel
-    with free-running warpgroups, to measure the ping-pong alone or rule it out.
+    PINGPONG=False (HopperFwdConfig.turn_waits; FLASHTILE_HOPPER_C_PINGPONG=0 forces it)
+    skips the turn waits: the same kernel with free-running warpgroups (shipped at hd 256
+    non-causal, where it measured +7-8%).
 
     Prediction, not yet measured (H200, bf16, 4k/16k; docs/performance.md step 5): hd
     128 moves most, non-causal from stage A's 465-482 TFLOPS to 540-600 (+15-25%,
