@@ -216,11 +216,12 @@ def hopper_variants():
                     yield (f"hopper-Cp-split-paired {tag} bfloat16", hd, causal,
                            torch.bfloat16, dataclasses.replace(cfg_p, paired=True,
                                                                v_stages=2), False)
-            if hd == 256:  # the split ring without the O buffers (HopperFwdConfig.o_stage;
-                # shipped from 1k since session 35, s33e): K ring 2 / V ring 3 in 224 KB
+            if hd >= 128:  # the split ring without the O buffers (HopperFwdConfig.o_stage):
+                # hd 256 K ring 2 / V ring 3 in 224 KB (shipped from 1k since session 35,
+                # s33e); hd 128 K 3 / V 3 in 224 KB (opt-in, s37a)
                 yield (f"hopper-Cp-split-noO {tag} bfloat16", hd, causal, torch.bfloat16,
-                       dataclasses.replace(cfg_p, num_stages=2, v_stages=3, o_stage=False,
-                                           paired=causal), False)
+                       dataclasses.replace(cfg_p, num_stages=3 if hd == 128 else 2,
+                                           v_stages=3, o_stage=False, paired=causal), False)
             if hd == 128:  # the split ring the other way round (K ring 2, V ring 3; opt-in)
                 yield (f"hopper-Cp-split-k2v3 {tag} bfloat16", hd, causal, torch.bfloat16,
                        dataclasses.replace(cfg_p, num_stages=2, v_stages=3, paired=causal),

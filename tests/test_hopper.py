@@ -916,23 +916,24 @@ def test_stage_c_persistent_vs_reference(epilogue, programs, seqlen_q, seqlen_k,
 @pytest.mark.parametrize("programs", [None, 3], ids=["per-sm", "3progs"])
 @pytest.mark.parametrize("seqlen_q,seqlen_k", [(1000, 1000), (239, 113), (4096, 4096)])
 @pytest.mark.parametrize("causal", [False, True])
-def test_stage_c_split_no_o_stage_hd256(programs, seqlen_q, seqlen_k, causal, device,
-                                        monkeypatch):
-    """hd 256 on the persistent grid's split ring without the O buffers
-    (HopperFwdConfig.o_stage=False, shipped from 1k queries since session 35, s33e): K
-    ring 2, V ring 3, O through the Q tile and the next Q loaded after the store; causal
-    in the paired order (even query-tile counts here); NaN-poisoned buffers against the
-    reference."""
+@pytest.mark.parametrize("head_dim,k_stages", [(128, 3), (256, 2)])
+def test_stage_c_split_no_o_stage(programs, seqlen_q, seqlen_k, causal, head_dim, k_stages,
+                                  device, monkeypatch):
+    """The persistent grid's split ring without the O buffers (HopperFwdConfig.o_stage=
+    False): hd 256's K ring 2 / V ring 3 (shipped from 1k queries since session 35, s33e)
+    and hd 128's K 3 / V 3 (measured in s37a); O through the Q tile and the next Q loaded
+    after the store; causal in the paired order (even query-tile counts here);
+    NaN-poisoned buffers against the reference."""
     require_sm90()
     if seqlen_q == 4096 and programs is not None:
         pytest.skip("4096 with one program per SM only (the reference is slow)")
     monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", programs)
     kernels = _record_kernels(monkeypatch)
-    cfg = dataclasses.replace(configs.hopper_fwd_config_c(256, causal, seqlen_q).one_shot(),
-                              persistent=True, num_stages=2, v_stages=3, o_stage=False,
-                              paired=causal)
-    _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, 2, 256, causal, torch.bfloat16, device,
-               seed=seqlen_q + 7 * seqlen_k)
+    cfg = dataclasses.replace(
+        configs.hopper_fwd_config_c(head_dim, causal, seqlen_q).one_shot(),
+        persistent=True, num_stages=k_stages, v_stages=3, o_stage=False, paired=causal)
+    _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, 2, head_dim, causal, torch.bfloat16, device,
+               seed=seqlen_q + 7 * seqlen_k + head_dim)
     assert kernels == [hopper_fwd._fwd_cp_kernel], kernels
 
 
