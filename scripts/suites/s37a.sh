@@ -9,8 +9,7 @@
 #    Prediction: non-causal +0-2% at 1k-4k (one more K slot; V already 3 deep), +1-3% at
 #    16k over the one-shot C (the V ring depth was hd 256's lever); causal +1-4% at 4k/8k
 #    (V ring 2 -> 3), level or below at 16k (the paired order lost there before).
-# 3. On an H200 only: the hd 256 rows of the perf table (as s32e) at the commit with the
-#    turn waits off non-causal (6b029a5 and later), to refresh the README.
+# (The hd 256 perf rows it also ran on an H200 moved to a full `perf` run, session 39.)
 source scripts/suites/lib/steps.sh
 gpu_pytest pytest_noo 200 4 4 tests/test_hopper.py -k "split_no_o_stage"
 noo="FLASHTILE_HOPPER_FWD_OVERRIDES=num_stages=3,v_stages=3,o_stage=0,persistent=1,paired=1"
@@ -18,11 +17,3 @@ env_ab fwd_noo128 200 --ab "|$noo" --measures fwd --head-dims 128 \
   --seqlens 1024 4096 16384 --causal 0 --rounds 3
 env_ab fwd_noo128c 200 --ab "|$noo" --measures fwd --head-dims 128 \
   --seqlens 4096 8192 16384 --causal 1 --rounds 3
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-  ft bench --head-dims 256 --rounds 3 --commit "$commit" --csv "$out/bench_perf256.csv" \
-    >"$out/bench_perf256.log" 2>&1 || status=1
-  grep -E "D256|matmul" "$out/bench_perf256.log" | grep -v "run/s" \
-    | grep -E "flashtile |cudnn|matmul" | cut -c1-170
-else
-  echo "== not an H200: hd 256 perf rows skipped"
-fi
