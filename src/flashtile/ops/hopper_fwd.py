@@ -1471,16 +1471,10 @@ def _fwd_c_kernel(
     skips the turn waits: the same kernel with free-running warpgroups (shipped at hd 256
     non-causal, where it measured +7-8%).
 
-    Prediction, not yet measured (H200, bf16, 4k/16k; docs/performance.md step 5): hd
-    128 moves most, non-causal from stage A's 465-482 TFLOPS to 540-600 (+15-25%,
-    0.90-1.00x cuDNN), causal +10-20%: stage A waits on each GEMM at once and syncs all
-    8 warps per tile, so the tensor cores idle through every softmax (a 128 x 128 tile
-    at hd 128 is ~2000 wgmma cycles per SM against ~1000 of MUFU exp2 plus the other
-    fp32 work); here one warpgroup's softmax runs under the other's GEMMs and PV_{j-1}
-    under its own next softmax. hd 64: +0-10% over A non-causal, +5-15% over B causal
-    (half-length GEMMs hide less softmax). hd 256: within +-5% of A. Risks: the
-    partition barrier before each slot release (stage B's suspected cost), the ring
-    depth at hd 128, 64-row warpgroup tiles (FA3 uses 128 at hd 64).
+    Its first prediction and outcome are docs/performance.md step 5. Where it ships and
+    what chose each config: configs.hopper_fwd_schedule and hopper_fwd_config_c (hd 128
+    from 1k queries non-causal and 2k causal, hd 256 from 1k; hd 64 stays on stage A,
+    which measured 5-10% ahead of it, s36a).
     """
     gl.static_assert(gl.num_warps() == 4, "one consumer warpgroup per partition")
     gl.static_assert(BLOCK_M == 64, "each consumer warpgroup owns one 64-row wgmma tile")
