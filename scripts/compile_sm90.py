@@ -133,6 +133,9 @@ def hopper_variants():
                 alt = dataclasses.replace(cfg, warp_specialize=not cfg.warp_specialize)
                 yield (f"hopper d{hd}{'-causal' if causal else ''} bfloat16 alt", hd, causal,
                        torch.bfloat16, alt, False)
+            if causal and hd <= 128:  # the tile-major launch order (opt-in, tile_heads)
+                yield (f"hopper d{hd}-causal bfloat16 tile-major", hd, causal, torch.bfloat16,
+                       dataclasses.replace(cfg, tile_heads=8), False)
             else:  # opt-in stage A variants at hd 256: Q in registers (q_regs, measured
                 # -1..-3%), FA4's lazy rescale (lazy_rescale, not yet GPU-run)
                 for field in ("q_regs", "lazy_rescale"):
@@ -218,7 +221,7 @@ def hopper_variants():
                                                                v_stages=2), False)
             if hd >= 128:  # the split ring without the O buffers (HopperFwdConfig.o_stage):
                 # hd 256 K ring 2 / V ring 3 in 224 KB (shipped from 1k since session 35,
-                # s33e); hd 128 K 3 / V 3 in 224 KB (opt-in, s37a)
+                # s33e); hd 128 K 3 / V 3 in 224 KB (opt-in, s40a)
                 yield (f"hopper-Cp-split-noO {tag} bfloat16", hd, causal, torch.bfloat16,
                        dataclasses.replace(cfg_p, num_stages=3 if hd == 128 else 2,
                                            v_stages=3, o_stage=False, paired=causal), False)

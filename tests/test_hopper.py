@@ -414,6 +414,33 @@ def test_config_overrides_env(monkeypatch):
     assert hopper_fwd.default_config(256, False, 512) == shipped
 
 
+def test_tile_major_launch(monkeypatch):
+    """HopperFwdConfig.tile_heads (FLASHTILE_HOPPER_FWD_OVERRIDES=tile_heads=N for A/B
+    runs) reaches stage A's dense causal launch as TILE_MAJOR with at most B * H heads a
+    block; non-causal, varlen and stage C launches ignore it (CPU tensors, a spy in
+    place of the launch)."""
+    launches = []
+    monkeypatch.setattr(hopper_fwd, "_gluon_launch",
+                        lambda kernel, grid, *a, **kw: launches.append((kernel, grid, kw)))
+    monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", 4)  # no device to count SMs of
+    q = torch.zeros(2, 1024, 6, 64, dtype=torch.bfloat16)
+    k = torch.zeros(2, 1024, 2, 64, dtype=torch.bfloat16)
+    lse = torch.zeros(2, 6, 1024)
+    a = dataclasses.replace(configs.hopper_fwd_config(64, True, 1024), tile_heads=8)
+    c = dataclasses.replace(configs.hopper_fwd_config_c(128, True, 4096), tile_heads=8)
+    for cfg, causal, varlen in ((a, True, {}), (a, False, {}), (a, True, {"VARLEN": True}),
+                                (dataclasses.replace(a, tile_heads=100), True, {}),
+                                (c, True, {})):
+        hopper_fwd._launch(cfg, 1024, 2, q, k, k, q, lse, (None,) * 6, 1024, 1024, None,
+                           causal, **varlen)
+    got = [(kw.get("TILE_MAJOR", False), kw.get("tile_heads")) for _, _, kw in launches]
+    assert got == [(True, 8), (False, None), (False, None), (True, 12), (False, None)], got
+    assert launches[0][1] == (8, 12)  # the grid is the head-major one; the kernel reorders
+    monkeypatch.delenv("FLASHTILE_HOPPER_SCHEDULE", raising=False)
+    monkeypatch.setenv(hopper_fwd.OVERRIDES_ENV_VAR, "tile_heads=8")
+    assert hopper_fwd.default_config(64, True, 4096).tile_heads == 8
+
+
 def test_varlen_config_hd256(monkeypatch):
     """Varlen calls at hd 256 run what they ran before the dense persistent split ring
     shipped (hopper_fwd._varlen_config): stage A, the one-shot stage C with a window or
@@ -797,6 +824,42 @@ def test_stage_a_exp2_emu_vs_reference(exp2_emu, head_dim, causal, seqlen_q, seq
                seed=seqlen_q * 3 + exp2_emu)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile_heads", [1, 5, 8, 1000])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(200, 333), (1030, 1030), (2048, 2048),
+                                               (333, 77)])
+def test_stage_a_tile_major(tile_heads, head_dim, seqlen_q, seqlen_k, device, monkeypatch):
+    """Stage A's causal grid launched tile-major in blocks of ``tile_heads`` heads
+    (HopperFwdConfig.tile_heads, _gluon_common.tile_ids) over 2 x 6 batch-heads (blocks
+    of 5 leave one of 2; 1000 is the whole grid): the launch gets the order, every
+    output is written and within the bound, and out and lse are bitwise the head-major
+    launch's (each program computes the same tile either way)."""
+    require_sm90()
+    launches = []
+    real = hopper_fwd._gluon_launch
+    monkeypatch.setattr(hopper_fwd, "_gluon_launch", lambda kernel, *a, **kw: (
+        launches.append(kw), real(kernel, *a, **kw)))
+    cfg = dataclasses.replace(configs.hopper_fwd_config(head_dim, True, seqlen_q),
+                              tile_heads=tile_heads)
+    q, k, v = make_qkv(2, seqlen_q, seqlen_k, 6, 2, head_dim, torch.bfloat16, device,
+                       seed=seqlen_q + tile_heads)
+    runs = []
+    for c in (cfg, dataclasses.replace(cfg, tile_heads=0)):
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full((2, 6, seqlen_q), float("nan"), device=device)
+        hopper_fwd.hopper_attention_forward(q, k, v, None, True, out, lse, config=c)
+        runs.append((out, lse))
+    torch.cuda.synchronize()
+    assert launches[0].get("TILE_MAJOR") and launches[0]["tile_heads"] == min(tile_heads, 12)
+    assert not launches[1].get("TILE_MAJOR"), launches[1]
+    (out, lse), (out0, lse0) = runs
+    assert (int(out.isnan().sum()), int(lse.isnan().sum())) == (0, 0), f"unwritten: {cfg}"
+    checks = _forward_checks(out, lse, q, k, v, True)
+    assert all(c.ok for c in checks), f"{cfg}: " + "; ".join(map(str, checks))
+    assert torch.equal(out, out0) and torch.equal(lse, lse0), "differs from head-major"
+
+
 STAGE_C_SEQLENS = [(1, 1), (17, 17), (1000, 1000), (4097, 4097), (113, 239), (239, 113),
                    (300, 40), (129, 1), (1, 700)]
 
@@ -921,7 +984,7 @@ def test_stage_c_split_no_o_stage(programs, seqlen_q, seqlen_k, causal, head_dim
                                   device, monkeypatch):
     """The persistent grid's split ring without the O buffers (HopperFwdConfig.o_stage=
     False): hd 256's K ring 2 / V ring 3 (shipped from 1k queries since session 35, s33e)
-    and hd 128's K 3 / V 3 (measured in s37a); O through the Q tile and the next Q loaded
+    and hd 128's K 3 / V 3 (measured in s40a); O through the Q tile and the next Q loaded
     after the store; causal in the paired order (even query-tile counts here);
     NaN-poisoned buffers against the reference."""
     require_sm90()

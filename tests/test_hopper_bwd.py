@@ -126,7 +126,7 @@ def test_compiles_for_sm90(name, compiled):
     assert_sm90_build(name, rec, limit.get(tag, 0))
 
 
-def _tile_ids(lin, n_tiles, heads, tile_heads):  # ops/hopper_bwd._tile_ids, transcribed
+def _tile_ids(lin, n_tiles, heads, tile_heads):  # ops/_gluon_common.tile_ids, transcribed
     block = lin // (n_tiles * tile_heads)
     r = lin - block * n_tiles * tile_heads
     width = min(tile_heads, heads - block * tile_heads)

@@ -208,6 +208,13 @@ class HopperFwdConfig:
     # busiest program 1/0.64-1/0.89 of the mean, `s20a`). An odd count runs one-shot.
     # Measured in `s21a` (hopper_fwd_config_c)
     paired: bool = False
+    # stage A, dense causal calls (other stages and varlen ignore it): launch the (query
+    # tile, batch * head) grid tile-major within blocks of this many heads
+    # (_gluon_common.tile_ids, as the backward's HopperBwdConfig.tile_heads): every head
+    # of a block has its longest query tile started before any head's next, so the grid
+    # ends on short tiles. 0: head-major (a head's tiles longest first, then the next
+    # head's), where the last heads' longest tiles start near the end of the launch
+    tile_heads: int = 0
 
     def __post_init__(self):
         if self.pingpong and not (self.warp_specialize and self.block_m == 128
@@ -623,7 +630,7 @@ class HopperBwdConfig:
     # head add into different query tiles of the dQ buffer instead of all into the same
     # one (at 16k, ~128 programs of a head in flight together)
     dq_rotate: bool = False
-    # both kernels launch their programs tile-major (ops/hopper_bwd._tile_ids): tile t of
+    # both kernels launch their programs tile-major (ops/_gluon_common.tile_ids): tile t of
     # every head before tile t + 1 of any, or with tile_heads within blocks of that many
     # heads. Causal: the heaviest tiles first, where head-major order starts the last
     # heads' heaviest tiles near the end (dense calls; not varlen, not with the ordered

@@ -246,6 +246,30 @@ def mma_layout(num_warps, n):
 
 
 @gluon.jit
+def tile_ids(TILE_MAJOR: gl.constexpr, tile_heads=1):
+    """(tile, batch * head, tile count) of this program on the grid (tiles, B * heads).
+    The block scheduler launches blockIdx.x fastest, so that grid runs head-major: a
+    head's tiles in order, then the next head's, and with causal masks the last heads'
+    heaviest tiles start near the end. TILE_MAJOR (HopperBwdConfig.tile_major, the
+    backward's key tiles; HopperFwdConfig.tile_heads, stage A's query tiles) reorders
+    the launch in blocks of ``tile_heads`` heads (the last block what is left): within a
+    block tile t of every head goes before tile t + 1 of any, so the heaviest tiles of
+    the block's heads start first, and a block's heads still share their reads in L2.
+    ``tile_heads`` = B * heads is a fully tile-major order."""
+    n_tiles = gl.num_programs(0)
+    if TILE_MAJOR:
+        heads = gl.num_programs(1)
+        lin = gl.program_id(1) * n_tiles + gl.program_id(0)  # the launch order
+        block = lin // (n_tiles * tile_heads)
+        r = lin - block * n_tiles * tile_heads
+        width = gl.minimum(tile_heads, heads - block * tile_heads)
+        tile = r // width
+        return tile, block * tile_heads + r - tile * width, n_tiles
+    else:
+        return gl.program_id(0), gl.program_id(1), n_tiles
+
+
+@gluon.jit
 def kv_tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   CAUSAL: gl.constexpr):
     """(n_full, n_tiles) of the query tile at start_m: key tiles [0, n_full) need no

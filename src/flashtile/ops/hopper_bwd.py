@@ -135,6 +135,7 @@ from ._gluon_common import (
     stats_desc,
     stats_desc_signature,
     stats_tma_ok,
+    tile_ids,
     tma_addressable,
     tma_desc,
     tma_reduce_add,
@@ -601,7 +602,7 @@ def _one_loop(cfg, causal, window) -> int:
 
 
 def _tile_major(cfg, varlen) -> bool:
-    """Whether both kernels launch tile-major (HopperBwdConfig.tile_major, ``_tile_ids``):
+    """Whether both kernels launch tile-major (HopperBwdConfig.tile_major, ``tile_ids``):
     dense calls, not with the ordered adds (they need all of a head's programs resident
     at once)."""
     return cfg.tile_major and not varlen and not cfg.reduce_ordered
@@ -832,29 +833,6 @@ def _q_window_range(start_n, diag, left, m_lo, n_band, n_m, BLOCK_M: gl.constexp
 
 
 @gluon.jit
-def _tile_ids(TILE_MAJOR: gl.constexpr, tile_heads=1):
-    """(tile, batch * head, tile count) of this program on the grid (tiles, B * heads).
-    The block scheduler launches blockIdx.x fastest, so that grid runs head-major: a
-    head's tiles in order, then the next head's, and with causal masks the last heads'
-    heaviest tiles start near the end. TILE_MAJOR (HopperBwdConfig.tile_major) reorders
-    the launch in blocks of ``tile_heads`` heads (the last block what is left): within a
-    block tile t of every head goes before tile t + 1 of any, so the heaviest tiles of
-    the block's heads start first, and a block's heads still share their reads in L2.
-    ``tile_heads`` = B * heads is a fully tile-major order."""
-    n_tiles = gl.num_programs(0)
-    if TILE_MAJOR:
-        heads = gl.num_programs(1)
-        lin = gl.program_id(1) * n_tiles + gl.program_id(0)  # the launch order
-        block = lin // (n_tiles * tile_heads)
-        r = lin - block * n_tiles * tile_heads
-        width = gl.minimum(tile_heads, heads - block * tile_heads)
-        tile = r // width
-        return tile, block * tile_heads + r - tile * width, n_tiles
-    else:
-        return gl.program_id(0), gl.program_id(1), n_tiles
-
-
-@gluon.jit
 def _key_tile_coords(seqlen_q, seqlen_k, nheads, group, BLOCK_M: gl.constexpr,
                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, left=0,
                      HAS_LEFT: gl.constexpr = False, TILE_MAJOR: gl.constexpr = False,
@@ -864,8 +842,8 @@ def _key_tile_coords(seqlen_q, seqlen_k, nheads, group, BLOCK_M: gl.constexpr,
     by a sliding window's far edge with HAS_LEFT: ``_q_window_range``, whose masked
     tiles start at n_mid; n_mid = n_m without one; n_m at least 1 so it // n_m stays
     defined) and its ring iterations over the group's heads. TILE_MAJOR: the launch
-    order in blocks of ``tile_heads`` heads (``_tile_ids``)."""
-    pid_n, pid_bhk, _n_tiles = _tile_ids(TILE_MAJOR, tile_heads)
+    order in blocks of ``tile_heads`` heads (``tile_ids``)."""
+    pid_n, pid_bhk, _n_tiles = tile_ids(TILE_MAJOR, tile_heads)
     nheads_kv = nheads // group
     b = pid_bhk // nheads_kv
     hk = pid_bhk % nheads_kv
@@ -1464,7 +1442,7 @@ def _bwd_dkdv_kernel(
     DQ_FIXED: gl.constexpr = False,  # HopperBwdConfig.reduce_fixed: int32 adds (dq_desc)
     DQ_ROT: gl.constexpr = False,  # HopperBwdConfig.dq_rotate: the rotated order alone
     TILE_MAJOR: gl.constexpr = False,  # HopperBwdConfig.tile_major: launch order in
-    tile_heads=1,  # blocks of this many heads (_tile_ids)
+    tile_heads=1,  # blocks of this many heads (tile_ids)
     ONE_LOOP: gl.constexpr = 0,  # HopperBwdConfig.one_loop (causal, no window)
     CAP_FOLD: gl.constexpr = False,  # HopperBwdConfig.softcap_fold
     DQ_STAGE2: gl.constexpr = False,  # HopperBwdConfig.dq_stage2: two dQ staging tiles
@@ -2077,7 +2055,7 @@ def _bwd_dq_kernel(
     BITS=None, keep_scale=1.0,  # DROPOUT: the forward's bit words (after the header)
     DROPOUT: gl.constexpr = False,  # attention dropout read from BITS (dense only)
     TILE_MAJOR: gl.constexpr = False,  # HopperBwdConfig.tile_major: launch order in
-    tile_heads=1,  # blocks of this many heads (_tile_ids)
+    tile_heads=1,  # blocks of this many heads (tile_ids)
     COLS: gl.constexpr = False,  # HopperBwdConfig.dq_col_split: warpgroups split columns
 ):
     if COLS:  # two warpgroups over the same 64 query rows (_kt_layout)
@@ -2089,7 +2067,7 @@ def _bwd_dq_kernel(
     gl.static_assert(not (TILE_MAJOR and VARLEN), "TILE_MAJOR: dense grids only")
     d_layout: gl.constexpr = _kt_layout(gl.num_warps(), HEAD_DIM, COLS)
     s_layout: gl.constexpr = _kt_layout(gl.num_warps(), BLOCK_N, COLS)
-    pid_m, pid_bh, n_tiles = _tile_ids(TILE_MAJOR, tile_heads)
+    pid_m, pid_bh, n_tiles = tile_ids(TILE_MAJOR, tile_heads)
     if CAUSAL:
         pid_m = n_tiles - 1 - pid_m  # longest rows first: better tail balance
     b = pid_bh // nheads

@@ -103,6 +103,7 @@ from ._gluon_common import kv_tile_range as _tile_range
 from ._gluon_common import launch as _gluon_launch
 from ._gluon_common import mma_layout as _mma_layout
 from ._gluon_common import scores_masked as _scores_masked
+from ._gluon_common import tile_ids
 from ._gluon_common import tma_addressable as _tma_addressable
 from ._gluon_common import tma_desc as _desc
 
@@ -250,6 +251,8 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
             qk_scale = float(softcap) * 1.4426950408889634
     elif left is not None or softcap:
         raise ValueError(f"a sliding window or softcap runs on stage A or C, not B: {cfg}")
+    if kernel is _fwd_kernel and cfg.tile_heads and causal and not varlen.get("VARLEN"):
+        extra = dict(extra, TILE_MAJOR=True, tile_heads=min(cfg.tile_heads, batch * nheads))
     if trace is not None:  # stage C's timeline (scripts/trace_stage_c.py)
         if kernel not in (_fwd_c_kernel, _fwd_cp_kernel):
             raise ValueError(f"a timeline is traced in stage C only: {cfg}")
@@ -636,11 +639,12 @@ def _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q,
 
 
 @gluon.jit
-def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, seqlen_q,
-                 seqlen_k, nheads, group, VARLEN: gl.constexpr):
+def _program_seq(pid_bh, q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
+                 seqlen_q, seqlen_k, nheads, group, VARLEN: gl.constexpr):
     """What every forward program starts from: (b, h, hk, seqlen_q, seqlen_k, lse_rows,
     q_desc, k_desc, v_desc, o_desc), ``b`` the batch coordinate of the descriptors and
-    ``lse_rows`` the address of this (batch, head)'s lse row 0.
+    ``lse_rows`` the address of this (batch, head)'s lse row 0; ``pid_bh`` is the
+    program's batch * head (grid axis 1, or tile_ids' under a tile-major order).
     Dense: the host descriptors over (B, S, H, D), lse (B, H, M).
     VARLEN (ops/varlen.py's packed (T, H, D) tensors, lse (H, TQ); the host descriptors
     are over (1, T, H, D) views): sequence b = pid // H spans rows cu[b] .. cu[b+1] of
@@ -652,7 +656,6 @@ def _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K, se
     15 tried the host descriptors over the whole packed tensors with each sequence's first
     row added to the coordinates, so that no program builds a descriptor: 0.60-0.97x
     these at 2k-long sequences, `varlenhost`; removed in session 16.)"""
-    pid_bh = gl.program_id(1)
     b = pid_bh // nheads
     h = pid_bh % nheads
     if VARLEN:
@@ -915,19 +918,21 @@ def _fwd_kernel(
     DROP_WS: gl.constexpr = False, DROP_REGS: gl.constexpr = 96,  # the dropout partition
     Q_REGS: gl.constexpr = False,  # HopperFwdConfig.q_regs: Q in registers (_consumer_state)
     LAZY: gl.constexpr = False,  # HopperFwdConfig.lazy_rescale (_lazy_softmax_step)
+    # HopperFwdConfig.tile_heads: the grid tile-major in blocks of tile_heads heads
+    TILE_MAJOR: gl.constexpr = False, tile_heads=1,
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
     dtype: gl.constexpr = q_desc.dtype
-    pid_m = gl.program_id(0)
+    pid_m, pid_bh, m_tiles = tile_ids(TILE_MAJOR, tile_heads)  # dense causal only
     if CAUSAL:
-        pid_m = gl.num_programs(0) - 1 - pid_m  # longest rows first: better tail balance
+        pid_m = m_tiles - 1 - pid_m  # longest rows first: better tail balance
     start_m = pid_m * BLOCK_M
     if _past_seq_end(CU_Q, start_m, nheads, VARLEN):
         return
     (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
-     o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-                            seqlen_q, seqlen_k, nheads, group, VARLEN)
+     o_desc) = _program_seq(pid_bh, q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q,
+                            CU_K, seqlen_q, seqlen_k, nheads, group, VARLEN)
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
     if HAS_LEFT:  # a sliding window: tiles [lo, a) masked, [a, n_full) not, then the band
@@ -955,7 +960,7 @@ def _fwd_kernel(
 
     drop = None
     if DROPOUT:
-        drop = _dropout_args(seed, rng_offset, BITS, gl.program_id(1), drop_thr,
+        drop = _dropout_args(seed, rng_offset, BITS, pid_bh, drop_thr,
                              seqlen_q, start_m)
     if DROP_WS:  # a dropout partition (4 warps) draws and writes the bits ahead of the
         # consumers (this kernel's warps), NB steps at most
@@ -1095,8 +1100,8 @@ def _fwd_ws_kernel(
     if _past_seq_end(CU_Q, start_m, nheads, VARLEN):
         return
     (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
-     o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-                             seqlen_q, seqlen_k, nheads, group, VARLEN)
+     o_desc) = _program_seq(gl.program_id(1), q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V,
+                            O, CU_Q, CU_K, seqlen_q, seqlen_k, nheads, group, VARLEN)
     diag = seqlen_k - seqlen_q
     n_full, n_tiles = _tile_range(start_m, seqlen_q, seqlen_k, BLOCK_M, BLOCK_N, CAUSAL)
 
@@ -1486,8 +1491,8 @@ def _fwd_c_kernel(
     if _past_seq_end(CU_Q, start_cta, nheads, VARLEN):
         return
     (b, h, hk, seqlen_q, seqlen_k, lse_rows, q_desc, k_desc, v_desc,
-     o_desc) = _program_seq(q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V, O, CU_Q, CU_K,
-                             seqlen_q, seqlen_k, nheads, group, VARLEN)
+     o_desc) = _program_seq(gl.program_id(1), q_desc, k_desc, v_desc, o_desc, LSE, Q, K, V,
+                            O, CU_Q, CU_K, seqlen_q, seqlen_k, nheads, group, VARLEN)
     # the later warpgroup's tile needs the most key tiles, the earlier one (under a
     # sliding window) the leftmost: the producer loads [base, n_cta)
     base, _a, _b, _n = _c_tiles(start_cta, seqlen_q, seqlen_k, left, BLOCK_M, BLOCK_N, CAUSAL,
@@ -1864,6 +1869,9 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
         constexprs["HAS_LEFT"] = window
         sig["cap_scale"] = "fp32"
         constexprs["SOFTCAP"] = softcap
+    if kernel is _fwd_kernel and cfg.tile_heads and causal and not varlen:
+        sig["tile_heads"] = "i32"  # the launch's tile-major order
+        constexprs["TILE_MAJOR"] = True
     if dropout:
         seed = {"seed": "i32", "pair": "*i64", "bits": "*i32", "bits-ws": "*i32"}[dropout]
         sig.update(seed=seed, rng_offset="i32", drop_thr="i32",
