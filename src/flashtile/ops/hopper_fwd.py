@@ -923,6 +923,7 @@ def _fwd_kernel(
 ):
     gl.static_assert(BLOCK_M == 16 * gl.num_warps(), "each warp owns 16 query rows")
     gl.static_assert(HEAD_DIM <= 256 and BLOCK_N <= 256, "wgmma n is at most 256")
+    gl.static_assert(not (TILE_MAJOR and VARLEN), "TILE_MAJOR: dense grids only")
     dtype: gl.constexpr = q_desc.dtype
     pid_m, pid_bh, m_tiles = tile_ids(TILE_MAJOR, tile_heads)  # dense causal only
     if CAUSAL:
