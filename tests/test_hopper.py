@@ -439,6 +439,26 @@ def test_tile_major_launch(monkeypatch):
     monkeypatch.delenv("FLASHTILE_HOPPER_SCHEDULE", raising=False)
     monkeypatch.setenv(hopper_fwd.OVERRIDES_ENV_VAR, "tile_heads=8")
     assert hopper_fwd.default_config(64, True, 4096).tile_heads == 8
+    monkeypatch.setenv(hopper_fwd.OVERRIDES_ENV_VAR, "tile_heads=0")
+    assert hopper_fwd.default_config(64, True, 16384).tile_heads == 0
+
+
+def test_tile_heads_shipped(monkeypatch):
+    """The shipped order (configs.TILE_HEADS from TILE_HEADS_MIN): hd 64 causal stage A
+    tile-major from 8k query rows, head-major below and at every other head dim, in
+    non-causal calls and with dropout."""
+    monkeypatch.delenv(hopper_fwd.OVERRIDES_ENV_VAR, raising=False)
+    monkeypatch.delenv("FLASHTILE_HOPPER_SCHEDULE", raising=False)
+    lo = configs.TILE_HEADS_MIN
+    for hd, causal, s, want in ((64, True, lo, configs.TILE_HEADS),
+                                (64, True, 4 * lo, configs.TILE_HEADS),
+                                (64, True, lo - 1, 0), (64, True, 1024, 0),
+                                (64, False, lo, 0), (128, True, lo, 0), (256, True, lo, 0)):
+        got = hopper_fwd.default_config(hd, causal, s)
+        assert got.tile_heads == want, (hd, causal, s, got)
+        if hd == 64 and causal:
+            assert configs.hopper_fwd_schedule(hd, causal, s) == "A", s
+    assert configs.hopper_fwd_dropout_config(64, True, lo).tile_heads == 0
 
 
 def test_varlen_config_hd256(monkeypatch):
@@ -828,7 +848,7 @@ def test_stage_a_exp2_emu_vs_reference(exp2_emu, head_dim, causal, seqlen_q, seq
 @pytest.mark.parametrize("tile_heads", [1, 5, 8, 1000])
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("seqlen_q,seqlen_k", [(200, 333), (1030, 1030), (2048, 2048),
-                                               (333, 77)])
+                                               (333, 77), (8192, 8192)])
 def test_stage_a_tile_major(tile_heads, head_dim, seqlen_q, seqlen_k, device, monkeypatch):
     """Stage A's causal grid launched tile-major in blocks of ``tile_heads`` heads
     (HopperFwdConfig.tile_heads, _gluon_common.tile_ids) over 2 x 6 batch-heads (blocks

@@ -366,7 +366,24 @@ def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdCo
     """Stage A/B tiles of the Gluon forward for fp16/bf16 on sm_90 (stage A here; B is
     the same tiles with ``warp_specialize=True``). Resources from compiling for sm_90 on
     the CPU (tests/test_hopper.py: no spills, fits 227 KB)."""
-    return _short_tile(head_dim, causal, seqlen_q) or _stage_a_tiles(head_dim, causal)
+    short = _short_tile(head_dim, causal, seqlen_q)
+    if short is not None:
+        return short
+    cfg = _stage_a_tiles(head_dim, causal)
+    if head_dim <= 64 and causal and seqlen_q >= TILE_HEADS_MIN:
+        cfg = dataclasses.replace(cfg, tile_heads=TILE_HEADS)
+    return cfg
+
+
+# Stage A's hd 64 causal grid tile-major within blocks of TILE_HEADS heads from
+# TILE_HEADS_MIN query rows (HopperFwdConfig.tile_heads; step 99). H100, 2026-12-07,
+# baaa237, scripts/env_ab.py --measures fwd (L2 flushed), blocks of 8 against head-major
+# in four runs (`s40a` 3 rounds, then 5, 5 and 9 rounds): 8k +11.3% / +4.1% / +3.3%,
+# 16k +6.0% / +3.3% / +3.3%; 4k +7.6% / +2.2% / -1.7% / -1.6% (not shipped: the two
+# later runs lost), 2k -1.8%, 1k -2.7% / -3.3%. Blocks of 4 / 16 / 32 and the whole grid
+# no better (whole grid -1% to -15%)
+TILE_HEADS = 8
+TILE_HEADS_MIN = 8192
 
 
 def _stage_a_tiles(head_dim: int, causal: bool) -> HopperFwdConfig:
