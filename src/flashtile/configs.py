@@ -380,8 +380,10 @@ def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdCo
 # baaa237, scripts/env_ab.py --measures fwd (L2 flushed), blocks of 8 against head-major
 # in four runs (`s40a` 3 rounds, then 5, 5 and 9 rounds): 8k +11.3% / +4.1% / +3.3%,
 # 16k +6.0% / +3.3% / +3.3%; 4k +7.6% / +2.2% / -1.7% / -1.6% (not shipped: the two
-# later runs lost), 2k -1.8%, 1k -2.7% / -3.3%. Blocks of 4 / 16 / 32 and the whole grid
-# no better (whole grid -15% to +3%)
+# later runs lost), 2k -1.8%, 1k -2.7% / -3.3%. Blocks of 4 / 16 0-2% below 8 from 4k (one
+# run), 32 only in `s40a` (+13% at 4k there, against a slow head-major baseline; suite
+# s42a repeats 4k), the whole grid -15% to +3%. As shipped (`s41a`, 2fc09de, 5 rounds):
+# +4.1% / +3.8% at 8k / 16k
 TILE_HEADS = 8
 TILE_HEADS_MIN = 8192
 
