@@ -361,7 +361,7 @@ def test_bench_measure_interleaves(monkeypatch):
     """The hf bench's _measure on a tiny CPU Llama: every backend it can set gets each
     metric, the one it cannot (flash_attention_2 here) a note; forward and train step are
     timed in rounds that visit every backend in turn (the attn_implementation switches
-    per call, so with 2 reps the sequence is warm-ups, then f s f s)."""
+    per call, so with 2 reps the sequence is warm-ups, then s f, f s, s f)."""
     from argparse import Namespace
 
     from flashtile.bench import hf as bench_hf
@@ -391,5 +391,7 @@ def test_bench_measure_interleaves(monkeypatch):
             assert (backend, metric) in have, (backend, metric)
     assert "flash_attention_2" in notes and not any(r.backend == "flash_attention_2"
                                                     for r in records)
-    # warm-ups (three backends), two interleaved rounds, then decode per backend
-    assert seen[:7] == [name, "sdpa", "flash_attention_2", name, "sdpa", name, "sdpa"]
+    # warm-ups (three backends), an untimed round, two timed rounds in alternating order,
+    # then decode per backend
+    assert seen[:9] == [name, "sdpa", "flash_attention_2", "sdpa", name, name, "sdpa",
+                        "sdpa", name]

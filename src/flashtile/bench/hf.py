@@ -18,7 +18,8 @@ length (2k, 8k, 32k tokens by default) and backend, the same weights each time:
 Each time is the median of ``--hf-reps`` runs after one warm-up; the warm-up (Triton
 compiles included) is reported apart as ``first_call_s``. Forward and train step run in
 interleaved rounds, every backend once per round (since session 17: one backend after
-the other read the ratio up to ~1% apart between machine starts). Only attention differs
+the other read the ratio up to ~1% apart between machine starts), after one untimed
+round on a warm allocator, each round in the reverse order of the one before. Only attention differs
 between backends, so ratios to "sdpa" measured side by side are what the numbers mean.
 
 Without a CUDA device, ``run`` says that timings need a GPU and runs a tiny model under
@@ -213,12 +214,18 @@ def _measure(model, impls, ctx, args, records) -> dict[str, str]:
             torch.cuda.empty_cache()
         if why is not None:
             notes[backend] = why
-    for _ in range(args.hf_reps):
-        for backend in list(times):
+    # a settle round, untimed: the warm-ups end in empty_cache, so without it the first
+    # timed backend would regrow the allocator's cache alone (cudaMalloc in its forward;
+    # session 41 read a 2k forward 25% apart between two runs with 2 reps)
+    for r in range(args.hf_reps + 1):
+        order = list(times)
+        for backend in order if r % 2 else order[::-1]:  # the first timed round: in order
             _set_impl(model, impls[backend])
             try:
-                times[backend][0].append(_time(forward, 0, ids.device)[0])
-                times[backend][1].append(_time(train_step, 0, ids.device)[0])
+                fwd, step = _time(forward, 0, ids.device)[0], _time(train_step, 0, ids.device)[0]
+                if r:
+                    times[backend][0].append(fwd)
+                    times[backend][1].append(step)
             except torch.cuda.OutOfMemoryError:
                 notes[backend] = "out of memory"
                 del times[backend]
