@@ -14,3 +14,10 @@ gpu_pytest pytest_s42 250 4 4 tests/test_hopper.py -k "tile_major"
 tm="FLASHTILE_HOPPER_FWD_OVERRIDES=tile_heads"
 env_ab fwd_tm64c_4k 200 --ab "|$tm=8|$tm=16|$tm=32" --measures fwd --head-dims 64 \
   --seqlens 2048 4096 --causal 1 --rounds 9
+# 3. The hf bench alone (no model tests), with the untimed settle round and alternating
+#    rounds (ce55a53): the 2k forward read 0.78x / 0.95x / 0.95x sdpa in session 41's runs
+#    with the first timed backend regrowing the allocator's cache. Prediction: 2k forward
+#    0.95-1.0x (host-bound), 8k / 32k unchanged (1.02x).
+ft bench --suite hf --hf-reps 3 --commit "$commit" --csv "$out/bench_hf.csv" \
+  >"$out/bench_hf.log" 2>&1 || status=1
+tail -n 14 "$out/bench_hf.log"
