@@ -19,8 +19,9 @@ Each time is the median of ``--hf-reps`` runs after one warm-up; the warm-up (Tr
 compiles included) is reported apart as ``first_call_s``. Forward and train step run in
 interleaved rounds, every backend once per round (since session 17: one backend after
 the other read the ratio up to ~1% apart between machine starts), after one untimed
-round on a warm allocator, each round in the reverse order of the one before. Only attention differs
-between backends, so ratios to "sdpa" measured side by side are what the numbers mean.
+round on a warm allocator, each round in the reverse order of the one before. Only
+attention differs between backends, so ratios to "sdpa" measured side by side are what
+the numbers mean.
 
 Without a CUDA device, ``run`` says that timings need a GPU and runs a tiny model under
 the interpreter against "sdpa" instead.
