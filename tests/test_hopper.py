@@ -446,7 +446,7 @@ def test_tile_major_launch(monkeypatch):
 def test_tile_heads_shipped(monkeypatch):
     """The shipped order (configs.TILE_HEADS from TILE_HEADS_MIN): hd 64 causal stage A
     tile-major from 8k query rows, head-major below and at every other head dim, in
-    non-causal calls and with dropout."""
+    non-causal calls, with dropout and with a sliding window."""
     monkeypatch.delenv(hopper_fwd.OVERRIDES_ENV_VAR, raising=False)
     monkeypatch.delenv("FLASHTILE_HOPPER_SCHEDULE", raising=False)
     lo = configs.TILE_HEADS_MIN
@@ -459,6 +459,8 @@ def test_tile_heads_shipped(monkeypatch):
         if hd == 64 and causal:
             assert configs.hopper_fwd_schedule(hd, causal, s) == "A", s
     assert configs.hopper_fwd_dropout_config(64, True, lo).tile_heads == 0
+    # a sliding window keeps head-major (the order was measured on full causal calls)
+    assert hopper_fwd.window_config(64, True, lo).tile_heads == 0
 
 
 def test_varlen_config_hd256(monkeypatch):

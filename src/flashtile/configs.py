@@ -362,20 +362,24 @@ def _short_tile(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig |
     return None
 
 
-def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig:
+def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int,
+                      windowed: bool = False) -> HopperFwdConfig:
     """Stage A/B tiles of the Gluon forward for fp16/bf16 on sm_90 (stage A here; B is
     the same tiles with ``warp_specialize=True``). Resources from compiling for sm_90 on
-    the CPU (tests/test_hopper.py: no spills, fits 227 KB)."""
+    the CPU (tests/test_hopper.py: no spills, fits 227 KB). ``windowed``: a call with a
+    sliding window or softcap, which keeps the head-major grid (TILE_HEADS was measured
+    on full causal calls only)."""
     short = _short_tile(head_dim, causal, seqlen_q)
     if short is not None:
         return short
     cfg = _stage_a_tiles(head_dim, causal)
-    if head_dim <= 64 and causal and seqlen_q >= TILE_HEADS_MIN:
+    if head_dim <= 64 and causal and not windowed and seqlen_q >= TILE_HEADS_MIN:
         cfg = dataclasses.replace(cfg, tile_heads=TILE_HEADS)
     return cfg
 
 
-# Stage A's hd 64 causal grid tile-major within blocks of TILE_HEADS heads from
+# Stage A's hd 64 causal grid (full causal calls: windows and softcaps keep head-major,
+# not measured) tile-major within blocks of TILE_HEADS heads from
 # TILE_HEADS_MIN query rows (HopperFwdConfig.tile_heads; step 99). H100, 2026-12-07,
 # baaa237, scripts/env_ab.py --measures fwd (L2 flushed), blocks of 8 against head-major
 # in four runs (`s40a` 3 rounds, then 5, 5 and 9 rounds): 8k +11.3% / +4.1% / +3.3%,

@@ -441,7 +441,8 @@ def _window_config(head_dim, causal, seqlen_q, softcap, forced, overrides=""):
         return cfg
     if softcap and head_dim <= 64 and not forced:
         return None  # the portable kernel (the note below)
-    return _overridden(configs.hopper_fwd_config(head_dim, causal, seqlen_q), overrides)
+    return _overridden(configs.hopper_fwd_config(head_dim, causal, seqlen_q, windowed=True),
+                       overrides)
 
 
 # A softcapped forward at hd 64 runs the portable kernel: with tanh.approx (925238e,
