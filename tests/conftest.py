@@ -13,6 +13,7 @@ if not HAS_CUDA:
 
 import pytest  # noqa: E402
 
+from flashtile.ops.flash import clear_plans  # noqa: E402
 from flashtile.validate import seed_from  # noqa: E402
 
 DEVICE = torch.device("cuda") if HAS_CUDA else torch.device("cpu")
@@ -33,6 +34,14 @@ def seed(request):
     torch.manual_seed(value)
     request.node.flashtile_seed = value
     return value
+
+
+@pytest.fixture(autouse=True)
+def fresh_plans():
+    """Every test starts without launch plans (ops/flash.py): a plan made by an earlier
+    test would replay its launches past the spies and patched configs a test sets up."""
+    clear_plans()
+    yield
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -602,6 +602,7 @@ def hopper_calls(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(hopper_fwd, "hopper_attention_forward", spy)
+    monkeypatch.setattr(flash, "USE_PLANS", False)  # a plan's replay would skip the spy
     return calls
 
 
@@ -616,6 +617,7 @@ def _record_launches(monkeypatch):
         return real(cfg, *args, **kwargs)
 
     monkeypatch.setattr(hopper_fwd, "_launch", spy)
+    monkeypatch.setattr(flash, "USE_PLANS", False)  # a plan's replay would skip the spy
     return calls
 
 

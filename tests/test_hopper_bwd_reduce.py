@@ -286,6 +286,7 @@ def _spy_config(monkeypatch, field):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(hopper_bwd, "_launch_split", spy)
+    monkeypatch.setattr(flash, "USE_PLANS", False)  # a plan's replay would skip the spy
     return used
 
 

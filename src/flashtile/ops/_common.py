@@ -66,6 +66,36 @@ def env_mode(name: str) -> str:
     return "off" if value in ("", "0") else "on"
 
 
+# Every environment variable the dispatch reads on a call (tests/test_host_plans.py greps
+# the package for FLASHTILE_* names and checks that this list holds each one not read at
+# import only). The launch plans of ops/flash.py are keyed on their values
+# (``dispatch_env``), so setting one between calls (scripts/env_ab.py, tests) never
+# replays a plan made under other settings.
+DISPATCH_ENV = (
+    "TRITON_INTERPRET", "FLASHTILE_DISABLE_HOPPER", "FLASHTILE_DEBUG_CHECKS",
+    "FLASHTILE_DROPOUT_BITS", "FLASHTILE_HOPPER_SCHEDULE", "FLASHTILE_HOPPER_FWD_OVERRIDES",
+    "FLASHTILE_HOPPER_C_PERSISTENT", "FLASHTILE_HOPPER_C_PINGPONG", "FLASHTILE_HOPPER_WINDOW",
+    "FLASHTILE_HOPPER_SOFTCAP", "FLASHTILE_HOPPER_DROPOUT", "FLASHTILE_HOPPER_DROPOUT_WS",
+    "FLASHTILE_HOPPER_VARLEN", "FLASHTILE_HOPPER_BWD", "FLASHTILE_HOPPER_BWD_OVERRIDES",
+    "FLASHTILE_HOPPER_BWD_FUSED", "FLASHTILE_HOPPER_BWD_DROPOUT",
+    "FLASHTILE_HOPPER_BWD_HD256_MASKS", "FLASHTILE_HOPPER_BWD_REDUCE",
+    "FLASHTILE_HOPPER_BWD_REDUCE_ORDERED", "FLASHTILE_HOPPER_BWD_REDUCE_FIXED",
+    "FLASHTILE_HOPPER_VARLEN_BWD", "FLASHTILE_DECODE_FUSED_COMBINE",
+)
+# CPython's os.environ keeps its values in a dict of encoded keys: one map over it reads
+# them all in ~1 us, where os.environ.get costs ~1.5 us a name
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENV_KEYS = (tuple(os.environ.encodekey(n) for n in DISPATCH_ENV)
+             if isinstance(_ENV_DATA, dict) and hasattr(os.environ, "encodekey") else None)
+
+
+def dispatch_env() -> tuple:
+    """The values of the ``DISPATCH_ENV`` variables now (None where unset)."""
+    if _ENV_KEYS is not None:
+        return tuple(map(_ENV_DATA.get, _ENV_KEYS))
+    return tuple(map(os.environ.get, DISPATCH_ENV))
+
+
 def is_interpreting() -> bool:
     """True when Triton runs kernels under its CPU interpreter (TRITON_INTERPRET=1)."""
     return os.environ.get("TRITON_INTERPRET", "0") == "1"

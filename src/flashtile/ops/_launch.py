@@ -29,8 +29,8 @@ from triton import knobs
 from triton.runtime.driver import driver as _driver
 from triton.runtime.jit import JITFunction
 
-__all__ = ["cached_launch", "cached_launch_kw", "current_stream", "make_room", "plain_launch",
-           "run_compiled"]
+__all__ = ["cached_launch", "cached_launch_kw", "current_stream", "make_plan", "make_room",
+           "plain_launch", "record", "recording", "run_compiled", "run_plan"]
 
 # id(kernel) -> (kernel, positions of its do_not_specialize parameters, positions of its
 # other non-constexpr parameters). Keyed by id: a JITFunction hashes through a locked
@@ -191,8 +191,122 @@ def cached_launch_kw(cache: dict, fn, grid, device, args, kwargs, run=None) -> N
         if kernel is not None and not hasattr(kernel, "result"):  # not an async compile
             make_room(cache)
             cache[key] = kernel
-        return
-    (run or run_compiled)(kernel, grid, current_stream(device), full)
+        else:
+            kernel = None
+    else:
+        (run or run_compiled)(kernel, grid, current_stream(device), full)
+    if _RECORDS is not None:
+        _RECORDS.append(("launch", kernel, grid, full))
+
+
+# Launch plans (ops/flash.py's Gluon forward and backward): while ``recording`` is open,
+# cached_launch_kw appends each launch as ("launch", compiled kernel or None, grid, all
+# arguments), and the launchers ``record`` what else a plan must replay: ("alloc", tensor,
+# zeroed) for a scratch buffer, ("sum", part, view shape, dim, out) for torch.sum(part.
+# view(shape), dim, out=out), and ("expect", n) when the call is plannable with n launches.
+# ``make_plan`` turns a call's records into steps over the call's own tensors; ``run_plan``
+# replays them on new tensors of the same signature: scratch allocated again, descriptors
+# rebuilt over the new tensors, everything else as recorded.
+_RECORDS: list | None = None
+
+
+class recording:
+    """``with recording() as records:`` what the launchers record inside (not reentrant:
+    an inner recording ends the outer one's)."""
+
+    def __enter__(self) -> list:
+        global _RECORDS
+        _RECORDS = []
+        return _RECORDS
+
+    def __exit__(self, *exc) -> None:
+        global _RECORDS
+        _RECORDS = None
+
+
+def record(*entry) -> None:
+    """Append ``entry`` to the open recording, if any (see ``recording``)."""
+    if _RECORDS is not None:
+        _RECORDS.append(entry)
+
+
+def make_plan(records: list, sources: tuple):
+    """The steps that replay ``records`` over ``sources``, or None unless the launcher
+    recorded exactly one ("expect", n), n launches followed, each with its compiled
+    kernel, and every tensor a launch or a sum took is one of ``sources`` or a recorded
+    scratch buffer (by identity), every TMA descriptor a whole-tensor one over one of them
+    (shape and strides the tensor's own, as ``_gluon_common.tma_desc`` builds them, and
+    ``stats_desc`` on a 2D tensor), and every other argument a plain value (int, float,
+    bool, None, string), replayed as recorded."""
+    expect = [e[1] for e in records if e[0] == "expect"]
+    if len(expect) != 1:
+        return None
+    ids = {id(t): i for i, t in enumerate(sources)}
+    steps, launches = [], 0
+    for entry in records:
+        kind = entry[0]
+        if kind == "alloc":
+            _, t, zero = entry
+            ids[id(t)] = len(ids)
+            steps.append(("alloc", tuple(t.shape), t.dtype, zero))
+        elif kind == "sum":
+            _, part, shape, dim, out = entry
+            if id(part) not in ids or id(out) not in ids:
+                return None
+            steps.append(("sum", ids[id(part)], shape, dim, ids[id(out)]))
+        elif kind == "launch":
+            _, kernel, grid, full = entry
+            if kernel is None:
+                return None
+            launches += 1
+            slots = []
+            for i, x in enumerate(full):
+                if type(x) in _PLAIN:
+                    continue
+                if isinstance(x, torch.Tensor):
+                    if id(x) not in ids:
+                        return None
+                    slots.append((i, ids[id(x)], None, None))
+                    continue
+                base = getattr(x, "base", None)
+                if (id(base) not in ids or not hasattr(x, "block_shape")
+                        or list(x.shape) != list(base.shape)
+                        or list(x.strides) != list(base.stride())
+                        or getattr(x, "padding", "zero") != "zero"):
+                    return None
+                slots.append((i, ids[id(base)], list(x.block_shape), x.layout))
+            template = list(full)
+            for slot in slots:  # (no reference to this call's tensors stays in the plan)
+                template[slot[0]] = None
+            steps.append(("launch", kernel, grid, tuple(template), tuple(slots)))
+        elif kind != "expect":
+            return None
+    return tuple(steps) if launches == expect[0] else None
+
+
+def run_plan(plan, sources: tuple, device, run, desc) -> None:
+    """Replay ``plan`` (make_plan's steps) over ``sources`` (tensors of the signature the
+    plan was made for, in make_plan's order) on ``device``'s current stream: ``run`` is
+    run_compiled (or a spy), ``desc(x, block, layout)`` builds a descriptor
+    (``_gluon_common._unchecked_desc``)."""
+    srcs = list(sources)
+    stream = current_stream(device)
+    for step in plan:
+        kind = step[0]
+        if kind == "launch":
+            _, kernel, grid, template, slots = step
+            args = list(template)
+            for i, src, block, layout in slots:
+                x = srcs[src]
+                args[i] = x if block is None else desc(x, block, layout)
+            run(kernel, grid, stream, args)
+        elif kind == "alloc":
+            _, shape, dtype, zero = step
+            srcs.append((torch.zeros if zero else torch.empty)(shape, dtype=dtype,
+                                                                device=device))
+        else:  # "sum"
+            _, part, shape, dim, out = step
+            torch.sum(srcs[part].view(shape), dim=dim, out=srcs[out])
 
 
 def run_compiled(kernel, grid, stream, args):

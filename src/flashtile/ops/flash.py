@@ -44,6 +44,7 @@ from ._common import (
     delta_rows,
     device_capability,
     device_ctx,
+    dispatch_env,
     dropout_keep,
     env_mode,
     fwd_scores,
@@ -59,7 +60,17 @@ from ._common import (
     softmax_finish,
     store_dropout_bits,
 )
-from ._launch import cached_launch, current_stream, make_room, plain_launch, run_compiled
+from . import _gluon_common
+from ._launch import (
+    cached_launch,
+    current_stream,
+    make_plan,
+    make_room,
+    plain_launch,
+    recording,
+    run_compiled,
+    run_plan,
+)
 
 __all__ = [
     "flash_attn_func", "attention_forward", "attention_backward", "FlashAttnFunction",
@@ -440,7 +451,9 @@ def _launch(fn, grid, device, n_ptr, args, num_warps, num_stages):
 # GPU, sets a MiniGPT training step's time.
 _PLANS: dict = {}
 MAX_PLANS = 1024
-USE_PLANS = True  # A/B switch (scripts/host_overhead.py --ab-plans, host_split.py --ab)
+# A/B switch (scripts/host_overhead.py --ab-plans, host_split.py --ab, host_gluon.py --ab);
+# FLASHTILE_LAUNCH_PLANS=0 starts a process with it off
+USE_PLANS = os.environ.get("FLASHTILE_LAUNCH_PLANS", "1") not in ("", "0")
 
 
 def _rng_kind(rng_state, dropout_p):
@@ -464,6 +477,22 @@ def _plan_key(tag, tensors, *rest):
 def _keep_plan(key, plan) -> None:
     make_room(_PLANS, MAX_PLANS)
     _PLANS[key] = plan
+
+
+def clear_plans() -> None:
+    """Forget every launch plan (tests that patch the dispatch call it between calls)."""
+    _PLANS.clear()
+
+
+def _gluon_plans_on(device) -> bool:
+    """Plans of the Gluon launches (ops/_launch.make_plan): made and replayed when plans
+    and the cached Gluon launch are on for this device type. A Gluon plan is keyed on the
+    call's signature and the dispatch's environment (``dispatch_env``) and replays the
+    launches that signature made: the dispatch predicates, configs and argument tuples
+    run once per signature. Session 42 (scripts/host_gluon.py, CPU, stub launches): the
+    HF Llama's 2k forward call 123 -> NN us of Python."""
+    return (USE_PLANS and _gluon_common.FAST_LAUNCH
+            and device.type in _gluon_common._FAST_LAUNCH_DEVICES)
 
 
 # ==================================================================================
@@ -503,7 +532,18 @@ def attention_forward(
         return out, lse
     if dropout_p > 0 and rng_state is None:
         rng_state = draw_rng_state(device)
-    if config is None and _maybe_sm90(device) and hopper_fwd.hopper_supported(
+    sm90 = config is None and _maybe_sm90(device)
+    gkey = None
+    if sm90 and fresh and not dropout_p and _gluon_plans_on(device):
+        gkey = _plan_key("gfwd", (q, k, v), q.dtype, device, softmax_scale, window_size,
+                         softcap, dispatch_env())
+        plan = _PLANS.get(gkey)
+        if plan is not None:  # the Gluon launch this signature made last time
+            with device_ctx(q):
+                run_plan(plan, (q, k, v, out, lse), device, _gluon_common._run_compiled,
+                         _gluon_common._unchecked_desc)
+            return out, lse
+    if sm90 and hopper_fwd.hopper_supported(
         q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
         softmax_scale=softmax_scale, windows=True, softcaps=True, dropouts=True,
     ):  # sm_90: the Gluon kernel (ops/hopper_fwd.py) where configs.hopper_fwd_schedule
@@ -516,10 +556,16 @@ def attention_forward(
         else:
             hcfg = hopper_fwd.call_config(q.shape[-1], causal_, seqlen_q, left, softcap)
         if hcfg is not None:
-            return hopper_fwd.hopper_attention_forward(
-                q, k, v, softmax_scale, causal_, out, lse, hcfg, left, softcap, dropout_p,
-                rng_state if dropout_p > 0 else (0, 0),
-            )
+            with recording() as records:
+                hopper_fwd.hopper_attention_forward(
+                    q, k, v, softmax_scale, causal_, out, lse, hcfg, left, softcap,
+                    dropout_p, rng_state if dropout_p > 0 else (0, 0),
+                )
+            if gkey is not None:
+                plan = make_plan(records, (q, k, v, out, lse))
+                if plan is not None:
+                    _keep_plan(gkey, plan)
+            return out, lse
     key = None
     if (fresh and config is None and USE_PLANS and FAST_LAUNCH
             and device.type in _FAST_LAUNCH_DEVICES):
@@ -759,15 +805,32 @@ def attention_backward(
     # header), which the Gluon backward can read too
     bits = rng_state[0] if dropout_p > 0 and _rng_kind(rng_state, dropout_p) == torch.int32 \
         else None
-    if config is None and _maybe_sm90(device) and hopper_bwd.hopper_bwd_supported(
+    sm90 = config is None and _maybe_sm90(device)
+    gkey = None
+    if sm90 and fresh and not dropout_p and _gluon_plans_on(device):
+        gkey = _plan_key("gbwd", (q, k, v, out, dout, lse), q.dtype, device, softmax_scale,
+                         window_size, softcap, bool(deterministic), dispatch_env())
+        plan = _PLANS.get(gkey)
+        if plan is not None:  # the Gluon backward this signature ran last time
+            with device_ctx(q):
+                run_plan(plan, (dout, q, k, v, out, lse, dq, dk, dv), device,
+                         _gluon_common._run_compiled, _gluon_common._unchecked_desc)
+            return dq, dk, dv
+    if sm90 and hopper_bwd.hopper_bwd_supported(
         q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
         softmax_scale=softmax_scale, windows=True, softcaps=True, bits=bits is not None,
     ):  # sm_90 where configs.hopper_bwd_preferred: the Gluon kernels (ops/hopper_bwd.py)
-        return hopper_bwd.hopper_attention_backward(
-            dout, q, k, v, out, lse, softmax_scale, window_size[1] == 0, dq, dk, dv,
-            left=window_size[0], softcap=softcap, dropout_p=dropout_p, bits=bits,
-            deterministic=deterministic,
-        )
+        with recording() as records:
+            hopper_bwd.hopper_attention_backward(
+                dout, q, k, v, out, lse, softmax_scale, window_size[1] == 0, dq, dk, dv,
+                left=window_size[0], softcap=softcap, dropout_p=dropout_p, bits=bits,
+                deterministic=deterministic,
+            )
+        if gkey is not None:
+            plan = make_plan(records, (dout, q, k, v, out, lse, dq, dk, dv))
+            if plan is not None:
+                _keep_plan(gkey, plan)
+        return dq, dk, dv
     delta_shape = (batch, nheads, seqlen_q)
     key = None
     if (fresh and config is None and USE_PLANS and FAST_LAUNCH

@@ -141,6 +141,7 @@ from ._gluon_common import (
     tma_reduce_add,
     window_tile_range,
 )
+from ._launch import record as _record
 
 __all__ = [
     "hopper_bwd_supported", "hopper_bwd_problem_ok", "hopper_bwd_mode",
@@ -281,6 +282,9 @@ def hopper_attention_backward(dout, q, k, v, out, lse, softmax_scale, causal, dq
             for g in (dq, dk, dv)]
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
     group = nheads // nheads_kv
+    if not (cfg.fused or cfg.dq_reduce or dropout_p > 0):  # what a plan may replay: the
+        # preprocess, the dK/dV launches, the dQ one (ops/_launch.make_plan)
+        _record("expect", 2 + cfg.d_split)
     with device_ctx(q):
         lse2 = pre = None
         if cfg.dq_reduce and cfg.reduce_fixed and cfg.fixed_prologue and not cfg.fused:
@@ -377,6 +381,14 @@ def hopper_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
     return dq, dk, dv
 
 
+def _scratch(shape, dtype, device, zero=False):
+    """A scratch buffer of the backward (torch.empty, or zeros), recorded for a launch
+    plan (ops/_launch.make_plan), which allocates it again on each replay."""
+    t = (torch.zeros if zero else torch.empty)(shape, dtype=dtype, device=device)
+    _record("alloc", t, zero)
+    return t
+
+
 def _delta(out, dout, lse=None):
     """delta = rowsum(dO * O), (B, H, M) fp32, from flash's preprocess kernel over
     (B, M, H, D) tensors (a varlen call's (1, TQ, H, D) views give lse's (H, TQ) layout).
@@ -387,12 +399,12 @@ def _delta(out, dout, lse=None):
     from . import flash  # flash imports this module at load
 
     batch, seqlen_q, nheads, head_dim = out.shape
-    delta = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=out.device)
+    delta = _scratch((batch, nheads, seqlen_q), torch.float32, out.device)
     if lse is None:
         kernel, ptrs = flash._attn_bwd_preprocess_kernel, (out, dout, delta)
     else:  # per PRE_ROWS query rows: their lse2, then their delta (lse2_pre)
-        lse2 = torch.empty((batch * nheads * triton.cdiv(seqlen_q, PRE_ROWS), 2 * PRE_ROWS),
-                           dtype=torch.float32, device=out.device)
+        lse2 = _scratch((batch * nheads * triton.cdiv(seqlen_q, PRE_ROWS), 2 * PRE_ROWS),
+                        torch.float32, out.device)
         kernel, ptrs = flash._attn_bwd_preprocess_lse2_kernel, (out, dout, delta, lse, lse2)
     launch(
         kernel, (triton.cdiv(seqlen_q, PRE_ROWS), batch * nheads), out.device, *ptrs,
@@ -470,9 +482,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         # per-query-head partials (HopperBwdConfig.gqa_expand), summed over groups below;
         # varlen: zeroed, as the rows no sequence's program writes must sum to the zeros
         # the caller passed
-        alloc = torch.empty if varlen is None else torch.zeros
-        dk_t, dv_t = (alloc((k.shape[0], k.shape[1], nheads, head_dim), dtype=k.dtype,
-                            device=k.device) for _ in range(2))
+        dk_t, dv_t = (_scratch((k.shape[0], k.shape[1], nheads, head_dim), k.dtype,
+                               k.device, zero=varlen is not None) for _ in range(2))
         key_heads = nheads
         dkdv_flag["EXPAND"] = True
         if varlen is not None:  # the per-sequence store descriptors over the partials
@@ -521,9 +532,10 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
             **_maxnreg(cfg.max_regs), **dkdv_flag,
         )
     if key_heads != nheads_kv:  # fp32 accumulation, one rounding (torch's sum of bf16)
+        shape = (k.shape[0], k.shape[1], nheads_kv, group, head_dim)
         for part, grad in ((dk_t, outs[1]), (dv_t, outs[2])):
-            torch.sum(part.view(k.shape[0], k.shape[1], nheads_kv, group, head_dim), dim=3,
-                      out=grad)
+            torch.sum(part.view(shape), dim=3, out=grad)
+            _record("sum", part, shape, 3, grad)
     if dq_acc is not None:  # dQ came from the dK/dV kernel: no dQ kernel
         if fixed is not None:
             fixed_dq.dequantize(dq_acc, fixed, outs[0])
