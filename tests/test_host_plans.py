@@ -143,9 +143,10 @@ def test_plans_replay_the_dispatch():
     (64, True, 4, 2048), (64, False, 1, 1000), (128, True, 1, 4096), (128, False, 4, 1024),
     (256, True, 2, 1024)])
 def test_plans_bitwise(head_dim, causal, group, seqlen, device, monkeypatch):
-    """On the GPU: forward and backward with plans on, called three times (the second
-    makes the plans, the third replays them), bitwise equal to a call without plans, and
-    the Gluon plans were made (forward and backward where the two-kernel backward runs)."""
+    """On the GPU: forward and backward with plans on, called three times (the first
+    makes the plans, the others replay them), bitwise equal to a call without plans, and
+    a Gluon plan was made (the forward's, or at hd 64 non-causal 1k, where the forward
+    is the portable kernel's, the backward's)."""
     require_sm90()
     q, k, v = make_qkv(2, seqlen, seqlen, 8, 8 // group, head_dim, torch.bfloat16, device,
                        seed=head_dim + seqlen)
@@ -162,7 +163,8 @@ def test_plans_bitwise(head_dim, causal, group, seqlen, device, monkeypatch):
     flash.clear_plans()
     runs = [step() for _ in range(3)]
     torch.cuda.synchronize()
-    assert "gfwd" in {key[0] for key in flash._PLANS}, list(flash._PLANS)
+    made = {key[0] for key in flash._PLANS}
+    assert "gfwd" in made or (head_dim, causal) == (64, False) and "gbwd" in made, made
     for got in runs:
         for name, a, b in zip(("out", "dq", "dk", "dv"), want, got):
             assert torch.equal(a, b), name
