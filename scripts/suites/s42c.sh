@@ -14,3 +14,7 @@ grep -vE "^\s*$" "$out/profile_hf_2k.log" | cut -c1-160 | tail -n 60
 timeout 120 python3 scripts/hf_host_calls.py --context 2048 >"$out/hf_host_calls_2k.log" 2>&1 \
   || status=1
 tail -n 14 "$out/hf_host_calls_2k.log"
+# The whole hf bench (2k / 8k / 32k, 3 reps) with plans on: issue 9's table at a8cb8ab.
+ft bench --suite hf --hf-reps 3 --commit "$commit" --csv "$out/bench_hf.csv" \
+  >"$out/bench_hf.log" 2>&1 || status=1
+tail -n 14 "$out/bench_hf.log"
