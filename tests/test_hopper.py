@@ -444,14 +444,18 @@ def test_tile_major_launch(monkeypatch):
 
 
 def test_tile_heads_shipped(monkeypatch):
-    """The shipped order (configs.TILE_HEADS from TILE_HEADS_MIN): hd 64 causal stage A
-    tile-major from 8k query rows, head-major below and at every other head dim, in
+    """The shipped order (configs.TILE_HEADS_SHORT from TILE_HEADS_MIN, TILE_HEADS from
+    TILE_HEADS_LONG): hd 64 causal stage A tile-major from 4k query rows, in blocks of 16
+    heads below 8k and of 8 from 8k, head-major below 4k and at every other head dim, in
     non-causal calls, with dropout and with a sliding window."""
     monkeypatch.delenv(hopper_fwd.OVERRIDES_ENV_VAR, raising=False)
     monkeypatch.delenv("FLASHTILE_HOPPER_SCHEDULE", raising=False)
-    lo = configs.TILE_HEADS_MIN
-    for hd, causal, s, want in ((64, True, lo, configs.TILE_HEADS),
-                                (64, True, 4 * lo, configs.TILE_HEADS),
+    lo, long = configs.TILE_HEADS_MIN, configs.TILE_HEADS_LONG
+    assert (lo, long, configs.TILE_HEADS_SHORT, configs.TILE_HEADS) == (4096, 8192, 16, 8)
+    for hd, causal, s, want in ((64, True, lo, configs.TILE_HEADS_SHORT),
+                                (64, True, long - 1, configs.TILE_HEADS_SHORT),
+                                (64, True, long, configs.TILE_HEADS),
+                                (64, True, 4 * long, configs.TILE_HEADS),
                                 (64, True, lo - 1, 0), (64, True, 1024, 0),
                                 (64, False, lo, 0), (128, True, lo, 0), (256, True, lo, 0)):
         got = hopper_fwd.default_config(hd, causal, s)
@@ -849,10 +853,10 @@ def test_stage_a_exp2_emu_vs_reference(exp2_emu, head_dim, causal, seqlen_q, seq
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tile_heads", [1, 5, 8, 1000])
+@pytest.mark.parametrize("tile_heads", [1, 5, 8, 16, 1000])
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("seqlen_q,seqlen_k", [(200, 333), (1030, 1030), (2048, 2048),
-                                               (333, 77), (8192, 8192)])
+                                               (333, 77), (4096, 4096), (8192, 8192)])
 def test_stage_a_tile_major(tile_heads, head_dim, seqlen_q, seqlen_k, device, monkeypatch):
     """Stage A's causal grid launched tile-major in blocks of ``tile_heads`` heads
     (HopperFwdConfig.tile_heads, _gluon_common.tile_ids) over 2 x 6 batch-heads (blocks
