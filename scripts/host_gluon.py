@@ -179,7 +179,7 @@ def check_plans() -> int:
             continue
         flash.clear_plans()
 
-        def make(h):
+        def make(h, batch=batch, seqlen=seqlen, hd=hd, hf=hf):
             if hf:
                 return torch.randn(batch, h, seqlen, hd, dtype=dt).transpose(1, 2)
             return torch.randn(batch, seqlen, h, hd, dtype=dt)

@@ -65,9 +65,10 @@ def _calls(b, s, h, d, causal) -> tuple[str, dict]:
 
 
 def ab_rows(b, s, h, d, causal, rounds: int = 4) -> list[tuple[str, float]]:
-    """Session 10's host paths off / on in one process, interleaved over ``rounds``
-    rounds: the cached Gluon launch (``_gluon_common.FAST_LAUNCH``) and the portable
-    kernels' launch plans (``flash.USE_PLANS``); median host us of the launchers and of
+    """The host paths off / on in one process, interleaved over ``rounds`` rounds: the
+    cached Gluon launch (``_gluon_common.FAST_LAUNCH``, session 10) and the launch plans
+    (``flash.USE_PLANS``: the portable kernels' since session 10, the Gluon calls' since
+    session 42); median host us of the launchers and of
     autograd.grad per setting (the GPU machine's host speed moves 30% between runs, so
     only same-process A/B says what a change is worth)."""
     import statistics
@@ -83,7 +84,7 @@ def ab_rows(b, s, h, d, causal, rounds: int = 4) -> list[tuple[str, float]]:
             for label, fn in calls.items():
                 times.setdefault((label, on), []).append(host_us(fn))
     _gluon_common.FAST_LAUNCH = flash.USE_PLANS = True
-    return [(f"{name}: {label}, session 10 host paths {'on' if on else 'off'}",
+    return [(f"{name}: {label}, host paths {'on' if on else 'off'}",
              statistics.median(ts)) for (label, on), ts in times.items()]
 
 

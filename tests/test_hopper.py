@@ -860,11 +860,12 @@ def test_stage_a_exp2_emu_vs_reference(exp2_emu, head_dim, causal, seqlen_q, seq
 def test_stage_a_tile_major(tile_heads, head_dim, seqlen_q, seqlen_k, device, monkeypatch):
     """Stage A's causal grid launched tile-major in blocks of ``tile_heads`` heads
     (HopperFwdConfig.tile_heads, _gluon_common.tile_ids) over 2 x 6 batch-heads (blocks
-    of 5 leave one of 2; 1000 is the whole grid): the launch gets the order, every
-    output is written and within the bound, and out and lse are bitwise the head-major
-    launch's (each program computes the same tile either way). At 8k (the shipped order,
-    configs.TILE_HEADS_MIN) one batch of 6 heads: the fp32 reference's scores of two
-    took 25 GiB a worker and ran four workers out of an H100's memory (`s41a`)."""
+    of 5 leave one of 2; 16 and 1000 cover the whole grid): the launch gets the order,
+    every output is written and within the bound, and out and lse are bitwise the
+    head-major launch's (each program computes the same tile either way). 4k and 8k are
+    where the order ships (configs.TILE_HEADS_MIN, TILE_HEADS_LONG); at 8k one batch of
+    6 heads: the fp32 reference's scores of two took 25 GiB a worker and ran four
+    workers out of an H100's memory (`s41a`)."""
     require_sm90()
     batch = 1 if seqlen_q >= 8192 else 2
     launches = []

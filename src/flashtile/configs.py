@@ -380,19 +380,17 @@ def hopper_fwd_config(head_dim: int, causal: bool, seqlen_q: int,
 
 
 # Stage A's hd 64 causal grid (full causal calls: windows and softcaps keep head-major,
-# not measured) tile-major within blocks of TILE_HEADS heads from
-# TILE_HEADS_LONG query rows (of TILE_HEADS_SHORT from TILE_HEADS_MIN) (HopperFwdConfig.tile_heads; step 99). H100, 2026-12-07,
-# baaa237, scripts/env_ab.py --measures fwd (L2 flushed), blocks of 8 against head-major
-# in four runs (`s40a` 3 rounds, then 5, 5 and 9 rounds): 8k +11.3% / +4.1% / +3.3%,
-# 16k +6.0% / +3.3% / +3.3%; 4k +7.6% / +2.2% / -1.7% / -1.6% (not shipped: the two
-# later runs lost), 2k -1.8%, 1k -2.7% / -3.3%. Blocks of 4 / 16 0-2% below 8 from 4k (one
-# run), 32 only in `s40a` (+13% at 4k there, against a slow head-major baseline; suite
-# s42a repeats 4k), the whole grid -15% to +3%. As shipped (`s41a`, 2fc09de, 5 rounds):
-# +4.1% / +3.8% at 8k / 16k.
-# From 4k below 8k, blocks of TILE_HEADS_SHORT (session 42, H100, 7f9a294 / e7eee39,
-# env_ab.py --measures fwd, L2 flushed, 9 and 7 rounds): blocks of 16 +5.5% / +4.2% over
-# head-major at 4k, blocks of 8 +2.7% / +3.1% there (+1.2% / +0.6% at 2k: head-major
-# stays below 4k); at 8k 16 / 8 read +2.6% / +0.8%, at 16k +3.6% / +5.2% (8 stays from 8k)
+# not measured) tile-major within blocks of TILE_HEADS_SHORT heads from TILE_HEADS_MIN
+# query rows and of TILE_HEADS from TILE_HEADS_LONG (HopperFwdConfig.tile_heads; steps 99,
+# 101). H100, scripts/env_ab.py --measures fwd, L2 flushed, against head-major.
+# Session 41 (baaa237; `s40a` 3 rounds, then 5, 5 and 9), blocks of 8: 8k +11.3% / +4.1%
+# / +3.3%, 16k +6.0% / +3.3% / +3.3%; 4k +7.6% / +2.2% / -1.7% / -1.6%, 2k -1.8%, 1k
+# -2.7% / -3.3%; blocks of 4 / 16 0-2% below 8 from 4k (one run), the whole grid -15% to
+# +3%. As shipped from 8k (`s41a`, 2fc09de, 5 rounds): +4.1% / +3.8% at 8k / 16k.
+# Session 42 (7f9a294 / e7eee39, 9 and 7 rounds): at 4k blocks of 16 +5.5% / +4.2%,
+# blocks of 8 +2.7% / +3.1%; at 2k 16 +0.6% (head-major stays below 4k); at 8k 16 / 8
+# +2.6% / +0.8%, at 16k +3.6% / +5.2% (8 stays from 8k). As shipped from 4k (`s42d`,
+# c0c83dd, 7 rounds): +2.5% at 4k
 TILE_HEADS = 8
 TILE_HEADS_SHORT = 16
 TILE_HEADS_MIN = 4096

@@ -96,6 +96,7 @@ from ._gluon_common import (
     sm90_source,
     smid,
     store_bits_mma,
+    tile_ids,
     trace_stamp,
     window_tile_range,
 )
@@ -103,7 +104,6 @@ from ._gluon_common import kv_tile_range as _tile_range
 from ._gluon_common import launch as _gluon_launch
 from ._gluon_common import mma_layout as _mma_layout
 from ._gluon_common import scores_masked as _scores_masked
-from ._gluon_common import tile_ids
 from ._gluon_common import tma_addressable as _tma_addressable
 from ._gluon_common import tma_desc as _desc
 from ._launch import record as _record
