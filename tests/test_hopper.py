@@ -366,7 +366,7 @@ def test_softcap_config(monkeypatch):
     """A softcapped call takes the window's configs at hd 128 / 256 and the portable
     kernel at hd 64 (measured faster there), unless a schedule is forced."""
     monkeypatch.delenv("FLASHTILE_HOPPER_SCHEDULE", raising=False)
-    capped = configs.hopper_fwd_config(64, True, 4096)
+    capped = configs.hopper_fwd_config(64, True, 4096, windowed=True)  # (head-major)
     assert capped.max_regs is not None
     assert hopper_fwd.window_config(64, True, 4096) == capped
     for causal in (True, False):
@@ -523,7 +523,7 @@ def test_window_config():
         if shipped.pingpong:
             assert cfg == shipped
         else:
-            assert cfg == configs.hopper_fwd_config(hd, causal, seqlen)
+            assert cfg == configs.hopper_fwd_config(hd, causal, seqlen, windowed=True)
             assert cfg.schedule == "A" and not cfg.warp_specialize and not cfg.pingpong
     assert hopper_fwd.window_config(128, False, 16384).schedule == "C"
     for causal in (True, False):  # hd 256: stage C (persistent) from 1k, as the schedule
