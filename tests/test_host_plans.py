@@ -100,6 +100,29 @@ def test_make_plan_refuses(breakage):
     assert _launch.make_plan(records, (q, out, part, grad)) is None
 
 
+def test_recording_is_per_thread():
+    """A recording sees only its own thread's launches: another thread recording or
+    launching at the same time (DataParallel's threads) neither adds to it nor ends it."""
+    import threading
+
+    seen = {}
+
+    def other():
+        _launch.record("expect", 9)  # not recording in this thread: dropped
+        with _launch.recording() as mine:
+            _launch.record("expect", 2)
+        seen["other"] = mine
+
+    with _launch.recording() as records:
+        _launch.record("expect", 1)
+        worker = threading.Thread(target=other)
+        worker.start()
+        worker.join()
+        _launch.record("alloc", torch.zeros(1), False)
+    assert [e[0] for e in records] == ["expect", "alloc"] and records[0] == ("expect", 1)
+    assert seen["other"] == [("expect", 2)]
+
+
 def test_dispatch_env_holds_every_variable():
     """Every FLASHTILE_* variable the package names is in DISPATCH_ENV (the plans' key),
     except FLASHTILE_FAST_LAUNCH and FLASHTILE_LAUNCH_PLANS, read once at import."""

@@ -24,6 +24,8 @@ on the CPU (fake driver, stub compiles) that the kernel picked is the one run() 
 
 from __future__ import annotations
 
+import threading
+
 import torch
 from triton import knobs
 from triton.runtime.driver import driver as _driver
@@ -195,8 +197,9 @@ def cached_launch_kw(cache: dict, fn, grid, device, args, kwargs, run=None) -> N
             kernel = None
     else:
         (run or run_compiled)(kernel, grid, current_stream(device), full)
-    if _RECORDS is not None:
-        _RECORDS.append(("launch", kernel, grid, full))
+    records = _TLS.records
+    if records is not None:
+        records.append(("launch", kernel, grid, full))
 
 
 # Launch plans (ops/flash.py's Gluon forward and backward): while ``recording`` is open,
@@ -207,27 +210,33 @@ def cached_launch_kw(cache: dict, fn, grid, device, args, kwargs, run=None) -> N
 # ``make_plan`` turns a call's records into steps over the call's own tensors; ``run_plan``
 # replays them on new tensors of the same signature: scratch allocated again, descriptors
 # rebuilt over the new tensors, everything else as recorded.
-_RECORDS: list | None = None
+# Per thread (threads launching at once, DataParallel's say, record their own calls).
+
+
+class _Records(threading.local):
+    records: list | None = None
+
+
+_TLS = _Records()
 
 
 class recording:
-    """``with recording() as records:`` what the launchers record inside (not reentrant:
-    an inner recording ends the outer one's)."""
+    """``with recording() as records:`` what the launchers record inside, in this thread
+    (not reentrant: an inner recording ends the outer one's)."""
 
     def __enter__(self) -> list:
-        global _RECORDS
-        _RECORDS = []
-        return _RECORDS
+        _TLS.records = []
+        return _TLS.records
 
     def __exit__(self, *exc) -> None:
-        global _RECORDS
-        _RECORDS = None
+        _TLS.records = None
 
 
 def record(*entry) -> None:
     """Append ``entry`` to the open recording, if any (see ``recording``)."""
-    if _RECORDS is not None:
-        _RECORDS.append(entry)
+    records = _TLS.records
+    if records is not None:
+        records.append(entry)
 
 
 def make_plan(records: list, sources: tuple):
