@@ -82,29 +82,30 @@ def sdpa(
 
 
 def _unsupported(query, key, value, attn_mask, enable_gqa) -> str | None:
-    """Why flashtile cannot take this call, or None."""
-    tensors = (query, key, value)
+    """Why flashtile cannot take this call, or None. (Written without generators: it
+    runs on every call of flashtile.sdpa and of the HF integration, where each
+    microsecond of host time shows in host-bound steps.)"""
     if attn_mask is not None:
         return "an explicit attn_mask"
-    if any(t.dim() != 4 for t in tensors):
+    if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
         return "inputs that are not 4-D (batch, nheads, seqlen, headdim)"
-    if any(t.dtype not in SUPPORTED_DTYPES for t in tensors) or not (
-        query.dtype == key.dtype == value.dtype
-    ):
+    dtype = query.dtype
+    if dtype not in SUPPORTED_DTYPES or key.dtype != dtype or value.dtype != dtype:
         return f"dtypes {query.dtype}/{key.dtype}/{value.dtype}"
-    if not (query.device == key.device == value.device):
+    device = query.device
+    if key.device != device or value.device != device:
         return "tensors on different devices"
-    if query.device.type != "cuda" and not (query.device.type == "cpu" and is_interpreting()):
-        return f"{query.device.type} tensors (flashtile needs CUDA or TRITON_INTERPRET=1)"
-    d = query.shape[-1]
-    if d % 8 or d > MAX_HEAD_DIM or key.shape[-1] != d or value.shape[-1] != d:
-        dims = f"{d}/{key.shape[-1]}/{value.shape[-1]}"
-        return f"head dims {dims} (needs equal, a multiple of 8, <= {MAX_HEAD_DIM})"
-    if key.shape != value.shape or query.shape[0] != key.shape[0]:
+    if device.type != "cuda" and not (device.type == "cpu" and is_interpreting()):
+        return f"{device.type} tensors (flashtile needs CUDA or TRITON_INTERPRET=1)"
+    qs, ks, vs = query.shape, key.shape, value.shape
+    d = qs[3]
+    if d % 8 or d > MAX_HEAD_DIM or ks[3] != d or vs[3] != d:
+        return f"head dims {d}/{ks[3]}/{vs[3]} (needs equal, a multiple of 8, <= {MAX_HEAD_DIM})"
+    if ks != vs or qs[0] != ks[0]:
         return "shapes PyTorch would reject"
-    hq, hkv = query.shape[1], key.shape[1]
+    hq, hkv = qs[1], ks[1]
     if hq != hkv and not (enable_gqa and hkv > 0 and hq % hkv == 0):
         return "heads mismatch (PyTorch raises)"
-    if any(t.is_nested for t in tensors):
+    if query.is_nested or key.is_nested or value.is_nested:
         return "nested tensors"
     return None
