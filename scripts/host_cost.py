@@ -70,3 +70,26 @@ def per_call_us(fn, reps: int, rounds: int, warmup: int = 200) -> float:
         times.append((time.process_time() - t0) / reps * 1e6)
     return min(times)
 
+
+def ab_plans_lines(fns: dict, reps: int, rounds: int, prefix: str = "", width: int = 18,
+                   warmup: int = 50) -> list[str]:
+    """The launch plans (``flash.USE_PLANS``) off / on in one process over the calls
+    ``fns`` (label -> zero-argument closure), rounds interleaved (the box's load moves
+    between runs): one line per call, the fastest round per setting in us per call.
+    Leaves the plans on."""
+    from flashtile.ops import flash
+
+    best: dict = {}
+    for _ in range(rounds):
+        for on in (False, True):
+            flash.USE_PLANS = on
+            for label, fn in fns.items():
+                us = per_call_us(fn, reps, 1, warmup=warmup)
+                best[label, on] = min(us, best.get((label, on), us))
+    flash.USE_PLANS = True
+    lines = []
+    for label in fns:
+        off, on = best[label, False], best[label, True]
+        lines.append(f"{prefix}{label:<{width}} {off:8.1f} -> {on:8.1f} us/call "
+                     f"({(on / off - 1) * 100:+.0f}%)")
+    return lines

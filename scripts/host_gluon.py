@@ -37,7 +37,12 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-from host_cost import install_driver, per_call_us, stub_compile  # noqa: E402  (scripts/)
+from host_cost import (  # noqa: E402  (scripts/)
+    ab_plans_lines,
+    install_driver,
+    per_call_us,
+    stub_compile,
+)
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 SHAPES = {  # batch, seqlen, heads, kv heads, head dim, causal, HF layout
@@ -220,24 +225,6 @@ def check_plans() -> int:
     return cases
 
 
-def ab_plans(fns: dict, reps: int, rounds: int) -> None:
-    """Launch plans off / on in one process, rounds interleaved (the box's load moves
-    between runs): the fastest round per setting, us per call."""
-    from flashtile.ops import flash
-
-    best: dict = {}
-    for _ in range(rounds):
-        for on in (False, True):
-            flash.USE_PLANS = on
-            for label, fn in fns.items():
-                us = per_call_us(fn, reps, 1, warmup=20)
-                best[label, on] = min(us, best.get((label, on), us))
-    flash.USE_PLANS = True
-    for label in fns:
-        off, on = best[label, False], best[label, True]
-        print(f"{label:<26} {off:8.1f} -> {on:8.1f} us/call ({(on / off - 1) * 100:+.0f}%)")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", default="hf2k", choices=sorted(SHAPES))
@@ -262,7 +249,7 @@ def main() -> None:
     calib = per_call_us(lambda: sum(range(100)), 2000, args.rounds)
     print(f"calibration: sum(range(100)) {calib:.2f} us (a fast server core: ~0.6 us)")
     if args.ab:
-        ab_plans(fns, args.reps, args.rounds)
+        print("\n".join(ab_plans_lines(fns, args.reps, args.rounds, width=26, warmup=20)))
         return
     for label, fn in fns.items():
         counts.clear()

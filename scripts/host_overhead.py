@@ -60,7 +60,12 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-from host_cost import install_driver, per_call_us, stub_compile  # noqa: E402  (scripts/)
+from host_cost import (  # noqa: E402  (scripts/)
+    ab_plans_lines,
+    install_driver,
+    per_call_us,
+    stub_compile,
+)
 
 KERNELS = ("_attn_fwd_kernel", "_attn_bwd_preprocess_kernel", "_attn_bwd_dkdv_kernel",
            "_attn_bwd_dq_kernel")
@@ -280,18 +285,8 @@ def ab_plans(flash, reps: int, rounds: int) -> None:
           "causal, CPU tensors, launches stubbed (fast); launch plans off / on")
     for p in (0.2, 0.0):
         fns = dict(zip(("forward", "backward", "forward, no_grad"), closures(p)))
-        best: dict = {}
-        for _ in range(rounds):
-            for on in (False, True):
-                flash.USE_PLANS = on
-                for label, fn in fns.items():
-                    us = per_call_us(fn, reps, 1, warmup=50)
-                    best[label, on] = min(us, best.get((label, on), us))
-        for label in fns:
-            off, on = best[label, False], best[label, True]
-            print(f"dropout {p}: {label:<18} {off:8.1f} -> {on:8.1f} us/call "
-                  f"({(on / off - 1) * 100:+.0f}%)", flush=True)
-    flash.USE_PLANS = True
+        for line in ab_plans_lines(fns, reps, rounds, prefix=f"dropout {p}: "):
+            print(line, flush=True)
 
 
 def main() -> None:
