@@ -20,7 +20,8 @@ and 656 per backward on the GPU machine's host, sdpa 94 per forward).
 
 Shapes (--shape): hf2k, the ~1B Llama of ``bench --suite hf`` at 2k (B1 S2048, 32 query
 heads over 8 KV heads, hd 64, causal, bf16, q / k / v as HF hands them: transposed
-views of (B, H, S, D)); 1k64c / 1k128, DESIGN.md's B16 S1024 H32 D64 causal / H16 D128.
+views of (B, H, S, D)); 1k64c / 1k128, DESIGN.md's B16 S1024 H32 D64 causal / H16 D128;
+minigpt, MiniGPT's B4 S256 H6 D64 causal, where the table picks the portable kernels.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ SHAPES = {  # batch, seqlen, heads, kv heads, head dim, causal, HF layout
     "hf2k": (1, 2048, 32, 8, 64, True, True),
     "1k64c": (16, 1024, 32, 32, 64, True, False),
     "1k128": (16, 1024, 16, 16, 128, False, False),
+    "minigpt": (4, 256, 6, 6, 64, True, False),  # the portable kernels' shape on sm_90
 }
 
 
@@ -150,9 +152,10 @@ def check_plans() -> int:
     the backward makes the same GQA sums. Cases: hd 64 / 128 / 256, causal or not, MHA
     and GQA 4:1, lengths from one query tile to 8k (stage A, B, C one-shot and
     persistent, tile-major), the HF layout (transposed views), a sliding window and a
-    softcap. A forward on the Gluon path must make a plan; the backward makes one where
-    its config is the two-kernel one without dQ reduce-adds (and every descriptor is over
-    a whole tensor). Returns the number of cases; raises on a
+    softcap. A forward on the Gluon path must make a plan, and a call off it keep the
+    "not Gluon" entry (which skips the Gluon predicates next time); the backward makes a
+    plan where its config is the two-kernel one without dQ reduce-adds (and every
+    descriptor is over a whole tensor). Returns the number of cases; raises on a
     mismatch."""
     import itertools
 
@@ -204,11 +207,19 @@ def check_plans() -> int:
             runs[label] = ([(kk, g, _launch_sig(a, roles)) for kk, g, a in launched],
                            list(sums), n_fwd)
         what = f"hd {hd}, causal {causal}, group {group}, B{batch} S{seqlen}, hf {hf}, {kw}"
-        keys = [key[0] for key in flash._PLANS]
-        if runs["off"][2] and "gfwd" not in keys:  # (no launch here: the portable path)
-            raise AssertionError(f"{what}: no forward plan")
-        fwd_plans += "gfwd" in keys
-        bwd_plans += "gbwd" in keys
+        # per direction: True a Gluon plan, False "not the Gluon path" (flash._NOT_GLUON)
+        kept = {key[0]: bool(plan) for key, plan in flash._PLANS.items()
+                if key[0] in ("gfwd", "gbwd")}
+        gluon_fwd = runs["off"][2] > 0  # (no Gluon launch in the forward: the portable one)
+        gluon_bwd = len(runs["off"][0]) > runs["off"][2]
+        if kept.get("gfwd") is not gluon_fwd:
+            raise AssertionError(f"{what}: forward on the Gluon path {gluon_fwd}, its plan "
+                                 f"entry {kept.get('gfwd')}")
+        if not gluon_bwd and kept.get("gbwd") is not False:
+            raise AssertionError(f"{what}: the portable backward ran, its Gluon entry "
+                                 f"{kept.get('gbwd')}")
+        fwd_plans += gluon_fwd
+        bwd_plans += bool(kept.get("gbwd"))
         off, on = runs["off"], runs["on"]
         if len(off[0]) != len(on[0]) or off[1] != on[1] or off[2] != on[2]:
             raise AssertionError(f"{what}: {len(off[0])} launches / sums {off[1]} without "

@@ -186,7 +186,7 @@ def test_plans_bitwise(head_dim, causal, group, seqlen, device, monkeypatch):
     flash.clear_plans()
     runs = [step() for _ in range(3)]
     torch.cuda.synchronize()
-    made = {key[0] for key in flash._PLANS}
+    made = {key[0] for key, plan in flash._PLANS.items() if plan}  # (not _NOT_GLUON)
     assert "gfwd" in made or (head_dim, causal) == (64, False) and "gbwd" in made, made
     for got in runs:
         for name, a, b in zip(("out", "dq", "dk", "dv"), want, got):

@@ -483,6 +483,28 @@ def clear_plans() -> None:
     _PLANS.clear()
 
 
+def _gluon_replay(plan, sources) -> None:
+    """Replay a Gluon plan (ops/_launch.run_plan) over ``sources`` (the call's tensors in
+    the order the plan was made with)."""
+    with device_ctx(sources[0]):
+        run_plan(plan, sources, sources[0].device, _gluon_common._run_compiled,
+                 _gluon_common._unchecked_desc)
+
+
+def _keep_gluon_plan(key, records, sources) -> None:
+    """Keep the plan of ``records`` under ``key`` (None: no plan asked for), if the call
+    can be replayed (ops/_launch.make_plan)."""
+    if key is not None:
+        plan = make_plan(records, sources)
+        if plan is not None:
+            _keep_plan(key, plan)
+
+
+# kept under a Gluon plan's key when the signature does not take the Gluon path: its
+# predicates are skipped next time (the portable path and its own plan run)
+_NOT_GLUON = ()
+
+
 def _gluon_plans_on(device) -> bool:
     """Plans of the Gluon launches (ops/_launch.make_plan): made and replayed when plans
     and the cached Gluon launch are on for this device type. A Gluon plan is keyed on the
@@ -533,17 +555,15 @@ def attention_forward(
     if dropout_p > 0 and rng_state is None:
         rng_state = draw_rng_state(device)
     sm90 = config is None and _maybe_sm90(device)
-    gkey = None
+    gkey = plan = None
     if sm90 and fresh and not dropout_p and _gluon_plans_on(device):
         gkey = _plan_key("gfwd", (q, k, v), q.dtype, device, softmax_scale, window_size,
                          softcap, dispatch_env())
         plan = _PLANS.get(gkey)
-        if plan is not None:  # the Gluon launch this signature made last time
-            with device_ctx(q):
-                run_plan(plan, (q, k, v, out, lse), device, _gluon_common._run_compiled,
-                         _gluon_common._unchecked_desc)
+        if plan:  # the Gluon launch this signature made last time
+            _gluon_replay(plan, (q, k, v, out, lse))
             return out, lse
-    if sm90 and hopper_fwd.hopper_supported(
+    if sm90 and plan is None and hopper_fwd.hopper_supported(
         q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
         softmax_scale=softmax_scale, windows=True, softcaps=True, dropouts=True,
     ):  # sm_90: the Gluon kernel (ops/hopper_fwd.py) where configs.hopper_fwd_schedule
@@ -561,11 +581,10 @@ def attention_forward(
                     q, k, v, softmax_scale, causal_, out, lse, hcfg, left, softcap,
                     dropout_p, rng_state if dropout_p > 0 else (0, 0),
                 )
-            if gkey is not None:
-                plan = make_plan(records, (q, k, v, out, lse))
-                if plan is not None:
-                    _keep_plan(gkey, plan)
+            _keep_gluon_plan(gkey, records, (q, k, v, out, lse))
             return out, lse
+    if gkey is not None and plan is None:
+        _keep_plan(gkey, _NOT_GLUON)
     key = None
     if (fresh and config is None and USE_PLANS and FAST_LAUNCH
             and device.type in _FAST_LAUNCH_DEVICES):
@@ -806,17 +825,15 @@ def attention_backward(
     bits = rng_state[0] if dropout_p > 0 and _rng_kind(rng_state, dropout_p) == torch.int32 \
         else None
     sm90 = config is None and _maybe_sm90(device)
-    gkey = None
+    gkey = plan = None
     if sm90 and fresh and not dropout_p and _gluon_plans_on(device):
         gkey = _plan_key("gbwd", (q, k, v, out, dout, lse), q.dtype, device, softmax_scale,
                          window_size, softcap, bool(deterministic), dispatch_env())
         plan = _PLANS.get(gkey)
-        if plan is not None:  # the Gluon backward this signature ran last time
-            with device_ctx(q):
-                run_plan(plan, (dout, q, k, v, out, lse, dq, dk, dv), device,
-                         _gluon_common._run_compiled, _gluon_common._unchecked_desc)
+        if plan:  # the Gluon backward this signature ran last time
+            _gluon_replay(plan, (dout, q, k, v, out, lse, dq, dk, dv))
             return dq, dk, dv
-    if sm90 and hopper_bwd.hopper_bwd_supported(
+    if sm90 and plan is None and hopper_bwd.hopper_bwd_supported(
         q, k, v, window=window_size, softcap=softcap, dropout_p=dropout_p,
         softmax_scale=softmax_scale, windows=True, softcaps=True, bits=bits is not None,
     ):  # sm_90 where configs.hopper_bwd_preferred: the Gluon kernels (ops/hopper_bwd.py)
@@ -826,11 +843,10 @@ def attention_backward(
                 left=window_size[0], softcap=softcap, dropout_p=dropout_p, bits=bits,
                 deterministic=deterministic,
             )
-        if gkey is not None:
-            plan = make_plan(records, (dout, q, k, v, out, lse, dq, dk, dv))
-            if plan is not None:
-                _keep_plan(gkey, plan)
+        _keep_gluon_plan(gkey, records, (dout, q, k, v, out, lse, dq, dk, dv))
         return dq, dk, dv
+    if gkey is not None and plan is None:
+        _keep_plan(gkey, _NOT_GLUON)
     delta_shape = (batch, nheads, seqlen_q)
     key = None
     if (fresh and config is None and USE_PLANS and FAST_LAUNCH
