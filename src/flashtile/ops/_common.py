@@ -90,8 +90,9 @@ _ENV_KEYS = (tuple(os.environ.encodekey(n) for n in DISPATCH_ENV)
 
 
 def dispatch_env() -> tuple:
-    """The values of the ``DISPATCH_ENV`` variables now (None where unset)."""
-    if _ENV_KEYS is not None:
+    """The values of the ``DISPATCH_ENV`` variables now (None where unset; bytes on the
+    fast path, str where os.environ is not CPython's own mapping any more)."""
+    if _ENV_KEYS is not None and getattr(os.environ, "_data", None) is _ENV_DATA:
         return tuple(map(_ENV_DATA.get, _ENV_KEYS))
     return tuple(map(os.environ.get, DISPATCH_ENV))
 
