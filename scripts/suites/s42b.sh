@@ -5,6 +5,9 @@
 # launches): HF Llama 2k forward 130 -> 66 us, backward 356 -> 197 us of Python.
 # 1. GPU tests: plans on / off bitwise equal (test_host_plans), the tests whose spies
 #    count Gluon calls across repeated calls (plans off there), the HF model tests.
+#    (Its first run lacked the `source` line below, so this step did not run; session 42
+#    ran the selection by hand on the warm machine.)
+source scripts/suites/lib/steps.sh
 gpu_pytest pytest_s42b 200 4 6 tests/test_host_plans.py tests/test_hf.py \
   tests/test_hopper_bwd.py tests/test_hopper_bwd_reduce.py \
   -k "plans or hf or deterministic or window_dispatch or public_api"
