@@ -18,11 +18,6 @@ Prints microseconds per call (median of ``--rounds`` rounds of ``--reps`` calls)
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-
-if os.environ.get("TRITON_INTERPRET") == "1":
-    sys.exit("unset TRITON_INTERPRET: this times the real Triton launch path")
 
 import torch  # noqa: E402
 import triton  # noqa: E402

