@@ -229,6 +229,11 @@ def hopper_variants():
                 yield (f"hopper-Cp-split-k2v3 {tag} bfloat16", hd, causal, torch.bfloat16,
                        dataclasses.replace(cfg_p, num_stages=2, v_stages=3, paired=causal),
                        False)
+                # the shipped split ring with the O store's wait deferred and the next Q
+                # loaded before the last PV (HopperFwdConfig.o_lag / q_early, opt-in)
+                yield (f"hopper-Cp-split-lag {tag} bfloat16", hd, causal, torch.bfloat16,
+                       dataclasses.replace(configs.hopper_fwd_config_c(hd, causal, 4096),
+                                           o_lag=True, q_early=True), False)
             if hd >= 128:  # the shipped split rings (hd 128 non-causal K 2 / V 3, causal
                 # K 3 / V 2 paired; hd 256 K 2 / V 3 without O buffers) with a window's
                 # left edge / a softcap

@@ -1134,6 +1134,34 @@ def test_stage_c_persistent_k2v3_vs_reference(programs, seqlen_q, seqlen_k, caus
                        else hopper_fwd._fwd_c_kernel], kernels
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("flags", ["o_lag", "q_early", "o_lag,q_early"])
+@pytest.mark.parametrize("programs", [None, 1, 3], ids=["per-sm", "1prog", "3progs"])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(1, 1), (1000, 1000), (300, 40), (239, 113),
+                                               (129, 1), (2048, 2048)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_stage_c_persistent_lag_vs_reference(flags, programs, seqlen_q, seqlen_k, causal,
+                                             device, monkeypatch):
+    """hd 128's shipped split rings (non-causal K 2 / V 3, causal K 3 / V 2 paired) with the
+    O store's wait deferred to the next item (HopperFwdConfig.o_lag) and / or the next Q
+    loaded before the last PV (q_early), into NaN-poisoned buffers: 1 or 3 programs walk
+    many items, so a store still reading its buffer while the next O lands, or a Q tile
+    overwritten under a GEMM, would show; items with no key (a whole warpgroup past the
+    end, key-less rows) take the no-tile branch."""
+    require_sm90()
+    if "," not in flags and programs != 3:
+        pytest.skip("each flag alone with 3 programs only (both together everywhere)")
+    monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", programs)
+    kernels = _record_kernels(monkeypatch)
+    cfg = dataclasses.replace(configs.hopper_fwd_config_c(128, causal, 4096),
+                              **{f: True for f in flags.split(",")})
+    _run_stage(cfg, 2, seqlen_q, seqlen_k, 4, 2, 128, causal, torch.bfloat16, device,
+               seed=seqlen_q * 7 + seqlen_k + len(flags))
+    even = (seqlen_q + 127) // 128 % 2 == 0
+    assert kernels == [hopper_fwd._fwd_cp_kernel if even or not causal
+                       else hopper_fwd._fwd_c_kernel], kernels
+
+
 PERSISTENT_CAP_CASES = [c for c in WINDOW_CASES + SOFTCAP_CASES if c.head_dim == 128]
 
 

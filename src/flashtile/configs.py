@@ -208,6 +208,15 @@ class HopperFwdConfig:
     # busiest program 1/0.64-1/0.89 of the mean, `s20a`). An odd count runs one-shot.
     # Measured in `s21a` (hopper_fwd_config_c)
     paired: bool = False
+    # the persistent grid's split ring with its O buffers (v_stages, o_stage) only; other
+    # configs ignore them (so an override reaches every call of an A/B run). o_lag:
+    # an item's epilogue does not wait for its O store to read the buffer; the next
+    # item's epilogue waits before writing it (a whole item later). q_early: the next
+    # item's Q loads before the item's last PV GEMM instead of after it (its S GEMMs have
+    # retired). Each takes part of the per-item fixed cost (4.4 us at hd 128, 1.74 us per
+    # key step, scripts/trace_stage_c.py, `s20d` / `s22a`) off the warpgroup's path
+    o_lag: bool = False
+    q_early: bool = False
     # stage A, dense causal calls (other stages and varlen ignore it): launch the (query
     # tile, batch * head) grid tile-major within blocks of this many heads
     # (_gluon_common.tile_ids, as the backward's HopperBwdConfig.tile_heads): every head
@@ -228,6 +237,7 @@ class HopperFwdConfig:
         if not self.o_stage and not self.v_stages:
             raise ValueError(f"o_stage=False: with v_stages (the split ring): {self}")
 
+
     @property
     def schedule(self) -> str:
         """'A' (one partition), 'B' (producer + lock-step consumers) or 'C' (ping-pong)."""
@@ -239,7 +249,8 @@ class HopperFwdConfig:
         K 2 / V 3 and K 3 / V 2 with O buffers both become a ring of 3; hd 256's K 2 /
         V 3 without them a ring of 2)."""
         return dataclasses.replace(self, persistent=False, v_stages=0, paired=False,
-                                   o_stage=True, num_stages=self.one_shot_stages)
+                                   o_stage=True, o_lag=False, q_early=False,
+                                   num_stages=self.one_shot_stages)
 
     @property
     def one_shot_stages(self) -> int:

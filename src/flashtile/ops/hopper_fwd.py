@@ -539,6 +539,10 @@ def _kernel_args(cfg, persistent_ok: bool = True, unpaired: bool = False):
             extra["V_STAGES"] = cfg.v_stages
             if cfg.v_stages and not cfg.o_stage:
                 extra["O_VIA_Q"] = True
+            if cfg.o_lag:
+                extra["O_LAG"] = True
+            if cfg.q_early:
+                extra["Q_EARLY"] = True
         return (_fwd_cp_kernel if persistent else _fwd_c_kernel, cfg.block_m // 2,
                 cfg.num_warps // 2, extra)
     if cfg.warp_specialize:
@@ -620,11 +624,15 @@ def _lazy_softmax_step(qk, acc, m_i, l_i, qk_scale, MASKED: gl.constexpr):
 @gluon.jit
 def _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q,
               BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr, keep_p=1.0,
-              DROPOUT: gl.constexpr = False):
+              DROPOUT: gl.constexpr = False, LAG: gl.constexpr = False):
     """out = acc / l through shared memory (the Q tile's buffer) and a TMA store, which
     clips rows past seqlen_q; lse = (m + log2 l) * ln 2, -inf on rows with no key.
     DROPOUT: out = acc / (l * keep_p), keep_p = 1 - dropout_p (the kept entries scaled by
-    1 / keep_p); lse stays the softmax's."""
+    1 / keep_p); lse stays the softmax's.
+    LAG (HopperFwdConfig.o_lag; ``q_smem`` an O buffer of its own): the wait for the
+    store to read the buffer comes before the next epilogue's write instead of after
+    this store, so the warpgroup goes on to its next item at once; the caller waits once
+    more before the program exits."""
     o_layout: gl.constexpr = acc.type.layout
     empty = l_i == 0.0
     l_safe = gl.where(empty, 1.0, l_i)
@@ -632,6 +640,8 @@ def _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q,
     if DROPOUT:
         l_safe = l_safe * keep_p
     o = acc / gl.convert_layout(l_safe, gl.SliceLayout(1, o_layout))[:, None]
+    if LAG:  # the previous item's store has read the buffer (a no-op but in its issuer)
+        tma.store_wait(pendings=0)
     gl.thread_barrier()  # every warpgroup is done reading Q before O overwrites it
     q_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(q_smem.dtype))
     fence_async_shared()  # generic-proxy stores -> visible to the TMA engine
@@ -639,7 +649,8 @@ def _epilogue(acc, m_i, l_i, q_smem, o_desc, lse_rows, b, h, start_m, seqlen_q,
     tma.async_copy_shared_to_global(o_desc, [b, start_m, h, 0], q_smem)
     rows = start_m + gl.arange(0, BLOCK_M, layout=lse.type.layout)
     gl.store(lse_rows + rows, lse, mask=rows < seqlen_q)
-    tma.store_wait(pendings=0)
+    if not LAG:
+        tma.store_wait(pendings=0)
 
 
 @gluon.jit
@@ -1277,14 +1288,16 @@ def _c_item(q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_
             WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
             BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, left,
             HAS_LEFT: gl.constexpr, cap_scale, SOFTCAP: gl.constexpr, K_FIRST: gl.constexpr,
-            TRACE=None, V_STAGES: gl.constexpr = 0, v_empty=None):
+            TRACE=None, V_STAGES: gl.constexpr = 0, v_empty=None, LAST_PV: gl.constexpr = True):
     """One warpgroup's key tiles [lo, n_tiles) of its query tile (n_tiles > lo): the
     prologue's S of tile lo, the steps (``_c_step``: a window's left-edge tiles masked,
     the off-band tiles unmasked, the on-band / ragged tail masked), the last PV. Tile j
     sits at ring position j - ``shift``; the step of tile j is this warpgroup's turn k0 +
     j - lo - 1. Returns (acc, m, l). TRACE: ``_c_consumer``'s stamps 3, 4 and 6.
     V_STAGES > 0: the split ring (``_c_step``); the prologue releases K_lo, the last PV
-    V of the last tile."""
+    V of the last tile. Not LAST_PV: the last PV is the caller's (``_c_last_pv``, with
+    the returned P); every S GEMM of this warpgroup has retired in all its warps by then,
+    so its Q buffer is free. Returns (acc, m, l, P of the last tile)."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = acc.type.layout
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -1330,7 +1343,18 @@ def _c_item(q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_
     if TRACE is not None:
         trace_stamp(TRACE, 4)
         trace_stamp(TRACE, 6, n_tiles - lo - 1)
-    # -- last PV --
+    if LAST_PV:
+        acc = _c_last_pv(acc, p, v_smem, v_bars, empty_bars, n_tiles, shift, HEAD_DIM,
+                         BLOCK_N, NUM_STAGES, V_STAGES, v_empty)
+    return acc, m_i, l_i, p
+
+
+@gluon.jit
+def _c_last_pv(acc, p, v_smem, v_bars, empty_bars, n_tiles, shift, HEAD_DIM: gl.constexpr,
+               BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, V_STAGES: gl.constexpr = 0,
+               v_empty=None):
+    """An item's last PV (tile n_tiles - 1 at ring position n_tiles - 1 - shift), then
+    its V slot (or shared slot) released."""
     t = n_tiles - 1 - shift
     V_SLOTS: gl.constexpr = V_STAGES if V_STAGES > 0 else NUM_STAGES
     sv = t % V_SLOTS
@@ -1342,7 +1366,7 @@ def _c_item(q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_
         mbarrier.arrive(v_empty.index(sv), count=1)
     else:
         mbarrier.arrive(empty_bars.index(sv), count=1)
-    return acc, m_i, l_i
+    return acc
 
 
 @gluon.jit
@@ -1393,7 +1417,7 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
         trace_stamp(TRACE, 2)
     q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
     if n_tiles > lo:
-        acc, m_i, l_i = _c_item(
+        acc, m_i, l_i, _p = _c_item(
             q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars, lo, a,
             n_full, n_tiles, base, 0, m_other, rows, seqlen_k, diag, qk_scale, WG, HEAD_DIM,
             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, left, HAS_LEFT, cap_scale, SOFTCAP,
@@ -1662,7 +1686,8 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, LSE, k_smem, v_smem,
                  HAS_LEFT: gl.constexpr = False, cap_scale=1.0, SOFTCAP: gl.constexpr = False,
                  K_FIRST: gl.constexpr = False, TRACE=None, o_desc=None,
                  V_STAGES: gl.constexpr = 0, v_empty=None,
-                 o_smems=None, PAIRED: gl.constexpr = False, O_VIA_Q: gl.constexpr = False):
+                 o_smems=None, PAIRED: gl.constexpr = False, O_VIA_Q: gl.constexpr = False,
+                 O_LAG: gl.constexpr = False, Q_EARLY: gl.constexpr = False):
     """``_c_consumer`` over the program's work items t = pid, pid + P, ... Ring positions
     (``pos0``: the item's first) and turns (``k0``: this warpgroup's turns so far) run on
     across items, so ``_c_step`` serves unchanged: it gets base - pos0 as its ``base`` and
@@ -1674,7 +1699,10 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, LSE, k_smem, v_smem,
     also stored O from registers so that Q could load early: 4-byte stores, a tail of
     3.0-3.2 us against 1.4-2.0, measured level with the one-shot grid; removed.) TRACE: as
     ``_c_consumer``'s, one row of 8 per (work item, warpgroup), the last field the
-    program."""
+    program. With the O buffers: O_LAG (HopperFwdConfig.o_lag) waits for an O store to
+    read its buffer only before the next item's epilogue (``_epilogue``'s LAG), and
+    Q_EARLY (HopperFwdConfig.q_early) loads the next Q before the item's last PV instead
+    of after it."""
     s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
     o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
     diag = seqlen_k - seqlen_q
@@ -1720,14 +1748,24 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, LSE, k_smem, v_smem,
         if TRACE is not None:
             trace_stamp(row, 2)
         steps = 0
+        EARLY: gl.constexpr = STAGED and Q_EARLY
         if n_tiles > lo:
             steps = n_tiles - lo - 1
-            acc, m_i, l_i = _c_item(
+            acc, m_i, l_i, p = _c_item(
                 q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars, lo,
                 a, n_full, n_tiles, shift, k0, m_other, rows, seqlen_k, diag, qk_scale, WG,
                 HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, left, HAS_LEFT, cap_scale,
-                SOFTCAP, K_FIRST, row, V_STAGES, v_empty)
-        if STAGED and t + step < end:
+                SOFTCAP, K_FIRST, row, V_STAGES, v_empty, not EARLY)
+            if EARLY:  # Q is free (every S GEMM retired): the next one loads under the PV
+                if t + step < end:
+                    _cp_load_q(q_desc, q_smem, q_bar, t + step, m_tiles, nheads, WG, BLOCK_M,
+                               CAUSAL, first, step, n_work, PAIRED)
+                acc = _c_last_pv(acc, p, v_smem, v_bars, empty_bars, n_tiles, shift, HEAD_DIM,
+                                 BLOCK_N, NUM_STAGES, V_STAGES, v_empty)
+            elif STAGED and t + step < end:
+                _cp_load_q(q_desc, q_smem, q_bar, t + step, m_tiles, nheads, WG, BLOCK_M,
+                           CAUSAL, first, step, n_work, PAIRED)
+        elif STAGED and t + step < end:
             _cp_load_q(q_desc, q_smem, q_bar, t + step, m_tiles, nheads, WG, BLOCK_M, CAUSAL,
                        first, step, n_work, PAIRED)
         # -- empty turns up to the other warpgroup's count --
@@ -1740,7 +1778,7 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, LSE, k_smem, v_smem,
         if STAGED:
             o_smem = o_smems.index(WG)
         _epilogue(acc, m_i, l_i, o_smem, o_desc, LSE + bh.to(gl.int64) * seqlen_q, b, h,
-                  start_m, seqlen_q, BLOCK_M, HEAD_DIM)
+                  start_m, seqlen_q, BLOCK_M, HEAD_DIM, LAG=STAGED and O_LAG)
         if not STAGED:
             gl.thread_barrier()  # the store has read the buffer: the next Q may land
             if t + step < end:
@@ -1753,6 +1791,8 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, LSE, k_smem, v_smem,
         pos0 += count
         k0 += cycles
         it += 1
+    if STAGED and O_LAG:  # the last O store has read its buffer before the program exits
+        tma.store_wait(pendings=0)
 
 
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k", "left", "m_tiles", "n_work"])
@@ -1769,6 +1809,8 @@ def _fwd_cp_kernel(
     V_STAGES: gl.constexpr = 0,  # HopperFwdConfig.v_stages: V's own ring, an O buffer
     PAIRED: gl.constexpr = False,  # HopperFwdConfig.paired: the causal paired item order
     O_VIA_Q: gl.constexpr = False,  # HopperFwdConfig.o_stage False: no O buffer
+    O_LAG: gl.constexpr = False,  # HopperFwdConfig.o_lag
+    Q_EARLY: gl.constexpr = False,  # HopperFwdConfig.q_early
 ):
     """Stage C on a persistent grid (HopperFwdConfig.persistent): min(SMs, work items)
     programs, each walking items t = pid, pid + P, ... of n_work = m_tiles * B * H (one
@@ -1797,13 +1839,13 @@ def _fwd_cp_kernel(
                             seqlen_q, seqlen_k, nheads, m_tiles, n_work, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG, left, HAS_LEFT,
                             cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, V_STAGES,
-                            v_empty, o_smems, PAIRED, O_VIA_Q)),
+                            v_empty, o_smems, PAIRED, O_VIA_Q, O_LAG, Q_EARLY)),
             (_cp_consumer, (1, q_desc, q_smems, q_bars, LSE, k_smem, v_smem, k_bars,
                             v_bars, empty_bars, turn_bars,
                             seqlen_q, seqlen_k, nheads, m_tiles, n_work, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG, left, HAS_LEFT,
                             cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, V_STAGES,
-                            v_empty, o_smems, PAIRED, O_VIA_Q)),
+                            v_empty, o_smems, PAIRED, O_VIA_Q, O_LAG, Q_EARLY)),
             (_cp_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
                             seqlen_q, seqlen_k, nheads, group, m_tiles, n_work, left,
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, HAS_LEFT, V_STAGES,
