@@ -57,6 +57,10 @@ def test_compiles_for_sm90(name, compiled):
         assert int(rec["regs"]) <= 128, f"{name}: {rec}"
     elif name.endswith("bits-ws"):  # causal: 16 bytes spilled before the loops (ptxas)
         assert_sm90_build(name, rec, max_spill=32)
+    elif name.startswith("hopper-Cp-boundary"):
+        # the item boundary as a step (opt-in): 84 bytes, reloaded once per work item (10
+        # LDL in the item loop), none in the step loops (SASS, sm_90, session 43)
+        assert_sm90_build(name, rec, max_spill=96)
     elif name.startswith("hopper-Cp"):
         # the persistent stage C: 0-40 bytes of values computed before the partitions
         # split, stored once and reloaded per work item, none in the step loops (ptxas and
@@ -1135,7 +1139,7 @@ def test_stage_c_persistent_k2v3_vs_reference(programs, seqlen_q, seqlen_k, caus
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("flags", ["o_lag", "q_early", "o_lag,q_early"])
+@pytest.mark.parametrize("flags", ["o_lag", "q_early", "o_lag,q_early", "boundary_step"])
 @pytest.mark.parametrize("programs", [None, 1, 3], ids=["per-sm", "1prog", "3progs"])
 @pytest.mark.parametrize("seqlen_q,seqlen_k", [(1, 1), (1000, 1000), (300, 40), (239, 113),
                                                (129, 1), (2048, 2048)])
@@ -1144,12 +1148,13 @@ def test_stage_c_persistent_lag_vs_reference(flags, programs, seqlen_q, seqlen_k
                                              device, monkeypatch):
     """hd 128's shipped split rings (non-causal K 2 / V 3, causal K 3 / V 2 paired) with the
     O store's wait deferred to the next item (HopperFwdConfig.o_lag) and / or the next Q
-    loaded before the last PV (q_early), into NaN-poisoned buffers: 1 or 3 programs walk
-    many items, so a store still reading its buffer while the next O lands, or a Q tile
-    overwritten under a GEMM, would show; items with no key (a whole warpgroup past the
-    end, key-less rows) take the no-tile branch."""
+    loaded before the last PV (q_early), or (non-causal; causal calls ignore it) the item
+    boundary as a step (boundary_step: Q and O tiles taking turns), into NaN-poisoned
+    buffers: 1 or 3 programs walk many items, so a store still reading its buffer while
+    the next O lands, or a Q tile overwritten under a GEMM, would show; items with no key
+    (a whole warpgroup past the end, key-less rows) take the no-tile branch."""
     require_sm90()
-    if "," not in flags and programs != 3:
+    if flags in ("o_lag", "q_early") and programs != 3:
         pytest.skip("each flag alone with 3 programs only (both together everywhere)")
     monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", programs)
     kernels = _record_kernels(monkeypatch)

@@ -1,12 +1,14 @@
 # gpu_check.sh suite "s43b" (sourced; $out, $commit, ft() and status are set)
-# For session 43: the persistent stage C's per-item fixed cost at hd 128 (4.4 us per item
-# against 1.74 us per key step, trace_stage_c.py). HopperFwdConfig.o_lag (the O store's
-# wait moved to the next item's epilogue) and q_early (the next Q loaded before the last
-# PV), opt-in. GPU tests against the reference, then the forward A/B through the public
-# call. Prediction: +0.5-1.5% at 4k, +1-3% at 1k, ~+0.5% at 8k (the split ring runs from
-# 1k to 8k; 16k is the one-shot grid, untouched), causal and not.
+# For session 43: the persistent stage C's per-item fixed cost at hd 128 (~4.9 us per
+# item against 1.77 us per key step, trace_stage_c.py, s21a). Opt-in, docs/performance.md
+# step 102: HopperFwdConfig.o_lag (the O store's wait moved to the next item's epilogue),
+# q_early (the next Q loaded before the last PV), boundary_step (non-causal: Q / O tiles
+# taking turns, the next item's first S GEMM and softmax under the last PV). GPU tests
+# against the reference, then the forward A/B through the public call (5 rounds).
 source scripts/suites/lib/steps.sh
-gpu_pytest pytest_s43b 150 8 4 tests/test_hopper.py -k "persistent_lag"
+gpu_pytest pytest_s43b 180 8 4 tests/test_hopper.py -k "persistent_lag"
 ov=FLASHTILE_HOPPER_FWD_OVERRIDES
-env_ab fwd_lag 200 --ab "|$ov=o_lag=1|$ov=q_early=1|$ov=o_lag=1,q_early=1" --measures fwd \
-  --head-dims 128 --seqlens 1024 4096 8192 --causal 0 1 --rounds 5
+env_ab fwd_lag_nc 150 --ab "|$ov=o_lag=1,q_early=1|$ov=boundary_step=1" --measures fwd \
+  --head-dims 128 --seqlens 1024 4096 8192 --causal 0 --rounds 5
+env_ab fwd_lag_c 100 --ab "|$ov=o_lag=1|$ov=o_lag=1,q_early=1" --measures fwd \
+  --head-dims 128 --seqlens 4096 8192 --causal 1 --rounds 5

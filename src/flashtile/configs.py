@@ -217,6 +217,12 @@ class HopperFwdConfig:
     # key step, scripts/trace_stage_c.py, `s20d` / `s22a`) off the warpgroup's path
     o_lag: bool = False
     q_early: bool = False
+    # the split ring with its O buffers, non-causal calls without a window (others
+    # ignore it): the item boundary as one more step (ops/hopper_fwd._cp_flat_consumer):
+    # each warpgroup's Q and O tiles take turns, so the next item's Q is loaded a whole
+    # item ahead, and the next item's first S GEMM and softmax run under this item's
+    # last PV instead of after its epilogue
+    boundary_step: bool = False
     # stage A, dense causal calls (other stages and varlen ignore it): launch the (query
     # tile, batch * head) grid tile-major within blocks of this many heads
     # (_gluon_common.tile_ids, as the backward's HopperBwdConfig.tile_heads): every head
@@ -250,6 +256,7 @@ class HopperFwdConfig:
         V 3 without them a ring of 2)."""
         return dataclasses.replace(self, persistent=False, v_stages=0, paired=False,
                                    o_stage=True, o_lag=False, q_early=False,
+                                   boundary_step=False,
                                    num_stages=self.one_shot_stages)
 
     @property
