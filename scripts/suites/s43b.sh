@@ -12,3 +12,8 @@ env_ab fwd_lag_nc 150 --ab "|$ov=o_lag=1,q_early=1|$ov=boundary_step=1" --measur
   --head-dims 128 --seqlens 1024 4096 8192 --causal 0 --rounds 5
 env_ab fwd_lag_c 100 --ab "|$ov=o_lag=1|$ov=o_lag=1,q_early=1" --measures fwd \
   --head-dims 128 --seqlens 4096 8192 --causal 1 --rounds 5
+# 16k runs the one-shot grid (the split ring's step was 1-2% slower there, s21a / s22a);
+# with the boundary step the split ring may win there too (prediction: level to +1%)
+split16=persistent=1,num_stages=2,v_stages=3
+env_ab fwd_lag_16k 80 --ab "|$ov=$split16|$ov=$split16,boundary_step=1" --measures fwd \
+  --head-dims 128 --seqlens 16384 --causal 0 --rounds 5
