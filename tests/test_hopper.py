@@ -163,15 +163,19 @@ def test_schedule_table():
     assert hopper_fwd.default_config(128, False, 1023).block_m == 64
     assert configs.hopper_fwd_dropout_config(128, True, 1024).block_m == 128
     assert configs.hopper_fwd_schedule(128, False, 1024) == "C"
-    # stage C's persistent grid with the split ring below 16k at hd 128, paired when
-    # causal (s21a / s21b), one-shot at 16k; K ring 2 / V ring 3 when not causal (s22a)
-    for causal, s in ((False, 1024), (False, 8192), (True, 1024), (True, 8192)):
+    # stage C's persistent grid with the split ring at hd 128: causal below 16k, paired
+    # (s21a / s21b), one-shot from 16k; non-causal at every length (16k since session 43,
+    # s43c / s43d) on K ring 2 / V ring 3 (s22a), with the O store's wait deferred and the
+    # next Q loaded before the last PV (o_lag / q_early, s43b-s43d; causal they lost)
+    for causal, s in ((False, 1024), (False, 8192), (False, 16384), (True, 1024),
+                      (True, 8192)):
         cfg = configs.hopper_fwd_config_c(128, causal, s)
         assert cfg.persistent and cfg.paired == causal
         assert (cfg.num_stages, cfg.v_stages) == ((3, 2) if causal else (2, 3))
-    for causal, s in ((False, 16384), (True, 16384)):
-        cfg = configs.hopper_fwd_config_c(128, causal, s)
-        assert not (cfg.persistent or cfg.v_stages or cfg.paired)
+        assert cfg.o_lag == cfg.q_early == (not causal)
+        assert not cfg.boundary_step
+    cfg = configs.hopper_fwd_config_c(128, True, 16384)
+    assert not (cfg.persistent or cfg.v_stages or cfg.paired or cfg.o_lag or cfg.q_early)
     # hd 256: stage C from 1k on the persistent grid's split ring without O buffers (K 2 /
     # V 3, paired when causal; s33e), stage A below
     for causal in (False, True):

@@ -315,12 +315,22 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
         # 597.0), 596.5 / 592.2 / 597.3 at 16k; trace_stage_c.py step at 16k 1.876 (K3 V2)
         # against 1.738 us (V holds its slot through PV, a step longer than K). Causal
         # keeps K3 V2: 534.6 / 527.3 at 4k, 567.8 / 562.8 at 8k
-        persistent = seqlen_q < 16384
-        k2v3 = persistent and not causal
+        # Session 43 (H100, scripts/env_ab.py --measures fwd through the public call, L2
+        # flushed / back to back; s43b, s43c, s43d): o_lag + q_early on the non-causal
+        # split ring +2.1 / +1.3%, +2.9 / +1.9%, +2.0 / +1.2% at 1k; +1.4 / +1.0%, +0.1 /
+        # +0.8%, +1.2 / +1.0% at 4k; +0.9 / -0.3%, -0.3 / +0.9%, +0.5 / -3.1% at 8k;
+        # causal (K 3 / V 2 paired) o_lag -0.4% / -2.2% at 4k / 8k and q_early -4% to
+        # -8%: non-causal only. At 16k the non-causal split ring (with them) beat the
+        # one-shot grid by +2.0 / +2.8% (split alone), +1.9 / +2.3%, +3.0 / +1.9%, where
+        # s22a (H200) had read them level: persistent at every non-causal length.
+        # boundary_step (the item boundary as a step) measured -1.8% / +0.4% / +0.2% at
+        # 1k / 4k / 8k (s43b): off
+        persistent = not causal or seqlen_q < 16384
+        k2v3 = not causal
         return HopperFwdConfig(128, 128, 8, 2 if k2v3 else 3, warp_specialize=True,
                                pingpong=True, c_k_wait_first=True, persistent=persistent,
                                v_stages=(3 if k2v3 else 2) if persistent else 0,
-                               paired=persistent and causal)
+                               paired=persistent and causal, o_lag=k2v3, q_early=k2v3)
     # hd 256: the O accumulator (64 x 256 fp32) is 128 registers per thread; 64-key
     # tiles. The one-shot grid's shared ring of 2 (192 KB) measured below stage A (C 514 /
     # 503 against A 532 / 531 at 4k / 16k non-causal). The persistent grid's split ring
