@@ -1982,6 +1982,9 @@ def _fwd_cp_kernel(
     gl.static_assert(BLOCK_M == 64, "each consumer warpgroup owns one 64-row wgmma tile")
     (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars, empty_bars, v_empty,
      o_smems) = _c_shared(q_desc, k_desc, v_desc, NUM_STAGES, V_STAGES, O_VIA_Q, BOUNDARY)
+    producer_args = (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, seqlen_q,
+                     seqlen_k, nheads, group, m_tiles, n_work, left, BLOCK_M, BLOCK_N,
+                     NUM_STAGES, CAUSAL, HAS_LEFT, V_STAGES, v_empty, PAIRED)
     if BOUNDARY:
         gl.static_assert(not CAUSAL and not HAS_LEFT and not PAIRED and V_STAGES > 0
                          and not O_VIA_Q, "the boundary step: non-causal, no window, O tiles")
@@ -1997,10 +2000,7 @@ def _fwd_cp_kernel(
                                      nheads, m_tiles, n_work, qk_scale, HEAD_DIM, BLOCK_M,
                                      BLOCK_N, NUM_STAGES, PINGPONG, cap_scale, SOFTCAP,
                                      K_FIRST, o_desc, V_STAGES, v_empty)),
-                (_cp_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
-                                seqlen_q, seqlen_k, nheads, group, m_tiles, n_work, left,
-                                BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, HAS_LEFT, V_STAGES,
-                                v_empty, PAIRED)),
+                (_cp_producer, producer_args),
             ],
             [4, 1],
             [MMA_REGS, LOAD_REGS],
@@ -2020,10 +2020,7 @@ def _fwd_cp_kernel(
                             BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, PINGPONG, left, HAS_LEFT,
                             cap_scale, SOFTCAP, K_FIRST, TRACE, o_desc, V_STAGES,
                             v_empty, o_smems, PAIRED, O_VIA_Q, O_LAG, Q_EARLY)),
-            (_cp_producer, (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars,
-                            seqlen_q, seqlen_k, nheads, group, m_tiles, n_work, left,
-                            BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, HAS_LEFT, V_STAGES,
-                            v_empty, PAIRED)),
+            (_cp_producer, producer_args),
         ],
         [4, 1],
         [MMA_REGS, LOAD_REGS],
