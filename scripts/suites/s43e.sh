@@ -3,11 +3,11 @@
 # (16k included) with o_lag / q_early, as shipped. The Gluon forward's GPU tests that
 # reach it (windows, softcaps, the public call, the persistent grid, the stages against
 # the reference), then issue 4's floor cells (hd 64 / 128 from 4k) against cuDNN alone,
-# 5 rounds (the s43 perf run read a 0.2 ms round-to-round spread at hd 128 non-causal 4k).
+# 3 rounds (the s43 perf run read a 0.2 ms round-to-round spread at hd 128 non-causal 4k).
 source scripts/suites/lib/steps.sh
-gpu_pytest pytest_s43e 200 8 6 tests/test_hopper.py \
+gpu_pytest pytest_s43e 150 8 6 tests/test_hopper.py \
   -k "persistent or window or softcap or public or vs_reference"
-timeout 150 python3 -m flashtile.cli bench --head-dims 64 128 --seqlens 4096 16384 \
-  --backends flashtile sdpa-cudnn --rounds 5 --commit "$commit" --csv "$out/bench_floor.csv" \
+timeout 75 python3 -m flashtile.cli bench --head-dims 64 128 --seqlens 4096 16384 \
+  --backends flashtile sdpa-cudnn --rounds 3 --commit "$commit" --csv "$out/bench_floor.csv" \
   >"$out/bench_floor.log" 2>&1 || status=1
 grep -E "^B[0-9]+ S" "$out/bench_floor.log" | cut -c1-110
