@@ -1,8 +1,9 @@
 # gpu_check.sh suite "s43e" (sourced; $out, $commit, ft() and status are set)
 # For session 43: hd 128 non-causal forwards on the persistent split ring at every length
 # (16k included) with o_lag / q_early, as shipped. The Gluon forward's GPU tests that
-# reach it (windows, softcaps, the public call, the persistent grid, the stages against
-# the reference), then issue 4's floor cells (hd 64 / 128 from 4k) against cuDNN alone,
+# reach it (236: the validation grid through the shipped schedule, windows at hd 128,
+# windows and softcaps on the persistent grid, Gluon against portable), then issue 4's
+# floor cells (hd 64 / 128 from 4k) against cuDNN alone,
 # 3 rounds (the s43 perf run read a 0.2 ms round-to-round spread at hd 128 non-causal 4k).
 source scripts/suites/lib/steps.sh
 gpu_pytest pytest_s43e 150 8 6 tests/test_hopper.py \
