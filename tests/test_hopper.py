@@ -232,7 +232,7 @@ def test_persistent_kernel_choice(monkeypatch):
     """Stage C's persistent grid runs where its config asks (or the switch forces it),
     never for varlen launches; the one-shot stage C kernel otherwise."""
     monkeypatch.delenv("FLASHTILE_HOPPER_C_PERSISTENT", raising=False)
-    cfg = configs.hopper_fwd_config_c(128, False, 16384)
+    cfg = configs.hopper_fwd_config_c(128, True, 16384)  # (causal from 16k: one-shot)
     on = dataclasses.replace(cfg, persistent=True)
     assert hopper_fwd._kernel_args(cfg)[0] is hopper_fwd._fwd_c_kernel
     assert hopper_fwd._kernel_args(on)[0] is hopper_fwd._fwd_cp_kernel
