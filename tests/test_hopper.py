@@ -255,6 +255,29 @@ def test_persistent_kernel_choice(monkeypatch):
         hopper_fwd._fwd_kernel)
 
 
+def test_persistent_call_flags():
+    """The persistent kernel's per-call flags (hopper_fwd._cp_call_flags): the boundary
+    step only for non-causal calls without a window and with keys; o_lag / q_early
+    (shipped at hd 128 non-causal) dropped for windows and softcaps; the config's flags
+    reach the kernel otherwise."""
+    cfg = configs.hopper_fwd_config_c(128, False, 4096)
+    extra = hopper_fwd._kernel_args(cfg)[3]
+    assert extra["O_LAG"] and extra["Q_EARLY"] and "BOUNDARY" not in extra
+    assert hopper_fwd._cp_call_flags(extra, False, False, False, 4096) == extra
+    for window, softcap in ((True, False), (False, True)):
+        cut = hopper_fwd._cp_call_flags(extra, False, window, softcap, 4096)
+        assert "O_LAG" not in cut and "Q_EARLY" not in cut and cut["V_STAGES"] == 3
+    both = hopper_fwd._kernel_args(dataclasses.replace(cfg, boundary_step=True))[3]
+    assert both["BOUNDARY"]
+    assert hopper_fwd._cp_call_flags(both, False, False, True, 4096)["BOUNDARY"]
+    for causal, window, seqlen_k in ((True, False, 4096), (False, True, 4096),
+                                     (False, False, 0)):
+        assert "BOUNDARY" not in hopper_fwd._cp_call_flags(both, causal, window, False,
+                                                            seqlen_k)
+    causal = hopper_fwd._kernel_args(configs.hopper_fwd_config_c(128, True, 4096))[3]
+    assert "O_LAG" not in causal and "Q_EARLY" not in causal
+
+
 def test_schedule_env(monkeypatch):
     """FLASHTILE_HOPPER_SCHEDULE forces a schedule for A/B runs, also where the table
     picks the portable kernel; unset, the shipped table."""

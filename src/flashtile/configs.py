@@ -324,7 +324,8 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
         # one-shot grid by +2.0 / +2.8% (split alone), +1.9 / +2.3%, +3.0 / +1.9%, where
         # s22a (H200) had read them level: persistent at every non-causal length.
         # boundary_step (the item boundary as a step) measured -1.8% / +0.4% / +0.2% at
-        # 1k / 4k / 8k (s43b): off
+        # 1k / 4k / 8k (s43b): off. Windowed / softcapped calls drop o_lag and q_early
+        # (ops/hopper_fwd._cp_call_flags) until their GPU tests run (suite s43e)
         persistent = not causal or seqlen_q < 16384
         k2v3 = not causal
         return HopperFwdConfig(128, 128, 8, 2 if k2v3 else 3, warp_specialize=True,

@@ -261,8 +261,7 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
             raise ValueError(f"a timeline is traced in stage C only: {cfg}")
         extra = dict(extra, TRACE=trace)
     if kernel is _fwd_cp_kernel:
-        if extra.get("BOUNDARY") and (causal or left is not None or seqlen_k == 0):
-            extra = {n: val for n, val in extra.items() if n != "BOUNDARY"}
+        extra = _cp_call_flags(extra, causal, left is not None, bool(softcap), seqlen_k)
         n_work = m_tiles * batch * nheads
         programs = min(n_work, PERSISTENT_PROGRAMS or sm_count(q.device))
         if cfg.paired and causal and m_tiles % 2 == 0:
@@ -284,6 +283,20 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
         BLOCK_N=cfg.block_n, NUM_STAGES=cfg.one_shot_stages, CAUSAL=bool(causal),
         num_warps=num_warps, **extra, **_options(cfg), **varlen,
     )
+
+
+def _cp_call_flags(extra: dict, causal: bool, window: bool, softcap: bool,
+                   seqlen_k: int) -> dict:
+    """The persistent kernel's per-call cut of its config's flags: BOUNDARY
+    (``_cp_flat_consumer``) only for non-causal calls without a window and with keys;
+    O_LAG / Q_EARLY only for calls without a window or softcap, the calls they were
+    measured and GPU-tested on (s43b-s43d; suite s43e tests the rest)."""
+    drop = set()
+    if causal or window or seqlen_k == 0:
+        drop.add("BOUNDARY")
+    if window or softcap:
+        drop.update(("O_LAG", "Q_EARLY"))
+    return {n: val for n, val in extra.items() if n not in drop} if drop & extra.keys() else extra
 
 
 def hopper_varlen_supported(q, k, v, out, causal, window, softcap, softmax_scale=None) -> bool:
