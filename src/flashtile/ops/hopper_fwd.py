@@ -1340,7 +1340,7 @@ def _c_item(q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_
     prologue's S of tile lo, the steps (``_c_step``: a window's left-edge tiles masked,
     the off-band tiles unmasked, the on-band / ragged tail masked), the last PV. Tile j
     sits at ring position j - ``shift``; the step of tile j is this warpgroup's turn k0 +
-    j - lo - 1. Returns (acc, m, l). TRACE: ``_c_consumer``'s stamps 3, 4 and 6.
+    j - lo - 1. TRACE: ``_c_consumer``'s stamps 3, 4 and 6.
     V_STAGES > 0: the split ring (``_c_step``); the prologue releases K_lo, the last PV
     V of the last tile. Not LAST_PV: the last PV is the caller's (``_c_last_pv``, with
     the returned P); every S GEMM of this warpgroup has retired in all its warps by then,
