@@ -30,6 +30,7 @@ from flashtile.bench.report import write_rows
 from flashtile.ops import hopper_fwd
 
 PAIRED = False  # --paired: the persistent grid's causal items in the paired order
+OVERRIDES = ""  # --overrides: config fields set on every traced config (o_lag=1, ...)
 SLOTS = ("sm", "start", "q", "prologue", "loops", "end", "steps")
 
 
@@ -99,6 +100,7 @@ def measure(hd: int, s: int, causal: bool, dev, persistent: bool = False,
                               paired=persistent and causal and PAIRED)
     if k_stages:
         cfg = dataclasses.replace(cfg, num_stages=k_stages)
+    cfg = dataclasses.replace(cfg, **configs.parse_overrides(OVERRIDES))
     n_prog = triton.cdiv(s, cfg.block_m) * b * h
     trace = torch.zeros(n_prog * 2 * 8, dtype=torch.int64, device=dev)
 
@@ -131,10 +133,14 @@ def main() -> int:
     ap.add_argument("--paired", action="store_true",
                     help="persistent causal rows in the paired item order (HopperFwdConfig."
                     "paired)")
+    ap.add_argument("--overrides", default="",
+                    help="config fields set on every traced config, as "
+                    "FLASHTILE_HOPPER_FWD_OVERRIDES: 'o_lag=1,q_early=1' (session 43)")
     ap.add_argument("--csv")
     args = ap.parse_args()
-    global PAIRED
+    global PAIRED, OVERRIDES
     PAIRED = args.paired
+    OVERRIDES = args.overrides
     dev = torch.device("cuda")
     print(f"{torch.cuda.get_device_name(dev)} torch {torch.__version__} triton "
           f"{triton.__version__}", flush=True)
