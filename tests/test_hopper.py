@@ -255,18 +255,29 @@ def test_persistent_kernel_choice(monkeypatch):
         hopper_fwd._fwd_kernel)
 
 
-def test_persistent_call_flags():
+def test_persistent_call_flags(monkeypatch):
     """The persistent kernel's per-call flags (hopper_fwd._cp_call_flags): the boundary
     step only for non-causal calls without a window and with keys; o_lag / q_early
-    (shipped at hd 128 non-causal) dropped for windows and softcaps; the config's flags
+    (shipped at hd 128 non-causal) dropped for windows and softcaps unless
+    configs.CP_LAG_CAPS or FLASHTILE_HOPPER_CP_LAG_CAPS=1 keeps them; the config's flags
     reach the kernel otherwise."""
     cfg = configs.hopper_fwd_config_c(128, False, 4096)
     extra = hopper_fwd._kernel_args(cfg)[3]
     assert extra["O_LAG"] and extra["Q_EARLY"] and "BOUNDARY" not in extra
+    monkeypatch.delenv("FLASHTILE_HOPPER_CP_LAG_CAPS", raising=False)
     assert hopper_fwd._cp_call_flags(extra, False, False, False, 4096) == extra
     for window, softcap in ((True, False), (False, True)):
         cut = hopper_fwd._cp_call_flags(extra, False, window, softcap, 4096)
         assert "O_LAG" not in cut and "Q_EARLY" not in cut and cut["V_STAGES"] == 3
+        for keep, env in ((True, "1"), (False, "0")):
+            monkeypatch.setenv("FLASHTILE_HOPPER_CP_LAG_CAPS", env)
+            monkeypatch.setattr(configs, "CP_LAG_CAPS", not keep)
+            kept = hopper_fwd._cp_call_flags(extra, False, window, softcap, 4096)
+            assert ("O_LAG" in kept and "Q_EARLY" in kept) == keep
+        monkeypatch.delenv("FLASHTILE_HOPPER_CP_LAG_CAPS")
+        monkeypatch.setattr(configs, "CP_LAG_CAPS", True)
+        assert hopper_fwd._cp_call_flags(extra, False, window, softcap, 4096) == extra
+        monkeypatch.setattr(configs, "CP_LAG_CAPS", False)
     both = hopper_fwd._kernel_args(dataclasses.replace(cfg, boundary_step=True))[3]
     assert both["BOUNDARY"]
     assert hopper_fwd._cp_call_flags(both, False, False, True, 4096)["BOUNDARY"]
@@ -1198,21 +1209,33 @@ PERSISTENT_CAP_CASES = [c for c in WINDOW_CASES + SOFTCAP_CASES if c.head_dim ==
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("lag", [False, True], ids=["flags-cut", "lag-qearly"])
 @pytest.mark.parametrize("case", PERSISTENT_CAP_CASES, ids=lambda c: c.name)
-def test_stage_c_persistent_window_softcap(case, device, monkeypatch):
+def test_stage_c_persistent_window_softcap(case, lag, device, monkeypatch):
     """Sliding windows and softcaps through the persistent stage C (stage C forced,
     FLASHTILE_HOPPER_C_PERSISTENT=1, 3 programs: each walks many items, each item with
     its own left-edge tiles), flash_attn_func's full call: out and lse (and the backward
-    fed them) within the DESIGN.md bound."""
+    fed them) within the DESIGN.md bound. ``lag``: with o_lag and q_early forced on and
+    kept on these calls (FLASHTILE_HOPPER_CP_LAG_CAPS=1), else cut (=0)."""
     require_sm90()
     for var in ("FLASHTILE_HOPPER_WINDOW", "FLASHTILE_HOPPER_SOFTCAP"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", "C")
     monkeypatch.setenv("FLASHTILE_HOPPER_C_PERSISTENT", "1")
+    monkeypatch.setenv("FLASHTILE_HOPPER_CP_LAG_CAPS", "1" if lag else "0")
+    if lag:
+        monkeypatch.setenv(hopper_fwd.OVERRIDES_ENV_VAR, "o_lag=1,q_early=1")
     monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", 3)
-    kernels = _record_kernels(monkeypatch)
+    launches = []
+    real = hopper_fwd._gluon_launch
+
+    def spy(kernel, *args, **kwargs):
+        launches.append((kernel, bool(kwargs.get("O_LAG")), bool(kwargs.get("Q_EARLY"))))
+        return real(kernel, *args, **kwargs)
+
+    monkeypatch.setattr(hopper_fwd, "_gluon_launch", spy)
     result = run_case(case, device)
-    assert hopper_fwd._fwd_cp_kernel in kernels, kernels
+    assert (hopper_fwd._fwd_cp_kernel, lag, lag) in launches, launches
     assert result.ok, result.summary()
 
 

@@ -281,6 +281,14 @@ class HopperFwdConfig:
         return (self.block_m + 2 * self.num_stages * self.block_n) * head_dim * elem_bytes
 
 
+# Does the persistent stage C keep its config's o_lag / q_early on windowed or softcapped
+# calls (ops/hopper_fwd._cp_call_flags; FLASHTILE_HOPPER_CP_LAG_CAPS=0/1 overrides)?
+# False since session 43: they were measured and GPU-tested on calls without either
+# (s43b-s43d); tests/test_hopper.py's persistent window / softcap test runs them with
+# the flags kept.
+CP_LAG_CAPS = False
+
+
 def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig:
     """Stage C (ping-pong consumers) tiles: 128 query rows per program (two 64-row
     warpgroup tiles). Resources from compiling for sm_90 on the CPU (tests/test_hopper.py);
@@ -325,7 +333,7 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
         # s22a (H200) had read them level: persistent at every non-causal length.
         # boundary_step (the item boundary as a step) measured -1.8% / +0.4% / +0.2% at
         # 1k / 4k / 8k (s43b): off. Windowed / softcapped calls drop o_lag and q_early
-        # (ops/hopper_fwd._cp_call_flags) until their GPU tests run (suite s43e)
+        # (CP_LAG_CAPS, ops/hopper_fwd._cp_call_flags)
         persistent = not causal or seqlen_q < 16384
         k2v3 = not causal
         return HopperFwdConfig(128, 128, 8, 2 if k2v3 else 3, warp_specialize=True,

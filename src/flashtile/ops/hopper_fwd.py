@@ -289,13 +289,15 @@ def _cp_call_flags(extra: dict, causal: bool, window: bool, softcap: bool,
                    seqlen_k: int) -> dict:
     """The persistent kernel's per-call cut of its config's flags: BOUNDARY
     (``_cp_flat_consumer``) only for non-causal calls without a window and with keys;
-    O_LAG / Q_EARLY only for calls without a window or softcap, the calls they were
-    measured and GPU-tested on (s43b-s43d; suite s43e tests the rest)."""
+    O_LAG / Q_EARLY on windowed or softcapped calls only where configs.CP_LAG_CAPS says
+    (FLASHTILE_HOPPER_CP_LAG_CAPS=1 keeps them there, =0 cuts them: the A/B switch)."""
     drop = set()
     if causal or window or seqlen_k == 0:
         drop.add("BOUNDARY")
     if window or softcap:
-        drop.update(("O_LAG", "Q_EARLY"))
+        mode = env_mode("FLASHTILE_HOPPER_CP_LAG_CAPS")
+        if mode == "off" or (mode == "auto" and not configs.CP_LAG_CAPS):
+            drop.update(("O_LAG", "Q_EARLY"))
     return {n: val for n, val in extra.items() if n not in drop} if drop & extra.keys() else extra
 
 
