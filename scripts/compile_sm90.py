@@ -234,10 +234,6 @@ def hopper_variants():
                 yield (f"hopper-Cp-split-lag {tag} bfloat16", hd, causal, torch.bfloat16,
                        dataclasses.replace(configs.hopper_fwd_config_c(hd, causal, 4096),
                                            o_lag=True, q_early=True), False)
-                if not causal:  # the item boundary as a step (boundary_step, opt-in)
-                    yield (f"hopper-Cp-boundary {tag} bfloat16", hd, causal, torch.bfloat16,
-                           dataclasses.replace(configs.hopper_fwd_config_c(hd, causal, 4096),
-                                               boundary_step=True), False)
             if hd >= 128:  # the shipped split rings (hd 128 non-causal K 2 / V 3, causal
                 # K 3 / V 2 paired; hd 256 K 2 / V 3 without O buffers) with a window's
                 # left edge / a softcap

@@ -57,10 +57,6 @@ def test_compiles_for_sm90(name, compiled):
         assert int(rec["regs"]) <= 128, f"{name}: {rec}"
     elif name.endswith("bits-ws"):  # causal: 16 bytes spilled before the loops (ptxas)
         assert_sm90_build(name, rec, max_spill=32)
-    elif name.startswith("hopper-Cp-boundary"):
-        # the item boundary as a step (opt-in): 84 bytes, reloaded once per work item (10
-        # LDL in the item loop), none in the step loops (SASS, sm_90, session 43)
-        assert_sm90_build(name, rec, max_spill=96)
     elif name.startswith("hopper-Cp"):
         # the persistent stage C: 0-40 bytes of values computed before the partitions
         # split, stored once and reloaded per work item, none in the step loops (ptxas and
@@ -173,7 +169,6 @@ def test_schedule_table():
         assert cfg.persistent and cfg.paired == causal
         assert (cfg.num_stages, cfg.v_stages) == ((3, 2) if causal else (2, 3))
         assert cfg.o_lag == cfg.q_early == (not causal)
-        assert not cfg.boundary_step
     cfg = configs.hopper_fwd_config_c(128, True, 16384)
     assert not (cfg.persistent or cfg.v_stages or cfg.paired or cfg.o_lag or cfg.q_early)
     # hd 256: stage C from 1k on the persistent grid's split ring without O buffers (K 2 /
@@ -256,35 +251,27 @@ def test_persistent_kernel_choice(monkeypatch):
 
 
 def test_persistent_call_flags(monkeypatch):
-    """The persistent kernel's per-call flags (hopper_fwd._cp_call_flags): the boundary
-    step only for non-causal calls without a window and with keys; o_lag / q_early
+    """The persistent kernel's per-call flags (hopper_fwd._cp_call_flags): o_lag / q_early
     (shipped at hd 128 non-causal) dropped for windows and softcaps unless
-    configs.CP_LAG_CAPS or FLASHTILE_HOPPER_CP_LAG_CAPS=1 keeps them; the config's flags
-    reach the kernel otherwise."""
+    configs.CP_LAG_CAPS or FLASHTILE_HOPPER_CP_LAG_CAPS=1 keeps them (=0 cuts them
+    whatever CP_LAG_CAPS says); the config's flags reach the kernel otherwise."""
     cfg = configs.hopper_fwd_config_c(128, False, 4096)
     extra = hopper_fwd._kernel_args(cfg)[3]
-    assert extra["O_LAG"] and extra["Q_EARLY"] and "BOUNDARY" not in extra
+    assert extra["O_LAG"] and extra["Q_EARLY"]
     monkeypatch.delenv("FLASHTILE_HOPPER_CP_LAG_CAPS", raising=False)
-    assert hopper_fwd._cp_call_flags(extra, False, False, False, 4096) == extra
-    for window, softcap in ((True, False), (False, True)):
-        cut = hopper_fwd._cp_call_flags(extra, False, window, softcap, 4096)
+    monkeypatch.setattr(configs, "CP_LAG_CAPS", False)
+    assert hopper_fwd._cp_call_flags(extra, False, False) == extra
+    for window, softcap in ((True, False), (False, True), (True, True)):
+        cut = hopper_fwd._cp_call_flags(extra, window, softcap)
         assert "O_LAG" not in cut and "Q_EARLY" not in cut and cut["V_STAGES"] == 3
         for keep, env in ((True, "1"), (False, "0")):
             monkeypatch.setenv("FLASHTILE_HOPPER_CP_LAG_CAPS", env)
             monkeypatch.setattr(configs, "CP_LAG_CAPS", not keep)
-            kept = hopper_fwd._cp_call_flags(extra, False, window, softcap, 4096)
-            assert ("O_LAG" in kept and "Q_EARLY" in kept) == keep
+            assert (hopper_fwd._cp_call_flags(extra, window, softcap) == extra) == keep
         monkeypatch.delenv("FLASHTILE_HOPPER_CP_LAG_CAPS")
         monkeypatch.setattr(configs, "CP_LAG_CAPS", True)
-        assert hopper_fwd._cp_call_flags(extra, False, window, softcap, 4096) == extra
+        assert hopper_fwd._cp_call_flags(extra, window, softcap) == extra
         monkeypatch.setattr(configs, "CP_LAG_CAPS", False)
-    both = hopper_fwd._kernel_args(dataclasses.replace(cfg, boundary_step=True))[3]
-    assert both["BOUNDARY"]
-    assert hopper_fwd._cp_call_flags(both, False, False, True, 4096)["BOUNDARY"]
-    for causal, window, seqlen_k in ((True, False, 4096), (False, True, 4096),
-                                     (False, False, 0)):
-        assert "BOUNDARY" not in hopper_fwd._cp_call_flags(both, causal, window, False,
-                                                            seqlen_k)
     causal = hopper_fwd._kernel_args(configs.hopper_fwd_config_c(128, True, 4096))[3]
     assert "O_LAG" not in causal and "Q_EARLY" not in causal
 
@@ -1177,7 +1164,7 @@ def test_stage_c_persistent_k2v3_vs_reference(programs, seqlen_q, seqlen_k, caus
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("flags", ["o_lag", "q_early", "o_lag,q_early", "boundary_step"])
+@pytest.mark.parametrize("flags", ["o_lag", "q_early", "o_lag,q_early"])
 @pytest.mark.parametrize("programs", [None, 1, 3], ids=["per-sm", "1prog", "3progs"])
 @pytest.mark.parametrize("seqlen_q,seqlen_k", [(1, 1), (1000, 1000), (300, 40), (239, 113),
                                                (129, 1), (2048, 2048)])
@@ -1186,11 +1173,10 @@ def test_stage_c_persistent_lag_vs_reference(flags, programs, seqlen_q, seqlen_k
                                              device, monkeypatch):
     """hd 128's shipped split rings (non-causal K 2 / V 3, causal K 3 / V 2 paired) with the
     O store's wait deferred to the next item (HopperFwdConfig.o_lag) and / or the next Q
-    loaded before the last PV (q_early), or (non-causal; causal calls ignore it) the item
-    boundary as a step (boundary_step: Q and O tiles taking turns), into NaN-poisoned
-    buffers: 1 or 3 programs walk many items, so a store still reading its buffer while
-    the next O lands, or a Q tile overwritten under a GEMM, would show; items with no key
-    (a whole warpgroup past the end, key-less rows) take the no-tile branch."""
+    loaded before the last PV (q_early), into NaN-poisoned buffers: 1 or 3 programs walk
+    many items, so a store still reading its buffer while the next O lands, or a Q tile
+    overwritten under a GEMM, would show; items with no key (a whole warpgroup past the
+    end, key-less rows) take the no-tile branch."""
     require_sm90()
     if flags in ("o_lag", "q_early") and programs != 3:
         pytest.skip("each flag alone with 3 programs only (both together everywhere)")

@@ -7,7 +7,7 @@
 # 3 rounds (the s43 perf run read a 0.2 ms round-to-round spread at hd 128 non-causal 4k).
 source scripts/suites/lib/steps.sh
 gpu_pytest pytest_s43e 200 8 6 tests/test_hopper.py \
-  -k "persistent_window_softcap or hopper_vs_reference or hopper_vs_portable or (window and 128)"
+  -k "persistent_window_softcap or persistent_lag or hopper_vs_reference or hopper_vs_portable or (window and 128)"
 timeout 75 python3 -m flashtile.cli bench --head-dims 64 128 --seqlens 4096 16384 \
   --backends flashtile sdpa-cudnn --rounds 3 --commit "$commit" --csv "$out/bench_floor.csv" \
   >"$out/bench_floor.log" 2>&1 || status=1

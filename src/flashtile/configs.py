@@ -217,12 +217,6 @@ class HopperFwdConfig:
     # key step, scripts/trace_stage_c.py, `s20d` / `s22a`) off the warpgroup's path
     o_lag: bool = False
     q_early: bool = False
-    # the split ring with its O buffers, non-causal calls without a window (others
-    # ignore it): the item boundary as one more step (ops/hopper_fwd._cp_flat_consumer):
-    # each warpgroup's Q and O tiles take turns, so the next item's Q is loaded a whole
-    # item ahead, and the next item's first S GEMM and softmax run under this item's
-    # last PV instead of after its epilogue
-    boundary_step: bool = False
     # stage A, dense causal calls (other stages and varlen ignore it): launch the (query
     # tile, batch * head) grid tile-major within blocks of this many heads
     # (_gluon_common.tile_ids, as the backward's HopperBwdConfig.tile_heads): every head
@@ -256,7 +250,6 @@ class HopperFwdConfig:
         V 3 without them a ring of 2)."""
         return dataclasses.replace(self, persistent=False, v_stages=0, paired=False,
                                    o_stage=True, o_lag=False, q_early=False,
-                                   boundary_step=False,
                                    num_stages=self.one_shot_stages)
 
     @property
@@ -331,9 +324,9 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
         # -8%: non-causal only. At 16k the non-causal split ring (with them) beat the
         # one-shot grid by +2.0 / +2.8% (split alone), +1.9 / +2.3%, +3.0 / +1.9%, where
         # s22a (H200) had read them level: persistent at every non-causal length.
-        # boundary_step (the item boundary as a step) measured -1.8% / +0.4% / +0.2% at
-        # 1k / 4k / 8k (s43b): off. Windowed / softcapped calls drop o_lag and q_early
-        # (CP_LAG_CAPS, ops/hopper_fwd._cp_call_flags)
+        # boundary_step (the item boundary as a step; removed in session 44) measured
+        # -1.8% / +0.4% / +0.2% at 1k / 4k / 8k (s43b). Windowed / softcapped calls drop
+        # o_lag and q_early (CP_LAG_CAPS, ops/hopper_fwd._cp_call_flags)
         persistent = not causal or seqlen_q < 16384
         k2v3 = not causal
         return HopperFwdConfig(128, 128, 8, 2 if k2v3 else 3, warp_specialize=True,

@@ -261,7 +261,7 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
             raise ValueError(f"a timeline is traced in stage C only: {cfg}")
         extra = dict(extra, TRACE=trace)
     if kernel is _fwd_cp_kernel:
-        extra = _cp_call_flags(extra, causal, left is not None, bool(softcap), seqlen_k)
+        extra = _cp_call_flags(extra, left is not None, bool(softcap))
         n_work = m_tiles * batch * nheads
         programs = min(n_work, PERSISTENT_PROGRAMS or sm_count(q.device))
         if cfg.paired and causal and m_tiles % 2 == 0:
@@ -285,20 +285,16 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
     )
 
 
-def _cp_call_flags(extra: dict, causal: bool, window: bool, softcap: bool,
-                   seqlen_k: int) -> dict:
-    """The persistent kernel's per-call cut of its config's flags: BOUNDARY
-    (``_cp_flat_consumer``) only for non-causal calls without a window and with keys;
-    O_LAG / Q_EARLY on windowed or softcapped calls only where configs.CP_LAG_CAPS says
+def _cp_call_flags(extra: dict, window: bool, softcap: bool) -> dict:
+    """The persistent kernel's per-call cut of its config's flags: O_LAG / Q_EARLY on
+    windowed or softcapped calls only where configs.CP_LAG_CAPS says
     (FLASHTILE_HOPPER_CP_LAG_CAPS=1 keeps them there, =0 cuts them: the A/B switch)."""
-    drop = set()
-    if causal or window or seqlen_k == 0:
-        drop.add("BOUNDARY")
-    if window or softcap:
-        mode = env_mode("FLASHTILE_HOPPER_CP_LAG_CAPS")
-        if mode == "off" or (mode == "auto" and not configs.CP_LAG_CAPS):
-            drop.update(("O_LAG", "Q_EARLY"))
-    return {n: val for n, val in extra.items() if n not in drop} if drop & extra.keys() else extra
+    if not (window or softcap) or not ("O_LAG" in extra or "Q_EARLY" in extra):
+        return extra
+    mode = env_mode("FLASHTILE_HOPPER_CP_LAG_CAPS")
+    if mode == "on" or (mode == "auto" and configs.CP_LAG_CAPS):
+        return extra
+    return {n: val for n, val in extra.items() if n not in ("O_LAG", "Q_EARLY")}
 
 
 def hopper_varlen_supported(q, k, v, out, causal, window, softcap, softmax_scale=None) -> bool:
@@ -560,8 +556,6 @@ def _kernel_args(cfg, persistent_ok: bool = True, unpaired: bool = False):
                 extra["O_LAG"] = True
             if cfg.q_early:
                 extra["Q_EARLY"] = True
-            if cfg.boundary_step and cfg.v_stages and cfg.o_stage:
-                extra["BOUNDARY"] = True  # (_launch drops it for causal / windowed calls)
         return (_fwd_cp_kernel if persistent else _fwd_c_kernel, cfg.block_m // 2,
                 cfg.num_warps // 2, extra)
     if cfg.warp_specialize:
@@ -1336,8 +1330,7 @@ def _c_item(q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_
             WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
             BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, left,
             HAS_LEFT: gl.constexpr, cap_scale, SOFTCAP: gl.constexpr, K_FIRST: gl.constexpr,
-            TRACE=None, V_STAGES: gl.constexpr = 0, v_empty=None, LAST_PV: gl.constexpr = True,
-            PRO: gl.constexpr = True, p=None):
+            TRACE=None, V_STAGES: gl.constexpr = 0, v_empty=None, LAST_PV: gl.constexpr = True):
     """One warpgroup's key tiles [lo, n_tiles) of its query tile (n_tiles > lo): the
     prologue's S of tile lo, the steps (``_c_step``: a window's left-edge tiles masked,
     the off-band tiles unmasked, the on-band / ragged tail masked), the last PV. Tile j
@@ -1346,21 +1339,19 @@ def _c_item(q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_
     V_STAGES > 0: the split ring (``_c_step``); the prologue releases K_lo, the last PV
     V of the last tile. Not LAST_PV: the last PV is the caller's (``_c_last_pv``, with
     the returned P); every S GEMM of this warpgroup has retired in all its warps by then,
-    so its Q buffer is free. Returns (acc, m, l, P of the last tile). Not PRO: the
-    prologue was the caller's (``_cp_boundary``): ``p``, ``m_i``, ``l_i`` are tile lo's."""
+    so its Q buffer is free. Returns (acc, m, l, P of the last tile)."""
     o_layout: gl.constexpr = acc.type.layout
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    if PRO:  # -- S of tile lo (masked unconditionally: one tile, and it may be on-band or
-        #       on a window's left edge) --
-        qk = _c_s_issue(q2, k_smem, k_bars, lo - shift, HEAD_DIM, BLOCK_M, BLOCK_N,
-                        NUM_STAGES)
-        qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
-        p, m_i, l_i = _c_first_softmax(qk, lo, rows, seqlen_k, diag, qk_scale, q2.dtype,
-                                       p_layout, BLOCK_N, CAUSAL, left, HAS_LEFT, cap_scale,
-                                       SOFTCAP)
-        if V_STAGES > 0:  # K_lo's S GEMM has retired in every warp
-            gl.thread_barrier()
-            mbarrier.arrive(empty_bars.index((lo - shift) % NUM_STAGES), count=1)
+    # -- S of tile lo (masked unconditionally: one tile, and it may be on-band or on a
+    #    window's left edge) --
+    qk = _c_s_issue(q2, k_smem, k_bars, lo - shift, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)
+    qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
+    p, m_i, l_i = _c_first_softmax(qk, lo, rows, seqlen_k, diag, qk_scale, q2.dtype,
+                                   p_layout, BLOCK_N, CAUSAL, left, HAS_LEFT, cap_scale,
+                                   SOFTCAP)
+    if V_STAGES > 0:  # K_lo's S GEMM has retired in every warp
+        gl.thread_barrier()
+        mbarrier.arrive(empty_bars.index((lo - shift) % NUM_STAGES), count=1)
     if TRACE is not None:
         trace_stamp(TRACE, 3)
     for j in range(lo + 1, a):
@@ -1476,7 +1467,7 @@ def _c_consumer(WG: gl.constexpr, q_smems, q_bars, o_desc, lse_rows, k_smem, v_s
 
 @gluon.jit
 def _c_shared(q_desc, k_desc, v_desc, NUM_STAGES: gl.constexpr, V_STAGES: gl.constexpr = 0,
-              O_VIA_Q: gl.constexpr = False, QO4: gl.constexpr = False):
+              O_VIA_Q: gl.constexpr = False):
     """Stage C's shared memory, both grids: the two warpgroups' Q tiles, the K / V ring,
     and their barriers initialised (Q, turn; per ring slot K, V, and the slot-free
     barrier, which counts one arrive per consumer warpgroup), fenced for TMA. V_STAGES >
@@ -1484,18 +1475,15 @@ def _c_shared(q_desc, k_desc, v_desc, NUM_STAGES: gl.constexpr, V_STAGES: gl.con
     own slot-free barriers, and (not O_VIA_Q) the warpgroups two O staging tiles.
     Returns (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars, empty_bars,
     v_empty, o_smems); without V_STAGES v_empty is empty_bars, and without V_STAGES or
-    with O_VIA_Q o_smems is q_smems. QO4 (``_cp_flat_consumer``): the same four Q / O
-    tiles as one array, each warpgroup's two (2 WG, 2 WG + 1) taking Q and O in turn,
-    with a Q barrier each (q_bars holds four); o_smems is q_smems."""
+    with O_VIA_Q o_smems is q_smems."""
     dtype: gl.constexpr = q_desc.dtype
     V_SLOTS: gl.constexpr = V_STAGES if V_STAGES > 0 else NUM_STAGES
-    N_Q: gl.constexpr = 4 if QO4 else 2
-    q_smems = gl.allocate_shared_memory(dtype, [N_Q] + q_desc.block_type.shape, q_desc.layout)
+    q_smems = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape, q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES] + k_desc.block_type.shape,
                                        k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [V_SLOTS] + v_desc.block_type.shape,
                                        v_desc.layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [N_Q, 1], mbarrier.MBarrierLayout())
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     turn_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     v_bars = gl.allocate_shared_memory(gl.int64, [V_SLOTS, 1], mbarrier.MBarrierLayout())
@@ -1504,10 +1492,10 @@ def _c_shared(q_desc, k_desc, v_desc, NUM_STAGES: gl.constexpr, V_STAGES: gl.con
     o_smems = q_smems
     if V_STAGES > 0:
         v_empty = gl.allocate_shared_memory(gl.int64, [V_STAGES, 1], mbarrier.MBarrierLayout())
-        if not (O_VIA_Q or QO4):
+        if not O_VIA_Q:
             o_smems = gl.allocate_shared_memory(dtype, [2] + q_desc.block_type.shape,
                                                 q_desc.layout)
-    for i in gl.static_range(N_Q):
+    for i in gl.static_range(2):
         mbarrier.init(q_bars.index(i), count=1)
     for i in gl.static_range(2):
         mbarrier.init(turn_bars.index(i), count=1)
@@ -1843,122 +1831,6 @@ def _cp_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, LSE, k_smem, v_smem,
         tma.store_wait(pendings=0)
 
 
-@gluon.jit
-def _cp_boundary(acc, p, q_next, k_smem, v_smem, k_bars, v_bars, empty_bars, v_empty, n_tiles,
-                 shift, pos_next, has_next, rows_next, seqlen_k, qk_scale, cap_scale,
-                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                 NUM_STAGES: gl.constexpr, V_STAGES: gl.constexpr, SOFTCAP: gl.constexpr):
-    """An item's end as one more step: the next item's first S GEMM (its Q in ``q_next``,
-    its first key tile at ring position ``pos_next``) issued with this item's last PV
-    behind it, and the next item's first softmax under that PV. Then V's slot and the
-    next item's K slot are released. Returns (acc, and the next item's P, m, l). Without
-    ``has_next`` the S GEMM reads whatever the buffers hold (no TMA writes into them any
-    more) and its result is dropped."""
-    p_layout: gl.constexpr = p.type.layout
-    qk = _c_s_issue(q_next, k_smem, k_bars, pos_next, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
-                    has_next)
-    t = n_tiles - 1 - shift
-    sv = t % V_STAGES
-    mbarrier.wait(v_bars.index(sv), (t // V_STAGES) & 1)
-    acc = warpgroup_mma(p, v_smem.index(sv).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
-    qk = warpgroup_mma_wait(num_outstanding=1, deps=(qk,))
-    p_n, m_n, l_n = _c_first_softmax(qk, 0, rows_next, seqlen_k, 0, qk_scale, p.dtype,
-                                     p_layout, BLOCK_N, False, 0, False, cap_scale, SOFTCAP)
-    acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
-    gl.thread_barrier()  # every warp's last PV and next S GEMM have retired
-    mbarrier.arrive(v_empty.index(sv), count=1)
-    mbarrier.arrive(empty_bars.index(pos_next % NUM_STAGES), count=1, pred=has_next)
-    return acc, p_n, m_n, l_n
-
-
-@gluon.jit
-def _cp_flat_consumer(WG: gl.constexpr, q_desc, q_smems, q_bars, LSE, k_smem, v_smem, k_bars,
-                      v_bars, empty_bars, turn_bars, seqlen_q, seqlen_k, nheads, m_tiles,
-                      n_work, qk_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                      BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, PINGPONG: gl.constexpr,
-                      cap_scale=1.0, SOFTCAP: gl.constexpr = False,
-                      K_FIRST: gl.constexpr = False, o_desc=None, V_STAGES: gl.constexpr = 0,
-                      v_empty=None):
-    """``_cp_consumer`` with the item boundary as a step (HopperFwdConfig.boundary_step;
-    non-causal, no window, seqlen_k > 0, the split ring): this warpgroup's two tiles
-    (``_c_shared``'s QO4) take Q and O in turn, so item i's Q sits in tile i % 2 while
-    item i + 1's loads into the other, a whole item ahead; at the end of item i its last
-    PV runs with item i + 1's first S GEMM and softmax under it (``_cp_boundary``), then
-    O goes out through tile i % 2 (Q_i is dead), and once the store has read that tile,
-    item i + 2's Q loads into it. Every item has the same key tiles [0, n_tiles), at ring
-    positions running on across items."""
-    s_layout: gl.constexpr = _mma_layout(gl.num_warps(), BLOCK_N)
-    o_layout: gl.constexpr = _mma_layout(gl.num_warps(), HEAD_DIM)
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    first = gl.program_id(0)
-    step = gl.num_programs(0)
-    # every item's key tiles: [0, n_tiles), n_full of them unmasked (non-causal)
-    _lo, _a, n_full, n_tiles = _c_tiles(0, seqlen_q, seqlen_k, 0, BLOCK_M, BLOCK_N, False,
-                                        False)
-    _cp_load_q(q_desc, q_smems.index(2 * WG), q_bars.index(2 * WG), first, m_tiles, nheads, WG,
-               BLOCK_M, False)
-    if first + step < n_work:
-        _cp_load_q(q_desc, q_smems.index(2 * WG + 1), q_bars.index(2 * WG + 1), first + step,
-                   m_tiles, nheads, WG, BLOCK_M, False)
-    # the first item's first tile, as _c_item's prologue
-    pid_m, _bh = _cp_tile(first, m_tiles, False)
-    rows = pid_m * (2 * BLOCK_M) + WG * BLOCK_M + gl.arange(0, BLOCK_M,
-                                                            layout=gl.SliceLayout(1, s_layout))
-    mbarrier.wait(q_bars.index(2 * WG), 0)
-    qk = _c_s_issue(q_smems.index(2 * WG).reshape([BLOCK_M, HEAD_DIM]), k_smem, k_bars, 0,
-                    HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES)
-    qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
-    p, m_i, l_i = _c_first_softmax(qk, 0, rows, seqlen_k, 0, qk_scale, q_desc.dtype, p_layout,
-                                   BLOCK_N, False, 0, False, cap_scale, SOFTCAP)
-    gl.thread_barrier()
-    mbarrier.arrive(empty_bars.index(0), count=1)
-    pos0 = 0
-    k0 = 0
-    it = 0
-    for t in range(first, n_work, step):
-        pid_m, bh = _cp_tile(t, m_tiles, False)
-        b = bh // nheads
-        h = bh % nheads
-        start_m = pid_m * (2 * BLOCK_M) + WG * BLOCK_M
-        rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
-        buf = q_smems.index(2 * WG + it % 2)
-        q2 = buf.reshape([BLOCK_M, HEAD_DIM])
-        shift = -pos0  # key tile j sits at ring position j + pos0
-        m_other = k0 + n_tiles - 1
-        if not PINGPONG:
-            m_other = 0
-        acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
-        acc, m_i, l_i, p = _c_item(
-            q2, acc, m_i, l_i, k_smem, v_smem, k_bars, v_bars, empty_bars, turn_bars, 0, 0,
-            n_full, n_tiles, shift, k0, m_other, rows, seqlen_k, seqlen_k - seqlen_q,
-            qk_scale, WG, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, False, 0, False, cap_scale,
-            SOFTCAP, K_FIRST, None, V_STAGES, v_empty, LAST_PV=False, PRO=False, p=p)
-        # -- the boundary: the next item's first tile under this one's last PV --
-        has_next = t + step < n_work
-        nxt = 2 * WG + (it + 1) % 2
-        mbarrier.wait(q_bars.index(nxt), ((it + 1) // 2) & 1, pred=has_next)
-        pid_n, _bh_n = _cp_tile(t + step, m_tiles, False)
-        rows_n = (pid_n * (2 * BLOCK_M) + WG * BLOCK_M
-                  + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout)))
-        acc, p, m_n, l_n = _cp_boundary(
-            acc, p, q_smems.index(nxt).reshape([BLOCK_M, HEAD_DIM]), k_smem, v_smem, k_bars,
-            v_bars, empty_bars, v_empty, n_tiles, shift, pos0 + n_tiles, has_next, rows_n,
-            seqlen_k, qk_scale, cap_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, V_STAGES,
-            SOFTCAP)
-        # -- O through this item's Q tile, then item it + 2's Q into it --
-        _epilogue(acc, m_i, l_i, buf, o_desc, LSE + bh.to(gl.int64) * seqlen_q, b, h, start_m,
-                  seqlen_q, BLOCK_M, HEAD_DIM)
-        gl.thread_barrier()  # the store has read the tile (its issuer waited): Q may land
-        if t + 2 * step < n_work:
-            _cp_load_q(q_desc, buf, q_bars.index(2 * WG + it % 2), t + 2 * step, m_tiles,
-                       nheads, WG, BLOCK_M, False)
-        m_i = m_n
-        l_i = l_n
-        pos0 += n_tiles
-        k0 += n_tiles - 1
-        it += 1
-
-
 @gluon.jit(do_not_specialize=["seqlen_q", "seqlen_k", "left", "m_tiles", "n_work"])
 def _fwd_cp_kernel(
     q_desc, k_desc, v_desc,  # TMA descriptors: q (B, M, H, D); k, v (B, N, Hkv, D)
@@ -1975,7 +1847,6 @@ def _fwd_cp_kernel(
     O_VIA_Q: gl.constexpr = False,  # HopperFwdConfig.o_stage False: no O buffer
     O_LAG: gl.constexpr = False,  # HopperFwdConfig.o_lag
     Q_EARLY: gl.constexpr = False,  # HopperFwdConfig.q_early
-    BOUNDARY: gl.constexpr = False,  # HopperFwdConfig.boundary_step (_cp_flat_consumer)
 ):
     """Stage C on a persistent grid (HopperFwdConfig.persistent): min(SMs, work items)
     programs, each walking items t = pid, pid + P, ... of n_work = m_tiles * B * H (one
@@ -1996,31 +1867,10 @@ def _fwd_cp_kernel(
     gl.static_assert(gl.num_warps() == 4, "one consumer warpgroup per partition")
     gl.static_assert(BLOCK_M == 64, "each consumer warpgroup owns one 64-row wgmma tile")
     (q_smems, k_smem, v_smem, q_bars, turn_bars, k_bars, v_bars, empty_bars, v_empty,
-     o_smems) = _c_shared(q_desc, k_desc, v_desc, NUM_STAGES, V_STAGES, O_VIA_Q, BOUNDARY)
+     o_smems) = _c_shared(q_desc, k_desc, v_desc, NUM_STAGES, V_STAGES, O_VIA_Q)
     producer_args = (k_desc, v_desc, k_smem, v_smem, k_bars, v_bars, empty_bars, seqlen_q,
                      seqlen_k, nheads, group, m_tiles, n_work, left, BLOCK_M, BLOCK_N,
                      NUM_STAGES, CAUSAL, HAS_LEFT, V_STAGES, v_empty, PAIRED)
-    if BOUNDARY:
-        gl.static_assert(not CAUSAL and not HAS_LEFT and not PAIRED and V_STAGES > 0
-                         and not O_VIA_Q, "the boundary step: non-causal, no window, O tiles")
-        gl.warp_specialize(
-            [
-                (_cp_flat_consumer, (0, q_desc, q_smems, q_bars, LSE, k_smem, v_smem, k_bars,
-                                     v_bars, empty_bars, turn_bars, seqlen_q, seqlen_k,
-                                     nheads, m_tiles, n_work, qk_scale, HEAD_DIM, BLOCK_M,
-                                     BLOCK_N, NUM_STAGES, PINGPONG, cap_scale, SOFTCAP,
-                                     K_FIRST, o_desc, V_STAGES, v_empty)),
-                (_cp_flat_consumer, (1, q_desc, q_smems, q_bars, LSE, k_smem, v_smem, k_bars,
-                                     v_bars, empty_bars, turn_bars, seqlen_q, seqlen_k,
-                                     nheads, m_tiles, n_work, qk_scale, HEAD_DIM, BLOCK_M,
-                                     BLOCK_N, NUM_STAGES, PINGPONG, cap_scale, SOFTCAP,
-                                     K_FIRST, o_desc, V_STAGES, v_empty)),
-                (_cp_producer, producer_args),
-            ],
-            [4, 1],
-            [MMA_REGS, LOAD_REGS],
-        )
-        return
     gl.warp_specialize(
         [
             (_cp_consumer, (0, q_desc, q_smems, q_bars, LSE, k_smem, v_smem, k_bars,
