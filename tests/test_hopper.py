@@ -250,28 +250,12 @@ def test_persistent_kernel_choice(monkeypatch):
         hopper_fwd._fwd_kernel)
 
 
-def test_persistent_call_flags(monkeypatch):
-    """The persistent kernel's per-call flags (hopper_fwd._cp_call_flags): o_lag / q_early
-    (shipped at hd 128 non-causal) dropped for windows and softcaps unless
-    configs.CP_LAG_CAPS or FLASHTILE_HOPPER_CP_LAG_CAPS=1 keeps them (=0 cuts them
-    whatever CP_LAG_CAPS says); the config's flags reach the kernel otherwise."""
-    cfg = configs.hopper_fwd_config_c(128, False, 4096)
-    extra = hopper_fwd._kernel_args(cfg)[3]
-    assert extra["O_LAG"] and extra["Q_EARLY"]
-    monkeypatch.delenv("FLASHTILE_HOPPER_CP_LAG_CAPS", raising=False)
-    monkeypatch.setattr(configs, "CP_LAG_CAPS", False)
-    assert hopper_fwd._cp_call_flags(extra, False, False) == extra
-    for window, softcap in ((True, False), (False, True), (True, True)):
-        cut = hopper_fwd._cp_call_flags(extra, window, softcap)
-        assert "O_LAG" not in cut and "Q_EARLY" not in cut and cut["V_STAGES"] == 3
-        for keep, env in ((True, "1"), (False, "0")):
-            monkeypatch.setenv("FLASHTILE_HOPPER_CP_LAG_CAPS", env)
-            monkeypatch.setattr(configs, "CP_LAG_CAPS", not keep)
-            assert (hopper_fwd._cp_call_flags(extra, window, softcap) == extra) == keep
-        monkeypatch.delenv("FLASHTILE_HOPPER_CP_LAG_CAPS")
-        monkeypatch.setattr(configs, "CP_LAG_CAPS", True)
-        assert hopper_fwd._cp_call_flags(extra, window, softcap) == extra
-        monkeypatch.setattr(configs, "CP_LAG_CAPS", False)
+def test_persistent_flags_reach_kernel():
+    """hd 128 non-causal's o_lag / q_early reach the persistent kernel's arguments (every
+    call of the config since session 44, windows and softcaps included); causal's config
+    has neither."""
+    extra = hopper_fwd._kernel_args(configs.hopper_fwd_config_c(128, False, 4096))[3]
+    assert extra["O_LAG"] and extra["Q_EARLY"] and extra["V_STAGES"] == 3
     causal = hopper_fwd._kernel_args(configs.hopper_fwd_config_c(128, True, 4096))[3]
     assert "O_LAG" not in causal and "Q_EARLY" not in causal
 
@@ -1195,22 +1179,22 @@ PERSISTENT_CAP_CASES = [c for c in WINDOW_CASES + SOFTCAP_CASES if c.head_dim ==
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("lag", [False, True], ids=["flags-cut", "lag-qearly"])
+@pytest.mark.parametrize("lag", [False, True], ids=["no-lag", "lag-qearly"])
 @pytest.mark.parametrize("case", PERSISTENT_CAP_CASES, ids=lambda c: c.name)
 def test_stage_c_persistent_window_softcap(case, lag, device, monkeypatch):
     """Sliding windows and softcaps through the persistent stage C (stage C forced,
     FLASHTILE_HOPPER_C_PERSISTENT=1, 3 programs: each walks many items, each item with
     its own left-edge tiles), flash_attn_func's full call: out and lse (and the backward
-    fed them) within the DESIGN.md bound. ``lag``: with o_lag and q_early forced on and
-    kept on these calls (FLASHTILE_HOPPER_CP_LAG_CAPS=1), else cut (=0)."""
+    fed them) within the DESIGN.md bound. ``lag``: with o_lag and q_early forced on
+    (FLASHTILE_HOPPER_FWD_OVERRIDES), else off; the spy checks that they reach the
+    kernel."""
     require_sm90()
     for var in ("FLASHTILE_HOPPER_WINDOW", "FLASHTILE_HOPPER_SOFTCAP"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("FLASHTILE_HOPPER_SCHEDULE", "C")
     monkeypatch.setenv("FLASHTILE_HOPPER_C_PERSISTENT", "1")
-    monkeypatch.setenv("FLASHTILE_HOPPER_CP_LAG_CAPS", "1" if lag else "0")
-    if lag:
-        monkeypatch.setenv(hopper_fwd.OVERRIDES_ENV_VAR, "o_lag=1,q_early=1")
+    flags = "1" if lag else "0"
+    monkeypatch.setenv(hopper_fwd.OVERRIDES_ENV_VAR, f"o_lag={flags},q_early={flags}")
     monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", 3)
     launches = []
     real = hopper_fwd._gluon_launch

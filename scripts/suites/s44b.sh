@@ -1,4 +1,6 @@
 # gpu_check.sh suite "s44b" (sourced; $out, $commit, ft() and status are set)
+# (FLASHTILE_HOPPER_CP_LAG_CAPS existed from a27fbbf to be4c11b; removed after this run:
+# every call of the config runs the flags since, A/B through FLASHTILE_HOPPER_FWD_OVERRIDES.)
 # For session 44: should windowed / softcapped hd 128 non-causal calls keep o_lag and
 # q_early on the persistent split ring (configs.CP_LAG_CAPS)? Forward through the public
 # call, flags cut (=0, shipped) against kept (=1), window 1024 and softcap 30, 4k / 16k,

@@ -274,14 +274,6 @@ class HopperFwdConfig:
         return (self.block_m + 2 * self.num_stages * self.block_n) * head_dim * elem_bytes
 
 
-# Does the persistent stage C keep its config's o_lag / q_early on windowed or softcapped
-# calls (ops/hopper_fwd._cp_call_flags; FLASHTILE_HOPPER_CP_LAG_CAPS=0/1 overrides)?
-# False since session 43: they were measured and GPU-tested on calls without either
-# (s43b-s43d); tests/test_hopper.py's persistent window / softcap test runs them with
-# the flags kept.
-CP_LAG_CAPS = False
-
-
 def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwdConfig:
     """Stage C (ping-pong consumers) tiles: 128 query rows per program (two 64-row
     warpgroup tiles). Resources from compiling for sm_90 on the CPU (tests/test_hopper.py);
@@ -325,8 +317,11 @@ def hopper_fwd_config_c(head_dim: int, causal: bool, seqlen_q: int) -> HopperFwd
         # one-shot grid by +2.0 / +2.8% (split alone), +1.9 / +2.3%, +3.0 / +1.9%, where
         # s22a (H200) had read them level: persistent at every non-causal length.
         # boundary_step (the item boundary as a step; removed in session 44) measured
-        # -1.8% / +0.4% / +0.2% at 1k / 4k / 8k (s43b). Windowed / softcapped calls drop
-        # o_lag and q_early (CP_LAG_CAPS, ops/hopper_fwd._cp_call_flags)
+        # -1.8% / +0.4% / +0.2% at 1k / 4k / 8k (s43b). Windowed and softcapped calls
+        # ran without o_lag / q_early in session 43 (untested); session 44 measured them
+        # level with the flags (s44b: window 1024 +1.1 / +1.9% at 4k, -0.9 / -0.0% at
+        # 16k; softcap 30 -1.6 / +0.8%, +1.4 / +0.2%) and GPU-tested them (s44c), so
+        # every call of this config runs them
         persistent = not causal or seqlen_q < 16384
         k2v3 = not causal
         return HopperFwdConfig(128, 128, 8, 2 if k2v3 else 3, warp_specialize=True,

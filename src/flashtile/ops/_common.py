@@ -81,7 +81,6 @@ DISPATCH_ENV = (
     "FLASHTILE_HOPPER_BWD_HD256_MASKS", "FLASHTILE_HOPPER_BWD_REDUCE",
     "FLASHTILE_HOPPER_BWD_REDUCE_ORDERED", "FLASHTILE_HOPPER_BWD_REDUCE_FIXED",
     "FLASHTILE_HOPPER_VARLEN_BWD", "FLASHTILE_DECODE_FUSED_COMBINE",
-    "FLASHTILE_HOPPER_CP_LAG_CAPS",
 )
 # CPython's os.environ keeps its values in a dict of encoded keys: one map over it reads
 # them all in ~1 us, where os.environ.get costs ~1.5 us a name

@@ -261,7 +261,6 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
             raise ValueError(f"a timeline is traced in stage C only: {cfg}")
         extra = dict(extra, TRACE=trace)
     if kernel is _fwd_cp_kernel:
-        extra = _cp_call_flags(extra, left is not None, bool(softcap))
         n_work = m_tiles * batch * nheads
         programs = min(n_work, PERSISTENT_PROGRAMS or sm_count(q.device))
         if cfg.paired and causal and m_tiles % 2 == 0:
@@ -283,18 +282,6 @@ def _launch(cfg, rows, batch, q, k, v, out, lse, varlen_ptrs, seqlen_q, seqlen_k
         BLOCK_N=cfg.block_n, NUM_STAGES=cfg.one_shot_stages, CAUSAL=bool(causal),
         num_warps=num_warps, **extra, **_options(cfg), **varlen,
     )
-
-
-def _cp_call_flags(extra: dict, window: bool, softcap: bool) -> dict:
-    """The persistent kernel's per-call cut of its config's flags: O_LAG / Q_EARLY on
-    windowed or softcapped calls only where configs.CP_LAG_CAPS says
-    (FLASHTILE_HOPPER_CP_LAG_CAPS=1 keeps them there, =0 cuts them: the A/B switch)."""
-    if not (window or softcap) or not ("O_LAG" in extra or "Q_EARLY" in extra):
-        return extra
-    mode = env_mode("FLASHTILE_HOPPER_CP_LAG_CAPS")
-    if mode == "on" or (mode == "auto" and configs.CP_LAG_CAPS):
-        return extra
-    return {n: val for n, val in extra.items() if n not in ("O_LAG", "Q_EARLY")}
 
 
 def hopper_varlen_supported(q, k, v, out, causal, window, softcap, softmax_scale=None) -> bool:
