@@ -344,6 +344,8 @@ def test_run_benchmark_rounds(monkeypatch, device):
     # flashtile fwd: 3, 2, 4 -> 3; fwd_bwd: 1, 5, 6 -> 5
     assert got[("flashtile", "fwd_ms")] == 3.0 and got[("flashtile", "fwd_bwd_ms")] == 5.0
     assert got[("flashtile", "fwd_ms_spread")] == pytest.approx(4.0 / 2.0 - 1)
+    assert [got[("flashtile", f"fwd_bwd_ms_round{i}")] for i in (1, 2, 3)] == [1.0, 5.0, 6.0]
+    assert ("flashtile", "fwd_ms_round4") not in got
     assert got[("flashtile", "fwd_vs_sdpa_cudnn")] == pytest.approx(2.0 / 3.0)
     assert got[("flashtile", "fwd_bwd_tflops")] == pytest.approx(
         tflops(attn_flops(TINY, "fwd_bwd"), 5.0))

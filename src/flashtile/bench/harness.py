@@ -214,7 +214,9 @@ def prepare_backend(
 
 def timing_records(backend: str, shape: Shape, mode: str, times: Sequence[float]) -> list[Record]:
     """``<mode>_ms`` (the median of ``times``, one per round) and ``<mode>_tflops``, and
-    with several rounds ``<mode>_ms_spread`` (max / min - 1)."""
+    with several rounds ``<mode>_ms_spread`` (max / min - 1, a fraction, not ms) and each
+    round's time as ``<mode>_ms_round<i>`` (i from 1, in the order timed: a slow first
+    round after a long setup, or a drift, shows in the CSV)."""
     ms = statistics.median(times)
     out = [Record(ATTN_KERNEL, backend, shape, f"{mode}_ms", ms),
            Record(ATTN_KERNEL, backend, shape, f"{mode}_tflops",
@@ -222,6 +224,8 @@ def timing_records(backend: str, shape: Shape, mode: str, times: Sequence[float]
     if len(times) > 1:
         out.append(Record(ATTN_KERNEL, backend, shape, f"{mode}_ms_spread",
                           max(times) / min(times) - 1.0))
+        out += [Record(ATTN_KERNEL, backend, shape, f"{mode}_ms_round{i}", t)
+                for i, t in enumerate(times, 1)]
     return out
 
 
