@@ -27,18 +27,19 @@ def compile_script():
     return mod
 
 
-def compile_records(flag: str) -> dict:
-    """name -> record of every variant ``compile_sm90.py FLAG --json`` compiles."""
+def compile_records(*flags: str) -> dict:
+    """name -> record of every variant ``compile_sm90.py FLAGS --json`` compiles."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
-    res = subprocess.run([sys.executable, str(SCRIPT), flag, "--json"], env=env,
-                         capture_output=True, text=True, timeout=900)
+    res = subprocess.run([sys.executable, str(SCRIPT), *flags, "--json"], env=env,
+                         capture_output=True, text=True, timeout=1500)
     recs = {}
     for line in res.stdout.splitlines():
         if line.startswith("{"):
             rec = json.loads(line)
             recs[rec["name"]] = rec
-    assert recs, f"compile_sm90.py {flag} printed nothing (rc {res.returncode}):\n{res.stderr}"
+    assert recs, (f"compile_sm90.py {' '.join(flags)} printed nothing (rc {res.returncode}):"
+                  f"\n{res.stderr}")
     return recs
 
 

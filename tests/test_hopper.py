@@ -28,7 +28,12 @@ from sm90 import (
     require_sm90,
 )
 
-VARIANTS = [name for name, *_ in compile_script().hopper_variants()]
+_SCRIPT = compile_script()
+VARIANTS = [name for name, *_ in _SCRIPT.hopper_variants()]
+# CI builds the core tier; the extended one (compile_sm90.EXTENDED_FWD: opt-in and
+# unreachable variants) runs under the slow mark: pytest -m slow -k compiles_extended
+CORE = [n for n in VARIANTS if _SCRIPT.variant_tier(n) == "core"]
+EXTENDED = [n for n in VARIANTS if _SCRIPT.variant_tier(n) == "extended"]
 
 
 # ----------------------------------------------------------------------------------
@@ -38,17 +43,45 @@ VARIANTS = [name for name, *_ in compile_script().hopper_variants()]
 
 @pytest.fixture(scope="module")
 def compiled():
-    """Compile every variant once (tests/sm90.py: a child process without
+    """Compile every core variant once (tests/sm90.py: a child process without
     TRITON_INTERPRET)."""
-    return compile_records("--hopper")
+    return compile_records("--hopper", "--tier", "core")
 
 
-@pytest.mark.parametrize("name", VARIANTS)
+@pytest.fixture(scope="module")
+def compiled_extended():
+    """The extended tier's variants, compiled once."""
+    return compile_records("--hopper", "--tier", "extended")
+
+
+def test_variant_tiers():
+    """Every variant sits in one tier; the extended tier names only variants no shipped
+    call reaches: none of the shipped configs' builds (hopper_fwd_config_c's hd 128 /
+    256 split rings, the one-shot stage C, stage A) is in it."""
+    assert sorted(CORE + EXTENDED) == sorted(VARIANTS) and CORE and EXTENDED
+    for shipped in ("hopper-Cp-split-lag d128 bfloat16", "hopper-Cp-split-paired d128-causal "
+                    "bfloat16", "hopper-Cp-split-noO d256 bfloat16", "hopper-C d128-causal "
+                    "bfloat16", "hopper d64 bfloat16", "hopper-Cp-split-window d128 bfloat16"):
+        assert shipped in CORE, shipped
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", EXTENDED)
+def test_compiles_extended_for_sm90(name, compiled_extended):
+    """test_compiles_for_sm90's checks on the extended tier."""
+    check_build(name, compiled_extended.get(name))
+
+
+@pytest.mark.parametrize("name", CORE)
 def test_compiles_for_sm90(name, compiled):
+    """check_build on the core tier: what CI builds."""
+    check_build(name, compiled.get(name))
+
+
+def check_build(name, rec):
     """Builds for sm_90 with wgmma and TMA, no spills or local memory (a register-capped
     config: its cap kept, at most 64 bytes spilled), and fits the H100/H200 shared memory
     (227 KB per block)."""
-    rec = compiled.get(name)
     if rec is not None and "max_regs=128" in rec["config"] and "warp_specialize=False" in rec[
             "config"]:
         # a capped stage A (two programs per SM): within the cap, a few spilled words; with
