@@ -1284,12 +1284,11 @@ def _c_release(k_bars, empty_bars, lo, hi, shift, NUM_STAGES: gl.constexpr,
 
 @gluon.jit
 def _c_s_issue(q2, k_smem, k_bars, pos, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-               BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, valid=True):
+               BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
     """Issue (async) S = Q K^T over the key tile at ring position ``pos`` once it has
-    landed (not ``valid``: no wait; the GEMM reads whatever the slot holds and its result
-    is dropped)."""
+    landed."""
     s = pos % NUM_STAGES
-    mbarrier.wait(k_bars.index(s), (pos // NUM_STAGES) & 1, pred=valid)
+    mbarrier.wait(k_bars.index(s), (pos // NUM_STAGES) & 1)
     qk = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, _mma_layout(gl.num_warps(), BLOCK_N))
     return warpgroup_mma(q2, k_smem.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
                          qk, use_acc=False, is_async=True)
