@@ -914,10 +914,7 @@ def test_stage_a_tile_major(tile_heads, head_dim, seqlen_q, seqlen_k, device, mo
     workers out of an H100's memory (`s41a`)."""
     require_sm90()
     batch = 1 if seqlen_q >= 8192 else 2
-    launches = []
-    real = hopper_fwd._gluon_launch
-    monkeypatch.setattr(hopper_fwd, "_gluon_launch", lambda kernel, *a, **kw: (
-        launches.append(kw), real(kernel, *a, **kw)))
+    launches = _record_launches(monkeypatch, lambda kernel, kwargs: kwargs)
     cfg = dataclasses.replace(configs.hopper_fwd_config(head_dim, True, seqlen_q),
                               tile_heads=tile_heads)
     q, k, v = make_qkv(batch, seqlen_q, seqlen_k, 6, 2, head_dim, torch.bfloat16, device,
@@ -1012,17 +1009,23 @@ PERSISTENT_SEQLENS = [(1, 1), (17, 17), (1000, 1000), (113, 239), (239, 113), (3
                       (129, 1), (1, 700)]
 
 
-def _record_kernels(monkeypatch):
-    """Spy on hopper_fwd's Gluon launches: the list of kernels launched."""
-    kernels = []
+def _record_launches(monkeypatch, entry=lambda kernel, kwargs: (kernel, kwargs)):
+    """Spy on hopper_fwd's Gluon launches (each still runs): the list of ``entry(kernel,
+    kwargs)`` per launch."""
+    launches = []
     real = hopper_fwd._gluon_launch
 
     def spy(kernel, *args, **kwargs):
-        kernels.append(kernel)
+        launches.append(entry(kernel, kwargs))
         return real(kernel, *args, **kwargs)
 
     monkeypatch.setattr(hopper_fwd, "_gluon_launch", spy)
-    return kernels
+    return launches
+
+
+def _record_kernels(monkeypatch):
+    """Spy on hopper_fwd's Gluon launches: the list of kernels launched."""
+    return _record_launches(monkeypatch, lambda kernel, kwargs: kernel)
 
 
 @pytest.mark.gpu
@@ -1229,14 +1232,8 @@ def test_stage_c_persistent_window_softcap(case, lag, device, monkeypatch):
     flags = "1" if lag else "0"
     monkeypatch.setenv(hopper_fwd.OVERRIDES_ENV_VAR, f"o_lag={flags},q_early={flags}")
     monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", 3)
-    launches = []
-    real = hopper_fwd._gluon_launch
-
-    def spy(kernel, *args, **kwargs):
-        launches.append((kernel, bool(kwargs.get("O_LAG")), bool(kwargs.get("Q_EARLY"))))
-        return real(kernel, *args, **kwargs)
-
-    monkeypatch.setattr(hopper_fwd, "_gluon_launch", spy)
+    launches = _record_launches(monkeypatch, lambda kernel, kwargs: (
+        kernel, bool(kwargs.get("O_LAG")), bool(kwargs.get("Q_EARLY"))))
     result = run_case(case, device)
     assert (hopper_fwd._fwd_cp_kernel, lag, lag) in launches, launches
     assert result.ok, result.summary()
