@@ -78,3 +78,27 @@ def test_public_surface():
     assert set(flashtile.__all__) >= {"flash_attn_func", "sdpa", "last_path"}
     with pytest.raises(AttributeError):
         flashtile.does_not_exist  # noqa: B018
+
+
+def test_no_module_level_redefinitions():
+    """No module in the tree defines one top-level function or class twice: the second
+    silently replaces the first for every caller (session 44's shared launch spy took
+    the name of an older spy in tests/test_hopper.py that way; ruff's F811 misses a
+    redefinition once the first is used). ``_`` (torch.library fake registrations) is
+    exempt."""
+    import ast
+    import collections
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    found = {}
+    for path in sorted([*root.glob("tests/*.py"), *root.glob("src/**/*.py"),
+                        *root.glob("scripts/**/*.py")]):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        names = collections.Counter(
+            node.name for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+        twice = sorted(name for name, n in names.items() if n > 1 and name != "_")
+        if twice:
+            found[str(path.relative_to(root))] = twice
+    assert not found, found

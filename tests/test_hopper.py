@@ -914,7 +914,7 @@ def test_stage_a_tile_major(tile_heads, head_dim, seqlen_q, seqlen_k, device, mo
     workers out of an H100's memory (`s41a`)."""
     require_sm90()
     batch = 1 if seqlen_q >= 8192 else 2
-    launches = _record_launches(monkeypatch, lambda kernel, kwargs: kwargs)
+    launches = _record_gluon_launches(monkeypatch, lambda kernel, kwargs: kwargs)
     cfg = dataclasses.replace(configs.hopper_fwd_config(head_dim, True, seqlen_q),
                               tile_heads=tile_heads)
     q, k, v = make_qkv(batch, seqlen_q, seqlen_k, 6, 2, head_dim, torch.bfloat16, device,
@@ -1009,7 +1009,7 @@ PERSISTENT_SEQLENS = [(1, 1), (17, 17), (1000, 1000), (113, 239), (239, 113), (3
                       (129, 1), (1, 700)]
 
 
-def _record_launches(monkeypatch, entry=lambda kernel, kwargs: (kernel, kwargs)):
+def _record_gluon_launches(monkeypatch, entry=lambda kernel, kwargs: (kernel, kwargs)):
     """Spy on hopper_fwd's Gluon launches (each still runs): the list of ``entry(kernel,
     kwargs)`` per launch."""
     launches = []
@@ -1025,7 +1025,7 @@ def _record_launches(monkeypatch, entry=lambda kernel, kwargs: (kernel, kwargs))
 
 def _record_kernels(monkeypatch):
     """Spy on hopper_fwd's Gluon launches: the list of kernels launched."""
-    return _record_launches(monkeypatch, lambda kernel, kwargs: kernel)
+    return _record_gluon_launches(monkeypatch, lambda kernel, kwargs: kernel)
 
 
 @pytest.mark.gpu
@@ -1232,7 +1232,7 @@ def test_stage_c_persistent_window_softcap(case, lag, device, monkeypatch):
     flags = "1" if lag else "0"
     monkeypatch.setenv(hopper_fwd.OVERRIDES_ENV_VAR, f"o_lag={flags},q_early={flags}")
     monkeypatch.setattr(hopper_fwd, "PERSISTENT_PROGRAMS", 3)
-    launches = _record_launches(monkeypatch, lambda kernel, kwargs: (
+    launches = _record_gluon_launches(monkeypatch, lambda kernel, kwargs: (
         kernel, bool(kwargs.get("O_LAG")), bool(kwargs.get("Q_EARLY"))))
     result = run_case(case, device)
     assert (hopper_fwd._fwd_cp_kernel, lag, lag) in launches, launches
