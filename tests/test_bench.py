@@ -4,6 +4,7 @@ replaced by a constant, and the ``gpu`` test checks only that numbers come out."
 
 import argparse
 import csv
+import datetime
 import math
 
 import pytest
@@ -335,8 +336,10 @@ def test_run_benchmark_rounds(monkeypatch, device):
     monkeypatch.setitem(BACKENDS, "sdpa-cudnn", tagged("sdpa-cudnn", _reference_factory))
     monkeypatch.setitem(BACKENDS, "flashtile", tagged("flashtile", BACKENDS["flashtile"]))
     monkeypatch.setitem(BACKENDS, "test-broken", _broken_factory)
+    log = []
     result = harness.run_benchmark([TINY], ["flashtile", "sdpa-cudnn", "test-broken"],
-                                   device=device, progress=False, rounds=3)
+                                   device=device, progress=False, rounds=3,
+                                   timing_log=log.append)
     # first pass fwd, fwd_bwd per backend, then two rounds of both backends in turn
     assert calls == ["flashtile"] * 2 + ["sdpa-cudnn"] * 2 + (
         ["flashtile"] * 2 + ["sdpa-cudnn"] * 2) * 2, calls
@@ -351,6 +354,17 @@ def test_run_benchmark_rounds(monkeypatch, device):
         tflops(attn_flops(TINY, "fwd_bwd"), 5.0))
     assert ("test-broken", "fwd_ms_spread") not in got
     assert sum(1 for r in result.records if r.metric == "fwd_ms") == 2
+    # the timing log: one entry per timing, in the order timed, with its wall-clock span
+    assert [(e["backend"], e["mode"], e["round"]) for e in log] == [
+        (b, m, r) for r in (1, 2, 3) for b in ("flashtile", "sdpa-cudnn")
+        for m in ("fwd", "fwd_bwd")]
+    assert [e["ms"] for e in log if e["backend"] == "flashtile"] == [3.0, 1.0, 2.0, 5.0,
+                                                                      4.0, 6.0]
+    spans = [(datetime.datetime.fromisoformat(e["start"]),
+              datetime.datetime.fromisoformat(e["end"])) for e in log]
+    assert all(a <= b for a, b in spans) and all(
+        spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1))
+    assert {e["shape"] for e in log} == {TINY.label()} and log[0]["causal"] == TINY.causal
 
 
 def _owned(fn, name):
@@ -503,3 +517,45 @@ def test_trace_stage_c_analyse():
     assert r["drain_us"] == pytest.approx(1.0)  # SM 1 ends at 3.0, the median SM at 2.0
     assert r["q_wait_us"] == pytest.approx(0.1) and r["prologue_us"] == pytest.approx(0.1)
     assert r["program_us"] == pytest.approx(1.0)  # median of 1.0, 0.8, 3.0
+
+
+def test_clock_join(tmp_path, capsys):
+    """scripts/clock_join.py: each timing gets the mean clock / power / temperature of
+    the nvidia-smi samples inside its wall-clock span, and the power-capped share;
+    header and unparsable lines are skipped; a timing with no sample reads None."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "clock_join.py"
+    spec = importlib.util.spec_from_file_location("clock_join", path)
+    cj = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cj)
+    smi = tmp_path / "smi.csv"
+    smi.write_text(
+        "timestamp, clocks.sm, power.draw, temperature.gpu, reasons\n"
+        "2026/12/07 10:00:00.100, 1980, 500.0, 50, 0x0000000000000000\n"
+        "2026/12/07 10:00:00.200, 1800, 700.0, 60, 0x0000000000000004\n"
+        "2026/12/07 10:00:00.300, 1700, 700.0, 62, 0x0000000000000004\n"
+        "[Unknown Error]\n"
+        "2026/12/07 10:00:01.300, 1500, 690.0, 70, 0x0000000000000004\n")
+    timings = tmp_path / "t.jsonl"
+    entries = [
+        dict(shape="B1 S16 H2 D64", causal=False, backend="flashtile", mode="fwd", round=1,
+             start="2026-12-07T10:00:00.050000", end="2026-12-07T10:00:00.250000", ms=1.0),
+        dict(shape="B1 S16 H2 D64", causal=False, backend="sdpa-cudnn", mode="fwd",
+             round=1, start="2026-12-07T10:00:00.250000", end="2026-12-07T10:00:00.900000",
+             ms=1.1),
+        dict(shape="B1 S16 H2 D64", causal=False, backend="flashtile", mode="fwd", round=2,
+             start="2026-12-07T10:00:00.900000", end="2026-12-07T10:00:01.000000", ms=1.2)]
+    timings.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    rows = cj.join(entries, cj.read_smi(str(smi)))
+    assert [r["samples"] for r in rows] == [2, 1, 0]
+    assert rows[0]["mhz"] == 1890 and rows[0]["watts"] == 600 and rows[0]["temp_c"] == 55
+    assert rows[0]["power_capped"] == 0.5 and rows[1]["power_capped"] == 1.0
+    assert rows[2]["mhz"] is None and rows[2]["power_capped"] is None
+    out_csv = tmp_path / "joined.csv"
+    assert cj.main(["--smi", str(smi), "--timings", str(timings), "--csv", str(out_csv)]) == 0
+    out = capsys.readouterr().out
+    assert "B1 S16 H2 D64" in out and "1890" in out
+    assert len(list(csv.DictReader(open(out_csv)))) == 3

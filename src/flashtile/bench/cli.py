@@ -14,7 +14,9 @@ of flashtile's forward and backward under the Triton interpreter instead.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -131,6 +133,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         help="time every backend of a shape N times, in turn, and report the median "
         "(and the spread, max / min - 1, in the CSV); default 1",
     )
+    parser.add_argument(
+        "--timing-log",
+        metavar="PATH",
+        help="write one JSON line per timing (backend, mode, round, local wall-clock start "
+        "and end, ms) here, to join with a clock log (scripts/clock_join.py)",
+    )
     for module in MODULE_SUITES.values():
         try:
             configure = getattr(import_module(module), "configure_parser", None)
@@ -192,8 +200,13 @@ def _run_gpu(args: argparse.Namespace, shapes: list) -> int:
     start = time.perf_counter()
     if getattr(args, "rounds", 1) < 1:
         raise SystemExit("flashtile bench: --rounds must be >= 1")
-    result = run_benchmark(shapes, args.backends, timing=timing, do_bwd=not args.no_bwd,
-                           rounds=getattr(args, "rounds", 1))
+    log_path = getattr(args, "timing_log", None)
+    with open(log_path, "w") if log_path else contextlib.nullcontext() as log_file:
+        result = run_benchmark(
+            shapes, args.backends, timing=timing, do_bwd=not args.no_bwd,
+            rounds=getattr(args, "rounds", 1),
+            timing_log=(lambda entry: print(json.dumps(entry), file=log_file, flush=True))
+            if log_path else None)
     print(f"flashtile bench: done in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     if args.csv:
         write_csv(args.csv, result.records, env)

@@ -14,6 +14,7 @@ the CSV and the human table.
 
 from __future__ import annotations
 
+import datetime
 import statistics
 import sys
 import time
@@ -278,13 +279,17 @@ def run_benchmark(
     progress: bool = True,
     seed: int = 0,
     rounds: int = 1,
+    timing_log: Callable[[dict], None] | None = None,
 ) -> BenchResult:
     """Measure the matmul ceiling, then every backend on every shape (same inputs).
 
     Per shape: every backend is set up (first call, peak memory), then timed ``rounds``
     times, backend by backend in turn, so drift during a shape's measurements falls on
     every backend alike; ``<mode>_ms`` is the median over the rounds (TFLOPS and ratios
-    follow from it) and, with rounds > 1, ``<mode>_ms_spread`` is max / min - 1."""
+    follow from it) and, with rounds > 1, ``<mode>_ms_spread`` is max / min - 1.
+    ``timing_log``, if given, receives one dict per timing (shape, causal, backend, mode,
+    round, its local wall-clock start and end as ISO strings, ms): to join with a clock
+    log sampled beside the run (scripts/clock_join.py)."""
     device = torch.device(device)
     modes = MODES if do_bwd else ("fwd",)
     result = BenchResult(backends=list(backends))
@@ -303,11 +308,19 @@ def run_benchmark(
                 except Exception as exc:
                     result.notes[(shape, backend)] = _failure_note(exc)
                     bar.update(rounds)
-            for _ in range(rounds):
+            for rnd in range(1, rounds + 1):
                 for backend, (closures, _records, times) in list(ready.items()):
                     try:
                         for mode in modes:
+                            start = datetime.datetime.now()
                             times[mode].append(median_ms(getattr(closures, mode), timing))
+                            if timing_log is not None:
+                                timing_log(dict(
+                                    shape=shape.label(), causal=shape.causal,
+                                    backend=backend, mode=mode, round=rnd,
+                                    start=start.isoformat(),
+                                    end=datetime.datetime.now().isoformat(),
+                                    ms=times[mode][-1]))
                     except Exception as exc:
                         result.notes[(shape, backend)] = _failure_note(exc)
                         del ready[backend]
