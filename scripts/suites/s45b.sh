@@ -5,7 +5,9 @@
 # runs. nvidia-smi samples clock / power / temperature every 25 ms beside two benches
 # with a timing log (scripts/clock_join.py joins them): every backend as in `perf`, then
 # flashtile and cuDNN alone (the floor run's pair), at hd 64 / 128, 4k / 16k, causal and
-# not, 3 rounds each.
+# not, 3 rounds each. Prediction: where a flashtile round is 4-10% slower than its first,
+# its mean SM clock is lower by about as much, with the power-cap reason set; if the clock
+# is level while the time moves, the cause is not the clock (memory placement, L2 state).
 source scripts/suites/lib/steps.sh
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
   --format=csv,noheader,nounits -lms 25 >"$out/smi.csv" 2>"$out/smi.err" &
