@@ -19,3 +19,6 @@ kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
 python3 scripts/clock_join.py --smi "$out/smi.csv" --timings "$out/timings_settle.jsonl" \
   --csv "$out/clocks_settle.csv" >"$out/clocks_settle.log" 2>&1 || status=1
 tail -n 20 "$out/bench_settle.log"
+# is NVML's energy counter reachable from Python here (joules per call, next step)?
+python3 -c "import pynvml as n; n.nvmlInit(); h = n.nvmlDeviceGetHandleByIndex(0); \
+print('nvml energy mJ', n.nvmlDeviceGetTotalEnergyConsumption(h))" 2>&1 | tail -n 1
