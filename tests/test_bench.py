@@ -6,6 +6,7 @@ import argparse
 import csv
 import datetime
 import math
+import statistics
 
 import pytest
 import torch
@@ -367,6 +368,51 @@ def test_run_benchmark_rounds(monkeypatch, device):
     assert {e["shape"] for e in log} == {TINY.label()} and log[0]["causal"] == TINY.causal
 
 
+
+def test_run_benchmark_pairs(monkeypatch, device):
+    """pairs=4: after the rounds, each backend against sdpa-cudnn in 4 adjacent pairs,
+    the order alternating (ref first, then the backend first); the median of the
+    per-pair ratios (ref / backend) and its quartiles land in the records and, as two
+    columns, in the table; a run without pairs has neither."""
+    calls = []
+    times = {"flashtile": iter([3.0, 3.0] + [1.0, 2.0, 4.0, 2.0] * 2 + [3.0, 3.0]),
+             "sdpa-cudnn": iter([2.0, 2.0] + [2.0, 3.0, 2.0, 2.0] * 2)}
+
+    def fake_median(fn, timing):
+        calls.append((fn.owner, timing.rep_ms))
+        return next(times[fn.owner])
+
+    def tagged(name, factory):
+        def make(q, k, v, causal, *, dout=None):
+            c = factory(q, k, v, causal, dout=dout)
+            return Closures(fwd=_owned(c.fwd, name), fwd_bwd=_owned(c.fwd_bwd, name))
+        return make
+
+    monkeypatch.setattr(harness, "median_ms", fake_median)
+    monkeypatch.setattr(harness, "matmul_ceiling", lambda device, timing: 100.0)
+    monkeypatch.setitem(BACKENDS, "sdpa-cudnn", tagged("sdpa-cudnn", _reference_factory))
+    monkeypatch.setitem(BACKENDS, "flashtile", tagged("flashtile", BACKENDS["flashtile"]))
+    result = harness.run_benchmark([TINY], ["flashtile", "sdpa-cudnn"], device=device,
+                                   progress=False, pairs=4)
+    rep = harness.PAIR_TIMING.rep_ms
+    # the round (fwd, fwd_bwd per backend), then per mode 4 pairs: ref first, then not
+    pair = [("sdpa-cudnn", rep), ("flashtile", rep), ("flashtile", rep), ("sdpa-cudnn", rep)]
+    assert calls[4:] == pair * 4 and len(calls) == 20, calls
+    got = {(r.backend, r.metric): r.value for r in result.records}
+    # fwd ratios ref / flashtile: 2/1, 3/2, 2/4, 2/2 -> median of (2, 1.5, 0.5, 1) = 1.25
+    assert got[("flashtile", "fwd_paired_vs_sdpa_cudnn")] == pytest.approx(1.25)
+    q1, _, q3 = statistics.quantiles([2.0, 1.5, 0.5, 1.0], n=4)
+    assert got[("flashtile", "fwd_paired_q1")] == pytest.approx(q1)
+    assert got[("flashtile", "fwd_paired_q3")] == pytest.approx(q3)
+    assert ("flashtile", "fwd_bwd_paired_vs_sdpa_cudnn") in got
+    assert not any(b == "sdpa-cudnn" and "paired" in m for b, m in got)
+    table = format_table(result)
+    assert "fwd paired" in table and "1.250x" in table
+    plain = harness.run_benchmark([TINY], ["flashtile"], device=device, progress=False,
+                                  pairs=4)  # no reference: nothing to pair with
+    assert not any("paired" in r.metric for r in plain.records)
+    assert "paired" not in format_table(plain)
+
 def _owned(fn, name):
     def call():
         return fn()
@@ -385,16 +431,19 @@ def test_cli_run_without_gpu(capsys):
 
 @pytest.mark.gpu
 def test_run_benchmark_gpu(tmp_path):
-    """A quick real run on one paper shape: numbers come out for both backends."""
+    """A quick real run on one paper shape: numbers come out for both backends, and
+    two paired ratios (``pairs``) per mode."""
     shape = paper_shape(1024, 128, True)
     result = harness.run_benchmark(
-        [shape], ["flashtile", "sdpa-cudnn"], timing=Timing.quick(), progress=False
+        [shape], ["flashtile", "sdpa-cudnn"], timing=Timing.quick(), progress=False,
+        pairs=2,
     )
     got = {(r.backend, r.metric): r.value for r in result.records}
     assert result.notes == {}
     assert got[("flashtile", "fwd_bwd_tflops")] > 0 and result.matmul_tflops > 0
     assert ("flashtile", "fwd_bwd_vs_sdpa_cudnn") in got
     assert got[("flashtile", "fwd_bwd_peak_mem_mib")] > 0
+    assert got[("flashtile", "fwd_bwd_paired_vs_sdpa_cudnn")] > 0
 
 
 def test_ncu_summary_parses_raw_csv(tmp_path, capsys):

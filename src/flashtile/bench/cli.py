@@ -134,6 +134,16 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         "(and the spread, max / min - 1, in the CSV); default 1",
     )
     parser.add_argument(
+        "--pairs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the rounds, time each backend against sdpa-cudnn in N adjacent pairs "
+        "(short timings, the order alternating) and add the median per-pair ratio to the "
+        "table and CSV: the GPU's clock, which swings at its power cap, moves less of it "
+        "(default 0: off)",
+    )
+    parser.add_argument(
         "--timing-log",
         metavar="PATH",
         help="write one JSON line per timing (backend, mode, round, local wall-clock start "
@@ -204,7 +214,7 @@ def _run_gpu(args: argparse.Namespace, shapes: list) -> int:
     with open(log_path, "w") if log_path else contextlib.nullcontext() as log_file:
         result = run_benchmark(
             shapes, args.backends, timing=timing, do_bwd=not args.no_bwd,
-            rounds=getattr(args, "rounds", 1),
+            rounds=getattr(args, "rounds", 1), pairs=getattr(args, "pairs", 0),
             timing_log=(lambda entry: print(json.dumps(entry), file=log_file, flush=True))
             if log_path else None)
     print(f"flashtile bench: done in {time.perf_counter() - start:.0f} s", file=sys.stderr)

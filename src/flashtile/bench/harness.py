@@ -230,6 +230,40 @@ def timing_records(backend: str, shape: Shape, mode: str, times: Sequence[float]
     return out
 
 
+# short budgets for the adjacent pairs of ``paired_ratios``: a pair spans ~0.1-0.2 s, less
+# than the ~100 ms steps in which the clock moves at the power cap (results.md, session 45)
+PAIR_TIMING = Timing(warmup_ms=5, rep_ms=25)
+
+
+def paired_ratios(ref_fn: Callable[[], object], fn: Callable[[], object], pairs: int,
+                  timing: Timing = PAIR_TIMING) -> list[float]:
+    """``pairs`` ratios ref time / fn time (above 1: ``fn`` is faster), each from two
+    short timings back to back, the order alternating (ref first, then fn first, ...):
+    a clock that drifts between pairs falls on both sides of each pair alike."""
+    ratios = []
+    for i in range(pairs):
+        if i % 2 == 0:
+            ref = median_ms(ref_fn, timing)
+            other = median_ms(fn, timing)
+        else:
+            other = median_ms(fn, timing)
+            ref = median_ms(ref_fn, timing)
+        ratios.append(ref / other)
+    return ratios
+
+
+def paired_records(backend: str, shape: Shape, mode: str, ratios: Sequence[float]) -> list[Record]:
+    """``<mode>_paired_vs_sdpa_cudnn`` (the median of ``paired_ratios``), and with 4 or more
+    pairs ``<mode>_paired_q1`` / ``<mode>_paired_q3`` (their quartiles)."""
+    out = [Record(ATTN_KERNEL, backend, shape, f"{mode}_paired_vs_sdpa_cudnn",
+                  statistics.median(ratios))]
+    if len(ratios) >= 4:
+        q1, _, q3 = statistics.quantiles(ratios, n=4)
+        out += [Record(ATTN_KERNEL, backend, shape, f"{mode}_paired_q1", q1),
+                Record(ATTN_KERNEL, backend, shape, f"{mode}_paired_q3", q3)]
+    return out
+
+
 def _failure_note(exc: Exception) -> str:
     """A backend's failure as a table note (one backend failing must not end the run)."""
     if isinstance(exc, BackendUnavailable):
@@ -280,6 +314,7 @@ def run_benchmark(
     seed: int = 0,
     rounds: int = 1,
     timing_log: Callable[[dict], None] | None = None,
+    pairs: int = 0,
 ) -> BenchResult:
     """Measure the matmul ceiling, then every backend on every shape (same inputs).
 
@@ -289,7 +324,10 @@ def run_benchmark(
     follow from it) and, with rounds > 1, ``<mode>_ms_spread`` is max / min - 1.
     ``timing_log``, if given, receives one dict per timing (shape, causal, backend, mode,
     round, its local wall-clock start and end as ISO strings, ms): to join with a clock
-    log sampled beside the run (scripts/clock_join.py)."""
+    log sampled beside the run (scripts/clock_join.py).
+    ``pairs`` > 0: after the rounds, each backend is also timed against sdpa-cudnn in
+    that many adjacent pairs (``paired_ratios``; ``<mode>_paired_vs_sdpa_cudnn`` and its
+    quartiles), a ratio that the GPU's clock swings at its power cap move less."""
     device = torch.device(device)
     modes = MODES if do_bwd else ("fwd",)
     result = BenchResult(backends=list(backends))
@@ -325,6 +363,17 @@ def run_benchmark(
                         result.notes[(shape, backend)] = _failure_note(exc)
                         del ready[backend]
                     bar.update()
+            ref = ready.get(REFERENCE_BACKEND)
+            for backend, (closures, records, _times) in ready.items():
+                if pairs <= 0 or ref is None or backend == REFERENCE_BACKEND:
+                    continue
+                bar.set_description(f"{shape.label()} {backend} paired")
+                try:
+                    for mode in modes:
+                        records.extend(paired_records(backend, shape, mode, paired_ratios(
+                            getattr(ref[0], mode), getattr(closures, mode), pairs)))
+                except Exception as exc:
+                    result.notes[(shape, backend)] = "paired: " + _failure_note(exc)
             for backend, (_closures, records, times) in ready.items():
                 result.records.extend(records)
                 for mode in modes:

@@ -176,6 +176,11 @@ _TABLE = (  # (header, metric, format)
     ("peak MiB", "fwd_bwd_peak_mem_mib", "{:.0f}"),
     ("1st call s", "first_call_s", "{:.1f}"),
 )
+# shown where a run has paired ratios (flashtile bench --pairs)
+_PAIRED = (
+    ("fwd paired", "fwd_paired_vs_sdpa_cudnn", "{:.3f}x"),
+    ("fwd+bwd paired", "fwd_bwd_paired_vs_sdpa_cudnn", "{:.3f}x"),
+)
 
 
 def _cells(result: BenchResult) -> dict[tuple, dict[str, float]]:
@@ -210,15 +215,17 @@ def _align(rows: list[list[str]], left: int) -> str:
 
 def format_table(result: BenchResult, env: Env | None = None) -> str:
     """The human table: one line per (shape, backend), then notes and the ceiling."""
-    header = ["shape", "causal", "backend", *(h for h, _, _ in _TABLE)]
-    rows = [header]
     cells = _cells(result)
+    table = _TABLE + (_PAIRED if any(m in metrics for metrics in cells.values()
+                                     for _, m, _ in _PAIRED) else ())
+    header = ["shape", "causal", "backend", *(h for h, _, _ in table)]
+    rows = [header]
     rank = {b: i for i, b in enumerate(dict.fromkeys([*result.backends, *(b for _, b in cells)]))}
     by_shape = lambda key: (key[0].causal, key[0].head_dim, key[0].seqlen, rank[key[1]])
     for shape, backend in sorted(cells, key=by_shape):
         metrics = cells[(shape, backend)]
         line = [shape.label(), "yes" if shape.causal else "no", backend]
-        for _, metric, fmt in _TABLE:
+        for _, metric, fmt in table:
             value = metrics.get(metric)
             line.append("-" if value is None else fmt.format(value))
         rows.append(line)
