@@ -608,3 +608,39 @@ def test_clock_join(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "B1 S16 H2 D64" in out and "1890" in out
     assert len(list(csv.DictReader(open(out_csv)))) == 3
+
+
+def test_pairs_compare(tmp_path, capsys):
+    """scripts/pairs_compare.py: per cell and mode, flashtile's round-median and paired
+    ratios in two runs and how far apart they are; other backends' rows are ignored."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "pairs_compare.py"
+    spec = importlib.util.spec_from_file_location("pairs_compare", path)
+    pc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pc)
+
+    def write(name, rounds, paired):
+        f = tmp_path / name
+        with open(f, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["backend", "head_dim", "seqlen", "causal", "metric", "value"])
+            for mode in ("fwd", "fwd_bwd"):
+                w.writerow(["flashtile", 128, 4096, 0, f"{mode}_vs_sdpa_cudnn", rounds])
+                w.writerow(["flashtile", 128, 4096, 0, f"{mode}_paired_vs_sdpa_cudnn",
+                            paired])
+                w.writerow(["sdpa-cudnn", 128, 4096, 0, f"{mode}_vs_sdpa_cudnn", 1.0])
+            w.writerow(["torch", "", "", "", "tflops", 700.0])
+        return str(f)
+
+    a, b = write("a.csv", 1.0, 0.98), write("b.csv", 1.05, 0.99)
+    rows = pc.compare(pc.load(a), pc.load(b))
+    assert [(r["head_dim"], r["seqlen"], r["causal"], r["mode"]) for r in rows] == [
+        (128, 4096, False, "fwd"), (128, 4096, False, "fwd_bwd")]
+    assert rows[0]["rounds_diff"] == pytest.approx(abs(1.0 / 1.05 - 1))
+    assert rows[0]["paired_diff"] == pytest.approx(abs(0.98 / 0.99 - 1))
+    assert pc.main([a, b]) == 0
+    out = capsys.readouterr().out
+    assert "hd 128 4k non-causal" in out and "paired: A vs B median 1.0%" in out
+    assert pc.main([a]) == 2
