@@ -318,24 +318,9 @@ def test_run_benchmark_rounds(monkeypatch, device):
     """rounds=3: every backend timed three times, backend by backend in turn (A B A B A
     B), the median kept as <mode>_ms (TFLOPS and ratios from it), the spread recorded;
     a backend that failed in the first pass is not timed again."""
-    calls = []
-    times = {"flashtile": iter([3.0, 1.0, 2.0, 5.0, 4.0, 6.0]),
-             "sdpa-cudnn": iter([2.0, 2.0, 2.0, 2.0, 2.0, 2.0])}
-
-    def fake_median(fn, timing):
-        calls.append(fn.owner)
-        return next(times[fn.owner])
-
-    def tagged(name, factory):
-        def make(q, k, v, causal, *, dout=None):
-            c = factory(q, k, v, causal, dout=dout)
-            return Closures(fwd=_owned(c.fwd, name), fwd_bwd=_owned(c.fwd_bwd, name))
-        return make
-
-    monkeypatch.setattr(harness, "median_ms", fake_median)
-    monkeypatch.setattr(harness, "matmul_ceiling", lambda device, timing: 100.0)
-    monkeypatch.setitem(BACKENDS, "sdpa-cudnn", tagged("sdpa-cudnn", _reference_factory))
-    monkeypatch.setitem(BACKENDS, "flashtile", tagged("flashtile", BACKENDS["flashtile"]))
+    calls = _fake_timings(monkeypatch, {
+        "flashtile": [3.0, 1.0, 2.0, 5.0, 4.0, 6.0], "sdpa-cudnn": [2.0] * 6},
+        lambda fn, timing: fn.owner)
     monkeypatch.setitem(BACKENDS, "test-broken", _broken_factory)
     log = []
     result = harness.run_benchmark([TINY], ["flashtile", "sdpa-cudnn", "test-broken"],
@@ -374,24 +359,10 @@ def test_run_benchmark_pairs(monkeypatch, device):
     the order alternating (ref first, then the backend first); the median of the
     per-pair ratios (ref / backend) and its quartiles land in the records and, as two
     columns, in the table; a run without pairs has neither."""
-    calls = []
-    times = {"flashtile": iter([3.0, 3.0] + [1.0, 2.0, 4.0, 2.0] * 2 + [3.0, 3.0]),
-             "sdpa-cudnn": iter([2.0, 2.0] + [2.0, 3.0, 2.0, 2.0] * 2)}
-
-    def fake_median(fn, timing):
-        calls.append((fn.owner, timing.rep_ms))
-        return next(times[fn.owner])
-
-    def tagged(name, factory):
-        def make(q, k, v, causal, *, dout=None):
-            c = factory(q, k, v, causal, dout=dout)
-            return Closures(fwd=_owned(c.fwd, name), fwd_bwd=_owned(c.fwd_bwd, name))
-        return make
-
-    monkeypatch.setattr(harness, "median_ms", fake_median)
-    monkeypatch.setattr(harness, "matmul_ceiling", lambda device, timing: 100.0)
-    monkeypatch.setitem(BACKENDS, "sdpa-cudnn", tagged("sdpa-cudnn", _reference_factory))
-    monkeypatch.setitem(BACKENDS, "flashtile", tagged("flashtile", BACKENDS["flashtile"]))
+    calls = _fake_timings(monkeypatch, {
+        "flashtile": [3.0, 3.0] + [1.0, 2.0, 4.0, 2.0] * 2 + [3.0, 3.0],
+        "sdpa-cudnn": [2.0, 2.0] + [2.0, 3.0, 2.0, 2.0] * 2},
+        lambda fn, timing: (fn.owner, timing.rep_ms))
     result = harness.run_benchmark([TINY], ["flashtile", "sdpa-cudnn"], device=device,
                                    progress=False, pairs=4)
     rep = harness.PAIR_TIMING.rep_ms
@@ -412,6 +383,29 @@ def test_run_benchmark_pairs(monkeypatch, device):
                                   pairs=4)  # no reference: nothing to pair with
     assert not any("paired" in r.metric for r in plain.records)
     assert "paired" not in format_table(plain)
+
+
+def _fake_timings(monkeypatch, times, entry):
+    """flashtile and sdpa-cudnn closures tagged with their backend, ``median_ms``
+    returning each backend's next time from ``times`` (name -> list), no matmul: the
+    returned list gets ``entry(fn, timing)`` per timing, in the order timed."""
+    calls, left = [], {name: iter(ts) for name, ts in times.items()}
+
+    def fake_median(fn, timing):
+        calls.append(entry(fn, timing))
+        return next(left[fn.owner])
+
+    def tagged(name, factory):
+        def make(q, k, v, causal, *, dout=None):
+            c = factory(q, k, v, causal, dout=dout)
+            return Closures(fwd=_owned(c.fwd, name), fwd_bwd=_owned(c.fwd_bwd, name))
+        return make
+
+    monkeypatch.setattr(harness, "median_ms", fake_median)
+    monkeypatch.setattr(harness, "matmul_ceiling", lambda device, timing: 100.0)
+    monkeypatch.setitem(BACKENDS, "sdpa-cudnn", tagged("sdpa-cudnn", _reference_factory))
+    monkeypatch.setitem(BACKENDS, "flashtile", tagged("flashtile", BACKENDS["flashtile"]))
+    return calls
 
 def _owned(fn, name):
     def call():
