@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import HAS_CUDA
-from flashtile.bench import backends, cli, harness
+from flashtile.bench import backends, cli, energy, harness
 from flashtile.bench.backends import BACKENDS, BackendUnavailable, Closures
 from flashtile.bench.flops import (
     Shape,
@@ -638,3 +638,89 @@ def test_pairs_compare(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "hd 128 4k non-causal" in out and "paired: A vs B median 1.0%" in out
     assert pc.main([a]) == 2
+
+
+def test_run_benchmark_sustained(monkeypatch, device):
+    """sustained_s > 0: after the rounds each backend's calls run back to back
+    (energy.sustained, faked here): time, energy and power per call in the records, the
+    ratios to sdpa-cudnn derived (its value over the backend's), and the table's
+    sustained / energy columns; without an energy counter only the time."""
+    _fake_timings(monkeypatch, {"flashtile": [1.0] * 4, "sdpa-cudnn": [1.0] * 4},
+                  lambda fn, timing: fn.owner)
+    runs = {"flashtile": {"fwd": (2.0, 1400.0), "fwd_bwd": (8.0, 5600.0)},
+            "sdpa-cudnn": {"fwd": (2.2, 1430.0), "fwd_bwd": (7.6, 5320.0)}}
+    seen = []
+
+    def fake_sustained(fn, seconds, counter):
+        seen.append((fn.owner, seconds, counter))
+        mode = "fwd" if len([s for s in seen if s[0] == fn.owner]) == 1 else "fwd_bwd"
+        ms, mj = runs[fn.owner][mode]
+        if counter is None:
+            return energy.Sustained(10, ms, None, None)
+        return energy.Sustained(10, ms, mj, mj / ms)
+
+    monkeypatch.setattr(harness.energy, "sustained", fake_sustained)
+    monkeypatch.setattr(harness.energy, "energy_counter", lambda device: "counter")
+    result = harness.run_benchmark([TINY], ["flashtile", "sdpa-cudnn"], device=device,
+                                   progress=False, sustained_s=0.5)
+    assert [s[0] for s in seen] == ["flashtile"] * 2 + ["sdpa-cudnn"] * 2
+    assert all(s[1] == 0.5 and s[2] == "counter" for s in seen)
+    got = {(r.backend, r.metric): r.value for r in result.records}
+    assert got[("flashtile", "fwd_bwd_sustained_ms")] == 8.0
+    assert got[("flashtile", "fwd_bwd_sustained_mj")] == 5600.0
+    assert got[("flashtile", "fwd_bwd_sustained_watts")] == pytest.approx(700.0)
+    assert got[("flashtile", "fwd_bwd_sustained_vs_sdpa_cudnn")] == pytest.approx(7.6 / 8.0)
+    assert got[("flashtile", "fwd_bwd_energy_vs_sdpa_cudnn")] == pytest.approx(5320 / 5600)
+    assert got[("flashtile", "fwd_sustained_vs_sdpa_cudnn")] == pytest.approx(2.2 / 2.0)
+    table = format_table(result)
+    assert "fwd+bwd sust." in table and "0.950x" in table and "fwd+bwd energy" in table
+    # no NVML: the time alone, no energy column
+    seen.clear()
+    monkeypatch.setattr(harness.energy, "energy_counter", lambda device: None)
+    _fake_timings(monkeypatch, {"flashtile": [1.0] * 4, "sdpa-cudnn": [1.0] * 4},
+                  lambda fn, timing: fn.owner)
+    plain = harness.run_benchmark([TINY], ["flashtile", "sdpa-cudnn"], device=device,
+                                  progress=False, sustained_s=0.5)
+    metrics = {r.metric for r in plain.records}
+    assert "fwd_bwd_sustained_ms" in metrics and "fwd_bwd_sustained_mj" not in metrics
+    assert "energy" not in format_table(plain)
+
+
+def test_nvml_energy_through_ctypes():
+    """energy.NvmlEnergy calls NVML's C entry points (init, handle by index, the total
+    energy counter) and reads the counter through its out-pointer; a failing call raises
+    OSError, which energy_counter turns into None."""
+    class FakeNvml:
+        def __init__(self, rc=0):
+            self.mj, self.rc, self.index = 1000, rc, None
+
+        def nvmlInit_v2(self):
+            return 0
+
+        def nvmlDeviceGetHandleByIndex_v2(self, index, handle):
+            self.index = index
+            return 0
+
+        def nvmlDeviceGetTotalEnergyConsumption(self, handle, out):
+            out._obj.value = self.mj
+            self.mj += 250
+            return self.rc
+
+    lib = FakeNvml()
+    counter = energy.NvmlEnergy(3, lib=lib)
+    assert lib.index == 3
+    assert counter.millijoules() == 1250 and counter.millijoules() == 1500
+    with pytest.raises(OSError):
+        energy.NvmlEnergy(0, lib=FakeNvml(rc=3))  # NVML_ERROR_NOT_SUPPORTED
+
+
+@pytest.mark.gpu
+def test_sustained_gpu():
+    """energy.sustained on the GPU: a matmul back to back for 0.2 s gives calls, a time
+    per call, and (where NVML answers) energy and a power between 10 W and 2 kW."""
+    a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    counter = energy.energy_counter()
+    run = energy.sustained(lambda: a @ a, 0.2, counter)
+    assert run.calls > 10 and run.ms > 0
+    if counter is not None:
+        assert run.mj_per_call > 0 and 10 < run.watts < 2000

@@ -144,6 +144,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         "(default 0: off)",
     )
     parser.add_argument(
+        "--sustained",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="after the rounds, run each backend's call back to back for SECONDS (at most "
+        "two in flight) and add the time per call, and where NVML answers its energy per "
+        "call and power, with ratios to sdpa-cudnn (default 0: off)",
+    )
+    parser.add_argument(
         "--timing-log",
         metavar="PATH",
         help="write one JSON line per timing (backend, mode, round, local wall-clock start "
@@ -215,6 +224,7 @@ def _run_gpu(args: argparse.Namespace, shapes: list) -> int:
         result = run_benchmark(
             shapes, args.backends, timing=timing, do_bwd=not args.no_bwd,
             rounds=getattr(args, "rounds", 1), pairs=getattr(args, "pairs", 0),
+            sustained_s=getattr(args, "sustained", 0.0),
             timing_log=(lambda entry: print(json.dumps(entry), file=log_file, flush=True))
             if log_path else None)
     print(f"flashtile bench: done in {time.perf_counter() - start:.0f} s", file=sys.stderr)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import energy
 from .backends import BackendUnavailable, get_backend
 from .flops import MODES, Shape, attn_flops, matmul_flops, tflops
 
@@ -264,6 +265,17 @@ def paired_records(backend: str, shape: Shape, mode: str, ratios: Sequence[float
     return out
 
 
+def sustained_records(backend: str, shape: Shape, mode: str, run: energy.Sustained
+                      ) -> list[Record]:
+    """``<mode>_sustained_ms`` of one ``energy.sustained`` run, and with an energy counter
+    ``<mode>_sustained_mj`` (per call) and ``<mode>_sustained_watts``."""
+    out = [Record(ATTN_KERNEL, backend, shape, f"{mode}_sustained_ms", run.ms)]
+    if run.mj_per_call is not None:
+        out += [Record(ATTN_KERNEL, backend, shape, f"{mode}_sustained_mj", run.mj_per_call),
+                Record(ATTN_KERNEL, backend, shape, f"{mode}_sustained_watts", run.watts)]
+    return out
+
+
 def _failure_note(exc: Exception) -> str:
     """A backend's failure as a table note (one backend failing must not end the run)."""
     if isinstance(exc, BackendUnavailable):
@@ -315,6 +327,7 @@ def run_benchmark(
     rounds: int = 1,
     timing_log: Callable[[dict], None] | None = None,
     pairs: int = 0,
+    sustained_s: float = 0.0,
 ) -> BenchResult:
     """Measure the matmul ceiling, then every backend on every shape (same inputs).
 
@@ -327,12 +340,16 @@ def run_benchmark(
     log sampled beside the run (scripts/clock_join.py).
     ``pairs`` > 0: after the rounds, each backend is also timed against sdpa-cudnn in
     that many adjacent pairs (``paired_ratios``; ``<mode>_paired_vs_sdpa_cudnn`` and its
-    quartiles), a ratio that the GPU's clock swings at its power cap move less."""
+    quartiles), a ratio that the GPU's clock swings at its power cap move less.
+    ``sustained_s`` > 0: then each backend's calls back to back for that many seconds
+    (``energy.sustained``): ``<mode>_sustained_ms`` and, where NVML's energy counter
+    answers, ``<mode>_sustained_mj`` per call and ``<mode>_sustained_watts``."""
     device = torch.device(device)
     modes = MODES if do_bwd else ("fwd",)
     result = BenchResult(backends=list(backends))
     result.matmul_tflops = matmul_ceiling(device, timing)
     result.records.append(Record(MATMUL_KERNEL, "torch", None, "tflops", result.matmul_tflops))
+    counter = energy.energy_counter(device) if sustained_s > 0 else None
     bar = _progress(len(shapes) * len(backends) * rounds, progress)
     try:
         for shape in shapes:
@@ -374,6 +391,16 @@ def run_benchmark(
                             getattr(ref[0], mode), getattr(closures, mode), pairs)))
                 except Exception as exc:
                     result.notes[(shape, backend)] = "paired: " + _failure_note(exc)
+            for backend, (closures, records, _times) in ready.items():
+                if sustained_s <= 0:
+                    break
+                bar.set_description(f"{shape.label()} {backend} sustained")
+                try:
+                    for mode in modes:
+                        records.extend(sustained_records(backend, shape, mode, energy.sustained(
+                            getattr(closures, mode), sustained_s, counter)))
+                except Exception as exc:
+                    result.notes[(shape, backend)] = "sustained: " + _failure_note(exc)
             for backend, (_closures, records, times) in ready.items():
                 result.records.extend(records)
                 for mode in modes:
@@ -385,12 +412,25 @@ def run_benchmark(
     return result
 
 
+# sustained metrics -> their ratio to sdpa-cudnn's (its value over the backend's: above 1,
+# the backend is faster / spends less energy per call)
+_SUSTAINED_RATIOS = {"_sustained_ms": "_sustained_vs_sdpa_cudnn",
+                     "_sustained_mj": "_energy_vs_sdpa_cudnn"}
+
+
 def derived_records(records: Iterable[Record], matmul_tflops: float | None) -> list[Record]:
-    """Ratios: ``<mode>_pct_of_matmul`` and ``<mode>_vs_sdpa_cudnn`` for each attention row."""
+    """Ratios: ``<mode>_pct_of_matmul`` and ``<mode>_vs_sdpa_cudnn`` for each attention
+    row, and ``<mode>_sustained_vs_sdpa_cudnn`` / ``<mode>_energy_vs_sdpa_cudnn`` where
+    the run measured sustained calls."""
     records = [r for r in records if r.kernel == ATTN_KERNEL]
     ref = {(r.shape, r.metric): r.value for r in records if r.backend == REFERENCE_BACKEND}
     out = []
     for r in records:
+        for suffix, ratio in _SUSTAINED_RATIOS.items():
+            base = ref.get((r.shape, r.metric))
+            if r.metric.endswith(suffix) and base and r.value:
+                mode = r.metric.removesuffix(suffix)
+                out.append(Record(r.kernel, r.backend, r.shape, mode + ratio, base / r.value))
         if not r.metric.endswith("_tflops"):
             continue
         mode = r.metric.removesuffix("_tflops")

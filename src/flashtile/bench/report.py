@@ -176,10 +176,15 @@ _TABLE = (  # (header, metric, format)
     ("peak MiB", "fwd_bwd_peak_mem_mib", "{:.0f}"),
     ("1st call s", "first_call_s", "{:.1f}"),
 )
-# shown where a run has paired ratios (flashtile bench --pairs)
-_PAIRED = (
+# shown where a run has them: paired ratios (flashtile bench --pairs), sustained calls
+# and their energy (--sustained)
+_OPTIONAL = (
     ("fwd paired", "fwd_paired_vs_sdpa_cudnn", "{:.3f}x"),
     ("fwd+bwd paired", "fwd_bwd_paired_vs_sdpa_cudnn", "{:.3f}x"),
+    ("fwd sust.", "fwd_sustained_vs_sdpa_cudnn", "{:.3f}x"),
+    ("fwd+bwd sust.", "fwd_bwd_sustained_vs_sdpa_cudnn", "{:.3f}x"),
+    ("fwd+bwd W", "fwd_bwd_sustained_watts", "{:.0f}"),
+    ("fwd+bwd energy", "fwd_bwd_energy_vs_sdpa_cudnn", "{:.3f}x"),
 )
 
 
@@ -216,8 +221,8 @@ def _align(rows: list[list[str]], left: int) -> str:
 def format_table(result: BenchResult, env: Env | None = None) -> str:
     """The human table: one line per (shape, backend), then notes and the ceiling."""
     cells = _cells(result)
-    table = _TABLE + (_PAIRED if any(m in metrics for metrics in cells.values()
-                                     for _, m, _ in _PAIRED) else ())
+    table = _TABLE + tuple(col for col in _OPTIONAL
+                           if any(col[1] in metrics for metrics in cells.values()))
     header = ["shape", "causal", "backend", *(h for h, _, _ in table)]
     rows = [header]
     rank = {b: i for i, b in enumerate(dict.fromkeys([*result.backends, *(b for _, b in cells)]))}
