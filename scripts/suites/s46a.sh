@@ -12,6 +12,8 @@
 # reads 650-700 W for both backends, and where flashtile's forward+backward trails cuDNN
 # by time, its energy per call trails by about as much.
 source scripts/suites/lib/steps.sh
+# the bench's own GPU tests first (a real run with --pairs, energy.sustained on a matmul)
+gpu_pytest pytest_s46a_bench 180 1 4 tests/test_bench.py
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
   --format=csv,noheader,nounits -lms 25 >"$out/smi.csv" 2>"$out/smi.err" &
 smi=$!
