@@ -17,6 +17,9 @@ A variant is `VAR=VALUE[;VAR=VALUE...]`; an empty variant is the default (those
 variables unset). `--nd` calls with deterministic=False, `--softcap X` with a softcap,
 `--window L` with a sliding window of L keys to the left (window_size (L, 0) causal,
 (L, -1) not; TFLOPS then count the unwindowed FLOPs: compare the ms).
+`--sustained S` adds a third timing per round: the call back to back for S seconds
+(flashtile.bench.energy.sustained) with NVML's energy counter read around it, so the
+time and the millijoules per call at the GPU's power cap.
 `--varlen` calls flash_attn_varlen_func instead, on packed sequences whose lengths
 `flashtile bench --suite varlen`'s draw_lengths picks (the first seqlen long, the rest
 log-uniform in [seqlen / 2, seqlen], seeded) up to the shape's 16k tokens, FLOPs counted
@@ -32,6 +35,7 @@ import torch
 import triton
 
 from flashtile import flash_attn_func, flash_attn_varlen_func
+from flashtile.bench.energy import energy_counter, sustained
 from flashtile.bench.flops import BWD_FACTOR, attn_flops, attn_fwd_flops, paper_shape, tflops
 from flashtile.bench.harness import events_us
 from flashtile.bench.varlen import draw_lengths
@@ -54,8 +58,11 @@ def apply(env: dict, names: set) -> None:
 
 
 def ab_shape(shape, variants, labels, names, rounds, rows, nd=False, varlen=False,
-             softcap=0.0, window=0, measures=("fwd+bwd", "bwd")) -> None:
-    """Time one shape's variants in interleaved rounds; print the medians, append rows."""
+             softcap=0.0, window=0, measures=("fwd+bwd", "bwd"), sustained_s=0.0,
+             counter=None) -> None:
+    """Time one shape's variants in interleaved rounds; print the medians, append rows.
+    ``sustained_s`` > 0 adds a third timing, ``energy.sustained`` (the call back to back
+    for that long; with ``counter``, NVML's, millijoules per call too)."""
     causal = shape.causal
     torch.manual_seed(0)
     kw = dict(causal=causal, deterministic=False) if nd else dict(causal=causal)
@@ -105,8 +112,9 @@ def ab_shape(shape, variants, labels, names, rounds, rows, nd=False, varlen=Fals
             attn(q, k, v)
 
     fns = {m: {"fwd": fwd, "fwd+bwd": fwd_bwd, "bwd": bwd}[m] for m in measures}
-    times = {(i, m, t): [] for i in range(len(variants)) for m in fns
-             for t in ("flush", "noflush")}
+    kinds = ("flush", "noflush") + (("sustained",) if sustained_s > 0 else ())
+    times = {(i, m, t): [] for i in range(len(variants)) for m in fns for t in kinds}
+    joules = {(i, m): [] for i in range(len(variants)) for m in fns}  # mJ per call
     grads = []
     for env in variants:  # compile + warm up, and each variant's gradients
         apply(env, names)
@@ -121,21 +129,32 @@ def ab_shape(shape, variants, labels, names, rounds, rows, nd=False, varlen=Fals
                 times[i, m, "flush"].append(triton.testing.do_bench(
                     fn, warmup=5, rep=40, return_mode="median"))
                 times[i, m, "noflush"].append(events_us(fn, 20) / 1e3)
+                if sustained_s > 0:
+                    run = sustained(fn, sustained_s, counter)
+                    times[i, m, "sustained"].append(run.ms)
+                    if run.mj_per_call is not None:
+                        joules[i, m].append(run.mj_per_call)
     apply({}, names)
     print(f"\n{label} causal={int(causal)} gradients "
           f"{'bitwise equal' if same else 'DIFFER'} across variants")
     for m in fns:
-        for t in ("flush", "noflush"):
+        for t in kinds:
             med = [statistics.median(times[i, m, t]) for i in range(len(variants))]
+            mj = [statistics.median(joules[i, m]) if t == "sustained" and joules[i, m]
+                  else None for i in range(len(variants))]
             cells = []
             for i, ms in enumerate(med):
                 tf = tflops(flops[m], ms)
                 d = f" ({(med[0] / ms - 1) * 100:+.1f}%)" if i else ""
+                if mj[i] is not None:  # energy per call, and its change (+: less energy)
+                    d += f" {mj[i]:.0f} mJ" + (f" ({(mj[0] / mj[i] - 1) * 100:+.1f}%)"
+                                               if i and mj[0] else "")
                 cells.append(f"{ms:.3f} ms {tf:.1f} TF{d}")
                 rows.append(dict(shape=label, causal=int(causal), variant=labels[i],
                                  measure=m, timing=t, ms=round(ms, 5), tflops=round(tf, 2),
-                                 spread=round(max(times[i, m, t]) - min(times[i, m, t]), 5)))
-            print(f"  {m:<8} {t:<8} " + " | ".join(cells))
+                                 spread=round(max(times[i, m, t]) - min(times[i, m, t]), 5),
+                                 mj=None if mj[i] is None else round(mj[i], 3)))
+            print(f"  {m:<8} {t:<9} " + " | ".join(cells))
 
 
 MEASURES = ("fwd", "fwd+bwd", "bwd")
@@ -155,6 +174,10 @@ def main(argv=None) -> int:
     p.add_argument("--nd", action="store_true", help="deterministic=False calls")
     p.add_argument("--softcap", type=float, default=0.0, help="a logit softcap")
     p.add_argument("--window", type=int, default=0, help="a sliding window's left size")
+    p.add_argument("--sustained", type=float, default=0.0, metavar="SECONDS",
+                   help="also time each call back to back for SECONDS per round "
+                   "(flashtile.bench.energy.sustained), with its energy per call where "
+                   "NVML answers: the speed and joules at the GPU's power cap")
     p.add_argument("--varlen", action="store_true",
                    help="flash_attn_varlen_func on packed sequences of seqlen / 2 .. seqlen")
     args = p.parse_args(argv)
@@ -162,6 +185,9 @@ def main(argv=None) -> int:
     variants = [parse_variant(v) for v in labels]
     names = {n for v in variants for n in v}
     rows = []
+    counter = energy_counter() if args.sustained > 0 else None
+    if args.sustained > 0 and counter is None:
+        print("env_ab: no NVML energy counter here; --sustained times only")
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton "
           f"{triton.__version__}; variants: " + " | ".join(repr(v) for v in labels))
     for head_dim in args.head_dims:
@@ -169,7 +195,7 @@ def main(argv=None) -> int:
             for causal in map(bool, args.causal):
                 ab_shape(paper_shape(seqlen, head_dim, causal), variants, labels, names,
                          args.rounds, rows, args.nd, args.varlen, args.softcap,
-                         args.window, tuple(args.measures))
+                         args.window, tuple(args.measures), args.sustained, counter)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
