@@ -276,6 +276,22 @@ def sustained_records(backend: str, shape: Shape, mode: str, run: energy.Sustain
     return out
 
 
+def _after_rounds(backend, shape, modes, closures, ref, pairs, sustained_s, counter
+                  ) -> list[Record]:
+    """``run_benchmark``'s measurements after the rounds for one backend: the paired
+    ratios against sdpa-cudnn's closures ``ref`` (``pairs`` > 0; not for sdpa-cudnn
+    itself, nor without it), then the sustained runs (``sustained_s`` > 0)."""
+    out = []
+    for mode in modes:
+        if pairs > 0 and ref is not None and backend != REFERENCE_BACKEND:
+            out += paired_records(backend, shape, mode, paired_ratios(
+                getattr(ref, mode), getattr(closures, mode), pairs))
+        if sustained_s > 0:
+            out += sustained_records(backend, shape, mode, energy.sustained(
+                getattr(closures, mode), sustained_s, counter))
+    return out
+
+
 def _failure_note(exc: Exception) -> str:
     """A backend's failure as a table note (one backend failing must not end the run)."""
     if isinstance(exc, BackendUnavailable):
@@ -380,27 +396,16 @@ def run_benchmark(
                         result.notes[(shape, backend)] = _failure_note(exc)
                         del ready[backend]
                     bar.update()
-            ref = ready.get(REFERENCE_BACKEND)
+            ref = ready.get(REFERENCE_BACKEND, (None,))[0]
             for backend, (closures, records, _times) in ready.items():
-                if pairs <= 0 or ref is None or backend == REFERENCE_BACKEND:
-                    continue
-                bar.set_description(f"{shape.label()} {backend} paired")
-                try:
-                    for mode in modes:
-                        records.extend(paired_records(backend, shape, mode, paired_ratios(
-                            getattr(ref[0], mode), getattr(closures, mode), pairs)))
-                except Exception as exc:
-                    result.notes[(shape, backend)] = "paired: " + _failure_note(exc)
-            for backend, (closures, records, _times) in ready.items():
-                if sustained_s <= 0:
+                if pairs <= 0 and sustained_s <= 0:
                     break
-                bar.set_description(f"{shape.label()} {backend} sustained")
+                bar.set_description(f"{shape.label()} {backend} after the rounds")
                 try:
-                    for mode in modes:
-                        records.extend(sustained_records(backend, shape, mode, energy.sustained(
-                            getattr(closures, mode), sustained_s, counter)))
+                    records.extend(_after_rounds(backend, shape, modes, closures, ref,
+                                                 pairs, sustained_s, counter))
                 except Exception as exc:
-                    result.notes[(shape, backend)] = "sustained: " + _failure_note(exc)
+                    result.notes[(shape, backend)] = _failure_note(exc)
             for backend, (_closures, records, times) in ready.items():
                 result.records.extend(records)
                 for mode in modes:
