@@ -219,6 +219,9 @@ def _run_gpu(args: argparse.Namespace, shapes: list) -> int:
     start = time.perf_counter()
     if getattr(args, "rounds", 1) < 1:
         raise SystemExit("flashtile bench: --rounds must be >= 1")
+    if getattr(args, "pairs", 0) > 0 and "sdpa-cudnn" not in args.backends:
+        print("flashtile bench: --pairs pairs each backend with sdpa-cudnn, which is not "
+              "among --backends: no paired ratios", file=sys.stderr)
     log_path = getattr(args, "timing_log", None)
     with open(log_path, "w") if log_path else contextlib.nullcontext() as log_file:
         result = run_benchmark(
