@@ -724,3 +724,50 @@ def test_sustained_gpu():
     assert run.calls > 10 and run.ms > 0
     if counter is not None:
         assert run.mj_per_call > 0 and 10 < run.watts < 2000
+
+
+def test_sustained_bookkeeping(monkeypatch):
+    """energy.sustained with CUDA faked: it stops once the wall time passes ``seconds``,
+    keeps at most two calls' events outstanding (waiting on the oldest), divides the
+    events' span and the counter's delta by the calls made, and gives watts as mJ / ms."""
+    clock = {"t": 0.0}
+    waited = []
+
+    class FakeEvent:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self):
+            self.t = clock["t"]
+
+        def synchronize(self):
+            waited.append(self.t)
+
+        def elapsed_time(self, end):
+            return (end.t - self.t) * 1e3  # ms
+
+    class FakeCounter:
+        def __init__(self):
+            self.reads = [5000, 5000 + 7 * 900]  # mJ at the start and the end
+
+        def millijoules(self):
+            return self.reads.pop(0)
+
+    calls = []
+
+    def fn():
+        calls.append(clock["t"])
+        clock["t"] += 0.003  # 3 ms per call
+
+    monkeypatch.setattr(energy.torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(energy.torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(energy.time, "perf_counter", lambda: clock["t"])
+    run = energy.sustained(fn, seconds=0.02, counter=FakeCounter())
+    # one warm-up call, then calls until 20 ms have passed: 7 of 3 ms
+    assert len(calls) == 8 and run.calls == 7
+    assert run.ms == pytest.approx(3.0)
+    assert run.mj_per_call == pytest.approx(900.0) and run.watts == pytest.approx(300.0)
+    # after the third call, each call waited on the event of the call two before it
+    assert len(waited) == 7 - 2 + 1  # the in-loop waits, then the end event
+    plain = energy.sustained(fn, seconds=0.02)
+    assert plain.mj_per_call is None and plain.watts is None and plain.calls == 7
