@@ -771,3 +771,34 @@ def test_sustained_bookkeeping(monkeypatch):
     assert len(waited) == 7 - 2 + 1  # the in-loop waits, then the end event
     plain = energy.sustained(fn, seconds=0.02)
     assert plain.mj_per_call is None and plain.watts is None and plain.calls == 7
+
+
+def test_gpu_suites_parse_and_source_their_helpers():
+    """Every scripts/suites/*.sh parses (`bash -n`), and one that calls a helper of
+    scripts/suites/lib/steps.sh sources that file (or a suite that does) first: a suite
+    is written on a machine without a GPU and first runs on device time."""
+    import re
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    suites = Path(__file__).resolve().parents[1] / "scripts" / "suites"
+    steps = (suites / "lib" / "steps.sh").read_text()
+    helpers = set(re.findall(r"^([a-z_]+)\(\) \{", steps, re.M))
+    assert {"gpu_pytest", "env_ab", "clock_log_start", "clock_log_stop"} <= helpers
+    bad = {}
+    for path in sorted(suites.glob("*.sh")) + [suites / "lib" / "steps.sh"]:
+        check = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+        if check.returncode:
+            bad[path.name] = check.stderr.strip()
+            continue
+        text = path.read_text()
+        calls = [h for h in helpers if re.search(rf"^\s*{h}\b", text, re.M)]
+        found = re.search(r"^source scripts/suites/", text, re.M)  # steps.sh, or a
+        src = found.start() if found else -1  # suite that sources it
+        if path.parent == suites and calls and not 0 <= src < min(
+                re.search(rf"^\s*{h}\b", text, re.M).start() for h in calls):
+            bad[path.name] = f"calls {calls} without sourcing steps.sh first"
+    assert not bad, bad

@@ -8,14 +8,12 @@
 # Prediction: round-to-round spreads fall to <= 3%, and the fwd+bwd ratios settle near
 # s45b's rounds 2-3 (hd 64 non-causal 0.93-0.96x, hd 128 non-causal 0.93-0.95x).
 source scripts/suites/lib/steps.sh
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
-  --format=csv,noheader,nounits -lms 25 >"$out/smi.csv" 2>"$out/smi.err" &
-smi=$!
+clock_log_start smi.csv
 ft bench --rounds 3 --settle-ms 600 --commit "$commit" --head-dims 64 128 --seqlens 4k 16k \
   --backends flashtile sdpa-cudnn \
   --csv "$out/bench_settle.csv" --timing-log "$out/timings_settle.jsonl" \
   >"$out/bench_settle.log" 2>&1 || status=1
-kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
+clock_log_stop
 python3 scripts/clock_join.py --smi "$out/smi.csv" --timings "$out/timings_settle.jsonl" \
   --csv "$out/clocks_settle.csv" >"$out/clocks_settle.log" 2>&1 || status=1
 tail -n 20 "$out/bench_settle.log"

@@ -14,15 +14,13 @@
 source scripts/suites/lib/steps.sh
 # the bench's own GPU tests first (a real run with --pairs, energy.sustained on a matmul)
 gpu_pytest pytest_s46a_bench 180 1 4 tests/test_bench.py
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
-  --format=csv,noheader,nounits -lms 25 >"$out/smi.csv" 2>"$out/smi.err" &
-smi=$!
+clock_log_start smi.csv
 for run in A B; do
   ft bench --rounds 3 --pairs 16 --sustained 2 --commit "$commit" --head-dims 64 128 --seqlens 4k 16k \
     --backends flashtile sdpa-cudnn \
     --csv "$out/bench_pairs_$run.csv" --timing-log "$out/timings_pairs_$run.jsonl" \
     >"$out/bench_pairs_$run.log" 2>&1 || status=1
 done
-kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
+clock_log_stop
 tail -n 12 "$out/bench_pairs_B.log"
 python3 scripts/pairs_compare.py "$out/bench_pairs_A.csv" "$out/bench_pairs_B.csv" || status=1

@@ -138,3 +138,17 @@ dropout_default_benches() {
 dropout_kernels_step() {
   dropout_benches "flashtile:graph,sdpa-cudnn:graph"
 }
+# clock_log_start FILE: nvidia-smi samples the SM clock, board power, temperature and the
+# clock-event reasons every 25 ms into $out/FILE until clock_log_stop (nvidia-smi's
+# values move about every 100 ms); scripts/clock_join.py joins it with a bench's
+# --timing-log (session 45: the GPU times at its power cap, its clock moving 1425-1980 MHz).
+clock_log_start() {
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv,noheader,nounits -lms 25 >"$out/$1" 2>"$out/$1.err" &
+  clock_log_pid=$!
+}
+clock_log_stop() {
+  kill "$clock_log_pid" 2>/dev/null
+  wait "$clock_log_pid" 2>/dev/null
+  return 0
+}
