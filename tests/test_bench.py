@@ -211,6 +211,37 @@ def test_format_table():
     assert "750.0 TFLOPS" in text and "abc123" in text
 
 
+
+def test_floor_lines():
+    """Issue 4's floor verdict: per way of measuring present, how many floor cells (hd 64
+    / 128 from 4k) meet fwd >= 1.0x / fwd+bwd >= 0.95x, and which miss; cells outside the
+    floor (hd 256, 1k) and other backends do not count."""
+    from flashtile.bench.report import floor_lines
+
+    def rec(shape, metric, value, backend="flashtile"):
+        return Record("attention", backend, shape, metric, value)
+
+    a, b = Shape(4, 4096, 16, 128, False), Shape(1, 16384, 32, 64, True)
+    outside = [Shape(4, 4096, 8, 256, False), Shape(16, 1024, 16, 128, False)]
+    records = [rec(a, "fwd_vs_sdpa_cudnn", 1.02), rec(a, "fwd_bwd_vs_sdpa_cudnn", 0.94),
+               rec(b, "fwd_vs_sdpa_cudnn", 0.99), rec(b, "fwd_bwd_vs_sdpa_cudnn", 0.95),
+               rec(a, "fwd_sustained_vs_sdpa_cudnn", 1.001),
+               rec(b, "fwd_sustained_vs_sdpa_cudnn", 1.03),
+               rec(a, "fwd_bwd_vs_sdpa_cudnn", 0.5, backend="sdpa-flash")]
+    records += [rec(s, "fwd_vs_sdpa_cudnn", 0.5) for s in outside]
+    lines = floor_lines(BenchResult(records=records))
+    assert lines[0].startswith("issue 4 floor for flashtile")
+    rounds = next(line for line in lines if line.strip().startswith("rounds"))
+    assert "fwd 1/2" in rounds and "fwd+bwd 1/2" in rounds
+    assert "hd 64 16k causal fwd 0.990x" in rounds
+    assert "hd 128 4k non-causal fwd+bwd 0.940x" in rounds and "0.500x" not in rounds
+    sustained = next(line for line in lines if line.strip().startswith("sustained"))
+    assert "fwd 2/2" in sustained and "below" not in sustained and "fwd+bwd" not in sustained
+    assert not any(line.strip().startswith("paired") for line in lines)  # none measured
+    assert "issue 4 floor" in format_table(BenchResult(records=records))
+    assert floor_lines(BenchResult(records=[rec(s, "fwd_vs_sdpa_cudnn", 0.5)
+                                            for s in outside])) == []
+
 def test_read_csv_round_trip_and_overlay(tmp_path):
     """read_csv gives back what write_csv wrote; a later file's rows replace an earlier
     one's for the same shape, backend and metric, and add the ones it alone has."""

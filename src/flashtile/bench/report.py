@@ -239,9 +239,62 @@ def format_table(result: BenchResult, env: Env | None = None) -> str:
     if result.matmul_tflops is not None:
         parts.append(f"bf16 matmul {MATMUL_N}^3: {result.matmul_tflops:.1f} TFLOPS (ceiling, %mm)")
     parts.append(f"ratios are to {REFERENCE_BACKEND} on the same shape, measured in the same run")
+    parts.extend(floor_lines(result))
     if env is not None:
         parts.append(env.line())
     return "\n".join(parts)
+
+
+# issue 4's floor: at hd 64 / 128 from 4k keys, forward >= 1.0x cuDNN and forward+backward
+# >= 0.95x, measured in the same run
+RATIO_FLOORS = {"fwd": 1.0, "fwd_bwd": 0.95}
+FLOOR_HEAD_DIMS = (64, 128)
+FLOOR_MIN_SEQLEN = 4096
+# how a ratio was measured -> its metric's infix (rounds: the median over --rounds;
+# paired: --pairs; sustained: --sustained, the steadiest between runs, session 46)
+_FLOOR_METHODS = (("rounds", ""), ("paired", "_paired"), ("sustained", "_sustained"))
+
+
+def floor_lines(result: BenchResult, backend: str = "flashtile") -> list[str]:
+    """Issue 4's floor verdict for ``backend``: per way of measuring the ratio to cuDNN
+    present in ``result``, how many of the floor's cells (hd 64 / 128, seqlen >= 4k)
+    meet it, and the ones that miss with their ratios. Empty when the run has no such
+    cell."""
+    cells = {shape: metrics for (shape, b), metrics in _cells(result).items()
+             if b == backend and shape.head_dim in FLOOR_HEAD_DIMS
+             and shape.seqlen >= FLOOR_MIN_SEQLEN}
+    if not cells:
+        return []
+    floors = ", ".join(f"{m.replace('_', '+')} >= {v:.2f}x" for m, v in RATIO_FLOORS.items())
+    lines = [f"issue 4 floor for {backend} (hd 64 / 128, seqlen >= 4k; {floors}):"]
+    for method, infix in _FLOOR_METHODS:
+        counts, misses = [], []
+        for mode, floor in RATIO_FLOORS.items():
+            metric = f"{mode}{infix}_vs_{REFERENCE_BACKEND.replace('-', '_')}"
+            seen = {shape: m[metric] for shape, m in cells.items() if metric in m}
+            if not seen:
+                continue
+            counts.append(f"{mode.replace('_', '+')} {sum(v >= floor for v in seen.values())}"
+                          f"/{len(seen)}")
+            misses.extend(f"{_floor_cell(shape)} {mode.replace('_', '+')} {v:.3f}x"
+                          for shape, v in sorted(seen.items(), key=_floor_order)
+                          if v < floor)
+        if counts:
+            below = f"; below: {', '.join(misses)}" if misses else ""
+            lines.append(f"  {method:<9}  {'  '.join(counts)}{below}")
+    return lines
+
+
+def _floor_cell(shape) -> str:
+    """``hd 128 4k causal``: a floor cell's short name."""
+    n = shape.seqlen
+    length = f"{n // 1024}k" if n % 1024 == 0 else str(n)
+    return f"hd {shape.head_dim} {length} {'causal' if shape.causal else 'non-causal'}"
+
+
+def _floor_order(item) -> tuple:
+    shape = item[0]
+    return shape.causal, shape.head_dim, shape.seqlen
 
 
 def _note_lines(notes: dict) -> list[str]:
