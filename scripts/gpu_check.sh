@@ -7,6 +7,8 @@
 #   core    gpu tests (full validation grid, compile, recompiles) + flashtile validate
 #           + a forward bench at the DESIGN.md shapes
 #   perf    flashtile bench: every backend, forward and forward+backward, figure
+#           + the floor pair sustained (suite floor)
+#   floor   issue 4's floor pair (flashtile, cuDNN, hd 64 / 128, 4k / 16k) sustained, ~100 s
 #   tune    config sweeps (scripts/tune.py), forward and backward
 #   ladder  flashtile ladder: every rung, table, CSV and figures
 #   decode  varlen + KV-cache gpu tests, bench suites varlen and decode (GB/s, split-KV,

@@ -5,9 +5,8 @@
 # each round's time. Since session 45 the clock log runs beside it (clocks_perf.csv: SM
 # clock, power and temperature under every timing, scripts/clock_join.py). Since session
 # 46 the floor pair (flashtile, cuDNN at hd 64 / 128, 4k / 16k) is timed again sustained
-# (`--sustained 1.5`: calls back to back at the power cap, ms and mJ per call), the
-# measurement whose ratios agreed between two runs within 0.2% median / 0.7% max (s46a, at
-# 2 s) against the round medians' 1.5% / 4.3%; its floor verdict prints last.
+# (suite `floor`: calls back to back at the power cap, the measurement whose ratios agree
+# best between runs); its floor verdict prints last.
 source scripts/suites/lib/steps.sh
 clock_log_start smi.csv
 ft bench --rounds 3 --commit "$commit" --csv "$out/bench_perf.csv" --plot "$out/bench_perf.png" \
@@ -16,8 +15,5 @@ ft bench --rounds 3 --commit "$commit" --csv "$out/bench_perf.csv" --plot "$out/
 clock_log_stop
 python3 scripts/clock_join.py --smi "$out/smi.csv" --timings "$out/timings_perf.jsonl" \
   --csv "$out/clocks_perf.csv" >"$out/clocks_perf.log" 2>&1 || echo "clock_join: no clock log"
-ft bench --rounds 1 --sustained 1.5 --commit "$commit" --head-dims 64 128 --seqlens 4k 16k \
-  --backends flashtile sdpa-cudnn --csv "$out/bench_floor.csv" \
-  >"$out/bench_floor.log" 2>&1 || status=1
 tail -n 60 "$out/bench_perf.log"
-tail -n 5 "$out/bench_floor.log"
+source scripts/suites/floor.sh  # the floor pair sustained, its verdict last
