@@ -225,6 +225,7 @@ def test_floor_lines():
     outside = [Shape(4, 4096, 8, 256, False), Shape(16, 1024, 16, 128, False)]
     records = [rec(a, "fwd_vs_sdpa_cudnn", 1.02), rec(a, "fwd_bwd_vs_sdpa_cudnn", 0.94),
                rec(b, "fwd_vs_sdpa_cudnn", 0.99), rec(b, "fwd_bwd_vs_sdpa_cudnn", 0.95),
+               rec(b, "fwd_bwd_paired_vs_sdpa_cudnn", 0.94972),
                rec(a, "fwd_sustained_vs_sdpa_cudnn", 1.001),
                rec(b, "fwd_sustained_vs_sdpa_cudnn", 1.03),
                rec(a, "fwd_bwd_vs_sdpa_cudnn", 0.5, backend="sdpa-flash")]
@@ -237,7 +238,9 @@ def test_floor_lines():
     assert "hd 128 4k non-causal fwd+bwd 0.940x" in rounds and "0.500x" not in rounds
     sustained = next(line for line in lines if line.strip().startswith("sustained"))
     assert "fwd 2/2" in sustained and "below" not in sustained and "fwd+bwd" not in sustained
-    assert not any(line.strip().startswith("paired") for line in lines)  # none measured
+    paired = next(line for line in lines if line.strip().startswith("paired"))
+    assert "fwd+bwd 0/1" in paired and "fwd+bwd 0.9497x" in paired  # not "0.950x"
+    assert "fwd " not in paired.replace("fwd+bwd", "")  # no paired forward measured
     assert "issue 4 floor" in format_table(BenchResult(records=records))
     assert floor_lines(BenchResult(records=[rec(s, "fwd_vs_sdpa_cudnn", 0.5)
                                             for s in outside])) == []

@@ -276,13 +276,20 @@ def floor_lines(result: BenchResult, backend: str = "flashtile") -> list[str]:
                 continue
             counts.append(f"{mode.replace('_', '+')} {sum(v >= floor for v in seen.values())}"
                           f"/{len(seen)}")
-            misses.extend(f"{_floor_cell(shape)} {mode.replace('_', '+')} {v:.3f}x"
+            misses.extend(f"{_floor_cell(shape)} {mode.replace('_', '+')} {_below(v, floor)}x"
                           for shape, v in sorted(seen.items(), key=_floor_order)
                           if v < floor)
         if counts:
             below = f"; below: {', '.join(misses)}" if misses else ""
             lines.append(f"  {method:<9}  {'  '.join(counts)}{below}")
     return lines
+
+
+def _below(value: float, floor: float) -> str:
+    """A ratio under ``floor`` to 3 decimals, or 4 where 3 would round it up to the floor
+    (0.9497 -> "0.9497", not "0.950")."""
+    text = f"{value:.3f}"
+    return text if float(text) < floor else f"{value:.4f}"
 
 
 def _floor_cell(shape) -> str:
