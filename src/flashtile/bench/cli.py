@@ -239,8 +239,6 @@ def _run_gpu(args: argparse.Namespace, shapes: list) -> int:
     return 0
 
 
-
-
 def _write_plots(args, result, gpu: str, commit: str) -> None:
     """--plot and --ratio-plot; a missing matplotlib or nothing to draw is reported, not
     fatal."""

@@ -265,8 +265,10 @@ def floor_lines(result: BenchResult, backend: str = "flashtile") -> list[str]:
              and shape.seqlen >= FLOOR_MIN_SEQLEN}
     if not cells:
         return []
-    floors = ", ".join(f"{m.replace('_', '+')} >= {v:.2f}x" for m, v in RATIO_FLOORS.items())
-    lines = [f"issue 4 floor for {backend} (hd 64 / 128, seqlen >= 4k; {floors}):"]
+    floors = ", ".join(f"{_mode_name(m)} >= {v:.2f}x" for m, v in RATIO_FLOORS.items())
+    dims = " / ".join(str(d) for d in FLOOR_HEAD_DIMS)
+    lines = [f"issue 4 floor for {backend} (hd {dims}, seqlen >= {FLOOR_MIN_SEQLEN // 1024}k; "
+             f"{floors}):"]
     for method, infix in _FLOOR_METHODS:
         counts, misses = [], []
         for mode, floor in RATIO_FLOORS.items():
@@ -274,15 +276,20 @@ def floor_lines(result: BenchResult, backend: str = "flashtile") -> list[str]:
             seen = {shape: m[metric] for shape, m in cells.items() if metric in m}
             if not seen:
                 continue
-            counts.append(f"{mode.replace('_', '+')} {sum(v >= floor for v in seen.values())}"
+            counts.append(f"{_mode_name(mode)} {sum(v >= floor for v in seen.values())}"
                           f"/{len(seen)}")
-            misses.extend(f"{_floor_cell(shape)} {mode.replace('_', '+')} {_below(v, floor)}x"
+            misses.extend(f"{_floor_cell(shape)} {_mode_name(mode)} {_below(v, floor)}x"
                           for shape, v in sorted(seen.items(), key=_floor_order)
                           if v < floor)
         if counts:
             below = f"; below: {', '.join(misses)}" if misses else ""
             lines.append(f"  {method:<9}  {'  '.join(counts)}{below}")
     return lines
+
+
+def _mode_name(mode: str) -> str:
+    """``fwd_bwd`` -> ``fwd+bwd``."""
+    return mode.replace("_", "+")
 
 
 def _below(value: float, floor: float) -> str:
