@@ -27,7 +27,6 @@ per sequence.
 """
 
 import argparse
-import csv
 import os
 import statistics
 
@@ -38,6 +37,7 @@ from flashtile import flash_attn_func, flash_attn_varlen_func
 from flashtile.bench.energy import energy_counter, sustained
 from flashtile.bench.flops import BWD_FACTOR, attn_flops, attn_fwd_flops, paper_shape, tflops
 from flashtile.bench.harness import events_us
+from flashtile.bench.report import write_rows
 from flashtile.bench.varlen import draw_lengths
 
 
@@ -197,10 +197,7 @@ def main(argv=None) -> int:
                          args.rounds, rows, args.nd, args.varlen, args.softcap,
                          args.window, tuple(args.measures), args.sustained, counter)
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_rows(args.csv, rows)
     return 0
 
 
