@@ -459,6 +459,9 @@ def hopper_bwd_variants():
                     # the rotated visiting order alone (HopperBwdConfig.dq_rotate, opt-in)
                     yield (f"{tag} bfloat16 reduce fixed rotate spec", hd, causal,
                            torch.bfloat16, dataclasses.replace(fixed, dq_rotate=True))
+                    # the last tiles in 3 pieces (HopperBwdConfig.tail_split)
+                    yield (f"{tag} bfloat16 reduce fixed tail spec", hd, causal,
+                           torch.bfloat16, dataclasses.replace(fixed, tail_split=3))
             fused = configs.hopper_bwd_fused_config(hd, causal)
             if fused not in (None, cfg):  # the fused kernel's tiles (not shipped), ordered
                 yield f"{tag} bfloat16 fused", hd, causal, torch.bfloat16, fused

@@ -707,3 +707,81 @@ def test_one_loop_causal(head_dim, kernel, one_loop, shape, device):
     if kernel != "racing":
         for name, a, b in zip(("dq", "dk", "dv"), *runs):
             assert torch.equal(a, b), f"{name} differs from the two-loop build's"
+
+
+TAIL_SHAPES = [(2, 1029, 1100, 8, 2), (1, 4097, 4097, 4, 4), (2, 700, 1000, 4, 4),
+               (1, 333, 16384, 2, 1)]
+
+
+def _tail_cfg(cfg, shape):
+    """``cfg`` with tail_split 4 on the fewest SMs (from 3) for which the plan splits this
+    shape's dK/dV launch (ops/tail_split.plan)."""
+    from flashtile.ops import tail_split
+
+    batch, sq, sk, h, hkv = shape
+    heads = batch * (h if cfg.gqa_expand else hkv)
+    programs = -(-sk // cfg.block_n) * heads
+    n_m = -(-sq // cfg.block_m)
+    slots = next(s for s in range(3, programs + 1)
+                 if tail_split.plan(programs, s, n_m, 4)[0])
+    return dataclasses.replace(cfg, tail_split=4, tail_slots=slots)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("shape", TAIL_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("expand", [False, True])
+def test_tail_split_vs_reference(head_dim, shape, expand, device, monkeypatch):
+    """HopperBwdConfig.tail_split (the last tiles in pieces, their dK / dV partials summed
+    by ops/tail_split.combine), on a few SMs so that these shapes split: fixed-point dq
+    bitwise equal to the unsplit kernel's (integer sums), dk / dv within the DESIGN.md
+    bound of the float64 reference (a ragged last key tile among the pieces), three runs
+    bitwise equal; racing adds within the bound; NaN-filled buffers, GQA loop and
+    expanded. The combine is spied: the pieces ran."""
+    from flashtile.ops import tail_split
+
+    q, k, v, cfg = _reduce_case(head_dim, False, shape, expand, 19, device, fixed=True)
+    tail = _tail_cfg(cfg, shape)
+    calls = []
+    real = tail_split.combine
+    monkeypatch.setattr(tail_split, "combine", lambda *a: calls.append(a[1]) or real(*a))
+    _assert_repeatable(q, k, v, False, tail)
+    assert calls and min(calls) >= 2, calls
+    dout = torch.randn_like(q)
+    on, off = launcher_grads(q, k, v, dout, False, [tail, cfg])
+    assert torch.equal(on[0], off[0]), "dq: the pieces changed the integer sums"
+    racing = _tail_cfg(dataclasses.replace(
+        configs.hopper_bwd_reduce_config(head_dim, False, shape[2], shape[3] // shape[4]),
+        gqa_expand=expand), shape)
+    (grads,) = launcher_grads(q, k, v, dout, False, [racing], deterministic=False)
+    checks = grad_ref_checks(grads, q, k, v, dout, False)
+    assert not any(g.isnan().any() for g in grads), "; ".join(map(str, checks))
+    assert all(c.ok for c in checks), "; ".join(map(str, checks))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seqlen", [4096, 16384])
+def test_tail_split_at_the_bench_shape(seqlen, device, monkeypatch):
+    """The DESIGN.md hd 128 shape (16k tokens, 16 heads) on the device's own SM count:
+    tail_split 8 against 0 through the launcher, the plan's split taken (spied), dq
+    bitwise equal, dk / dv within two bf16 units of the unsplit kernel's (fp32 partial
+    sums added in another grouping)."""
+    from flashtile.ops import tail_split
+
+    require_sm90()
+    batch = 16384 // seqlen
+    q, k, v = make_qkv(batch, seqlen, seqlen, 16, 16, 128, torch.bfloat16, device, seed=23)
+    cfg = configs.hopper_bwd_reduce_config(128, False, seqlen, fixed=True)
+    calls = []
+    real = tail_split.combine
+    monkeypatch.setattr(tail_split, "combine", lambda *a: calls.append(a[1]) or real(*a))
+    dout = torch.randn_like(q)
+    on, off = launcher_grads(q, k, v, dout, False,
+                             [dataclasses.replace(cfg, tail_split=8, tail_slots=None), cfg])
+    assert calls, "the plan did not split at this shape on this device"
+    assert torch.equal(on[0], off[0])
+    for name, a, b in zip(("dk", "dv"), on[1:], off[1:]):
+        assert not a.isnan().any(), name
+        torch.testing.assert_close(a.float(), b.float(), rtol=2**-7,
+                                   atol=1e-3 * b.abs().max().item(),
+                                   msg=lambda m, n=name: f"{n}: {m}")

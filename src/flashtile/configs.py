@@ -718,6 +718,13 @@ class HopperBwdConfig:
     # scripts/env_ab.py, 3 rounds) measured the backward at hd 128 -2% to -5% (causal 16k
     # +1.7% flushed, -0.9% not); bitwise equal to one tile with fixed point
     dq_stage2: bool = False
+    # dq_reduce, non-causal, no window, head-major, not rotated: the launch order's last
+    # partial wave of key tiles (and maybe one wave more) split over their query tiles
+    # into up to this many pieces each (ops/tail_split.plan picks how many, 0 / 1: off);
+    # the pieces' dK / dV partials summed in piece order by ops/tail_split.combine.
+    # tail_slots: the SMs the plan fills (None: the device's count; tests set a few)
+    tail_split: int = 0
+    tail_slots: int | None = None
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

@@ -105,7 +105,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from .. import configs
-from . import fixed_dq, hopper_fwd
+from . import fixed_dq, hopper_fwd, tail_split
 from ._common import (
     _bits_block,
     device_capability,
@@ -488,6 +488,12 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         dkdv_flag["EXPAND"] = True
         if varlen is not None:  # the per-sequence store descriptors over the partials
             pdk, pdv = dk_t, dv_t
+    grid = (triton.cdiv(rows_k, cfg.block_n), batch * key_heads)
+    tail = _tail_plan(cfg, grid, seqlen_q, head_dim, causal, left, q.device)
+    if tail is not None:  # the last tiles in pieces (HopperBwdConfig.tail_split)
+        n_full, split, part = tail
+        dkdv_flag.update(PART=part, n_full=n_full, TAIL=split)
+        grid = (n_full + part.shape[0],)
     fixed = None
     if cfg.dq_reduce and cfg.reduce_fixed:  # each row's 2^e_i from a bound on its |dQ|
         expand = key_heads != nheads_kv
@@ -521,7 +527,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         dkdv_flag["COLS"] = True
     for half in range(cfg.d_split):  # the same descriptors; HALF picks the columns
         launch(
-            _bwd_dkdv_kernel, (triton.cdiv(rows_k, cfg.block_n), batch * key_heads), q.device,
+            _bwd_dkdv_kernel, grid, q.device,
             *descs, lse, delta, pq, pk, pv, pdo, pdk, pdv, cu_q, cu_k, seqlen_q, seqlen_k,
             nheads, group, qk_scale, float(scale), HEAD_DIM=head_dim,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NUM_STAGES=cfg.num_stages,
@@ -531,6 +537,10 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
             num_warps=cfg.num_warps,
             **_maxnreg(cfg.max_regs), **dkdv_flag,
         )
+    if tail is not None:  # the split tiles' dK / dV: their pieces summed in order
+        n_full, split, part = tail
+        tail_split.combine(part, split, n_full, triton.cdiv(rows_k, cfg.block_n), key_heads,
+                           dk_t, dv_t, cfg.block_n)
     if key_heads != nheads_kv:  # fp32 accumulation, one rounding (torch's sum of bf16)
         shape = (k.shape[0], k.shape[1], nheads_kv, group, head_dim)
         for part, grad in ((dk_t, outs[1]), (dv_t, outs[2])):
@@ -553,6 +563,24 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         num_warps=cfg.dq_num_warps, **_maxnreg(cfg.dq_max_regs), **flag,
         **(dict(COLS=True) if cfg.dq_col_split else {}),
     )
+
+
+def _tail_plan(cfg, grid, seqlen_q, head_dim, causal, left, device):
+    """(n_full, pieces per tile, workspace) of HopperBwdConfig.tail_split for a dK/dV
+    launch on ``grid`` (key tiles, program heads), or None: off, a mask it does not take
+    (causal, a window) or no split worth it (ops/tail_split.plan)."""
+    if cfg.tail_split < 2 or causal or left is not None:
+        return None
+    if not cfg.dq_reduce or cfg.reduce_ordered or cfg.dq_rotate or cfg.tile_major:
+        raise ValueError(f"tail_split: the one-kernel backward (dq_reduce), head-major, "
+                         f"not reduce_ordered or dq_rotate: {cfg}")
+    programs = grid[0] * grid[1]
+    slots = cfg.tail_slots or sm_count(device)
+    r, split = tail_split.plan(programs, slots, triton.cdiv(seqlen_q, cfg.block_m),
+                               cfg.tail_split)
+    if r == 0:
+        return None
+    return programs - r, split, tail_split.workspace(r, split, cfg.block_n, head_dim, device)
 
 
 def _maxnreg(cap: int | None) -> dict:
@@ -848,14 +876,27 @@ def _q_window_range(start_n, diag, left, m_lo, n_band, n_m, BLOCK_M: gl.constexp
 def _key_tile_coords(seqlen_q, seqlen_k, nheads, group, BLOCK_M: gl.constexpr,
                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, left=0,
                      HAS_LEFT: gl.constexpr = False, TILE_MAJOR: gl.constexpr = False,
-                     tile_heads=1):
+                     tile_heads=1, TAIL: gl.constexpr = 1, n_full=0):
     """A key-tile program's (pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m,
     n_iter): grid (key tiles, B * Hkv), the query tiles it visits (``_q_tile_range``, cut
     by a sliding window's far edge with HAS_LEFT: ``_q_window_range``, whose masked
     tiles start at n_mid; n_mid = n_m without one; n_m at least 1 so it // n_m stays
     defined) and its ring iterations over the group's heads. TILE_MAJOR: the launch
-    order in blocks of ``tile_heads`` heads (``tile_ids``)."""
-    pid_n, pid_bhk, _n_tiles = tile_ids(TILE_MAJOR, tile_heads)
+    order in blocks of ``tile_heads`` heads (``tile_ids``). TAIL > 1
+    (HopperBwdConfig.tail_split; non-causal, no window): a 1D grid whose programs from
+    ``n_full`` on are TAIL pieces each of the head-major order's last tiles, piece p
+    taking query tiles [p * n_m // TAIL, (p + 1) * n_m // TAIL) (ops/tail_split.py)."""
+    if TAIL > 1:
+        gl.static_assert(not (CAUSAL or HAS_LEFT or TILE_MAJOR),
+                         "tail_split: non-causal, no window, head-major")
+        lin = gl.program_id(0)
+        over = gl.maximum(lin - n_full, 0)
+        t = gl.minimum(lin, n_full) + over // TAIL
+        n_kt = (seqlen_k + BLOCK_N - 1) // BLOCK_N
+        pid_n = t % n_kt
+        pid_bhk = t // n_kt
+    else:
+        pid_n, pid_bhk, _n_tiles = tile_ids(TILE_MAJOR, tile_heads)
     nheads_kv = nheads // group
     b = pid_bhk // nheads_kv
     hk = pid_bhk % nheads_kv
@@ -865,6 +906,12 @@ def _key_tile_coords(seqlen_q, seqlen_k, nheads, group, BLOCK_M: gl.constexpr,
     if HAS_LEFT:
         n_mid, n_m = _q_window_range(start_n, diag, left, m_lo, n_band, n_m, BLOCK_M,
                                      BLOCK_N)
+    if TAIL > 1:  # a piece: its share of the query tiles (the launcher: TAIL <= n_m)
+        piece = over % TAIL
+        ways = 1 + (TAIL - 1) * (lin >= n_full).to(gl.int32)
+        lo = piece * n_m // ways
+        m_lo = m_lo + lo
+        n_m = (piece + 1) * n_m // ways - lo
     n_m = gl.maximum(n_m, 1)  # never 0 (seqlen_q >= 1); keeps it // n_m defined
     if not HAS_LEFT:
         n_mid = n_m
@@ -987,7 +1034,7 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
                     lse_desc=None, delta_desc=None, GROUP_BRANCH: gl.constexpr = False,
                     LSE2_PRE: gl.constexpr = False, ROT: gl.constexpr = False,
                     TILE_MAJOR: gl.constexpr = False, tile_heads=1,
-                    COLS: gl.constexpr = False):
+                    COLS: gl.constexpr = False, TAIL: gl.constexpr = 1, n_full=0):
     """What the dK/dV kernel starts with: this program's (batch, KV head, the query heads
     per KV head it visits, key tile), the
     query tiles it visits (``_q_tile_range``), shared memory for the resident K, V and
@@ -998,17 +1045,17 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     B * H), which is returned in place of the KV head: its Q/dO tiles are that head's,
     its K / V those of head // group. ROT: the query tiles in the ordered reduce's rotated
     order (``_reduce_rotation``; returned last, 0 without ROT). COLS: the accumulators in
-    the column-split layout (``_kt_layout``)."""
+    the column-split layout (``_kt_layout``). TAIL, n_full: ``_key_tile_coords``'s."""
     if EXPAND:
         pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter = _key_tile_coords(
             seqlen_q, seqlen_k, nheads, 1, BLOCK_M, BLOCK_N, CAUSAL, left, HAS_LEFT,
-            TILE_MAJOR, tile_heads)
+            TILE_MAJOR, tile_heads, TAIL, n_full)
         kv_head = hk // group
         q_group = 1
     else:
         pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter = _key_tile_coords(
             seqlen_q, seqlen_k, nheads, group, BLOCK_M, BLOCK_N, CAUSAL, left, HAS_LEFT,
-            TILE_MAJOR, tile_heads)
+            TILE_MAJOR, tile_heads, TAIL, n_full)
         kv_head = hk
         q_group = group
     if VARLEN:
@@ -1071,6 +1118,19 @@ def _store_dkdv(dk, dv, k_smem, v_smem, dk_desc, dv_desc, b, start_n, hk, col, s
     _store_tile(dk * sm_scale, k_smem, dk_desc, [b, start_n, hk, col], BLOCK_N, WIDTH)
     _store_tile(dv, v_smem, dv_desc, [b, start_n, hk, col], BLOCK_N, WIDTH)
     tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _store_partials(dk, dv, PART, slot, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """A tail piece's dK (scaled) and dV, fp32 from registers, into row ``slot`` of the
+    (pieces, 2, BLOCK_N, HEAD_DIM) workspace (ops/tail_split.workspace)."""
+    layout: gl.constexpr = _kt_layout(gl.num_warps(), HEAD_DIM, False)
+    rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
+    offs = rows[:, None] * HEAD_DIM + cols[None, :]
+    base = PART + slot.to(gl.int64) * (2 * BLOCK_N * HEAD_DIM)
+    gl.store(base + offs, dk)
+    gl.store(base + BLOCK_N * HEAD_DIM + offs, dv)
 
 
 @gluon.jit
@@ -1459,6 +1519,8 @@ def _bwd_dkdv_kernel(
     CAP_FOLD: gl.constexpr = False,  # HopperBwdConfig.softcap_fold
     DQ_STAGE2: gl.constexpr = False,  # HopperBwdConfig.dq_stage2: two dQ staging tiles
     COLS: gl.constexpr = False,  # HopperBwdConfig.col_split: warpgroups split the columns
+    PART=None, n_full=0,  # TAIL: the pieces' (dK, dV) partials (ops/tail_split.workspace),
+    TAIL: gl.constexpr = 1,  # programs from n_full on: pieces of the last tiles, TAIL each
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -1498,8 +1560,10 @@ def _bwd_dkdv_kernel(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
         BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND, left, HAS_LEFT,
         EARLY_EXPECT, STATS, lse_desc, delta_desc, GROUP_BRANCH, LSE2_PRE, ROT,
-        TILE_MAJOR, tile_heads, COLS)
+        TILE_MAJOR, tile_heads, COLS, TAIL, n_full)
     gl.static_assert(not (STATS and (VARLEN or PREFETCH)), "STATS: dense, no PREFETCH")
+    gl.static_assert(TAIL == 1 or (DQ_REDUCE and not (ROT or COLS or D_SPLIT > 1)),
+                     "tail_split: the one-kernel backward, not rotated, whole columns")
     gl.static_assert(not (TILE_MAJOR and VARLEN), "TILE_MAJOR: dense grids only")
 
     # -- the group's query heads in order (deterministic); per head the diagonal band
@@ -1616,8 +1680,16 @@ def _bwd_dkdv_kernel(
     else:
         k_out = k_smem
         v_out = v_smem
-    _store_dkdv(dk, dv, k_out, v_out, dk_desc, dv_desc, b, start_n, hk, HALF * ACC_DIM,
-                sm_scale, BLOCK_N, ACC_DIM)
+    if TAIL > 1:  # a piece: fp32 partials for ops/tail_split.combine (slot >= 0)
+        slot = gl.program_id(0) - n_full
+        if slot >= 0:
+            _store_partials(dk * sm_scale, dv, PART, slot, BLOCK_N, HEAD_DIM)
+        else:
+            _store_dkdv(dk, dv, k_out, v_out, dk_desc, dv_desc, b, start_n, hk, 0,
+                        sm_scale, BLOCK_N, ACC_DIM)
+    else:
+        _store_dkdv(dk, dv, k_out, v_out, dk_desc, dv_desc, b, start_n, hk, HALF * ACC_DIM,
+                    sm_scale, BLOCK_N, ACC_DIM)
 
 
 # ==================================================================================
@@ -2270,6 +2342,13 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                 constexprs["CAP_FOLD"] = bool(cfg.softcap_fold and softcap)
                 constexprs["DQ_STAGE2"] = bool(cfg.dq_reduce and cfg.dq_stage2)
                 constexprs["COLS"] = bool(cfg.col_split)
+                types["n_full"] = "i32"
+                if cfg.tail_split > 1 and not (causal or window or varlen):  # as _tail_plan
+                    # with a split (the launch's TAIL is the plan's count: the config's here)
+                    types["PART"] = "*fp32"
+                    constexprs["TAIL"] = cfg.tail_split
+                else:
+                    constexprs["PART"] = None
         # the varlen pointers (packed tensors, cu_seqlens): constexpr None when dense
         ptrs = [n for n in ("Q", "K", "V", "DO", "DQ", "DK", "DV", "CU_Q", "CU_K")
                 if n in kernel.arg_names]
