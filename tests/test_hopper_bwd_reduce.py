@@ -48,6 +48,19 @@ def test_reduce_config(head_dim, causal):
     assert configs.hopper_bwd_reduce_config(256, causal, 4096) is None
 
 
+def test_reduce_tile_major_table():
+    """Tile-major blocks of REDUCE_TILE_HEADS heads on the causal hd 128 one-kernel tiles
+    inside REDUCE_TILE_MAJOR_CAUSAL only (measured at 4k, `s47a`): not below, not from
+    its end, not non-causal, not at hd 64, not with the ordered adds."""
+    lo, hi = configs.REDUCE_TILE_MAJOR_CAUSAL
+    for sk in (lo, hi - 1):
+        cfg = configs.hopper_bwd_reduce_config(128, True, sk, fixed=True)
+        assert cfg.tile_major and cfg.tile_heads == configs.REDUCE_TILE_HEADS, (sk, cfg)
+    for args in ((128, True, lo - 1), (128, True, hi), (128, False, lo), (64, True, lo)):
+        assert not configs.hopper_bwd_reduce_config(*args, fixed=True).tile_major, args
+    assert not configs.hopper_bwd_reduce_config(128, True, lo, ordered=True).tile_major
+
+
 @pytest.mark.parametrize("value,mode", [(None, "auto"), ("0", "off"), ("1", "on")])
 def test_reduce_mode_env(monkeypatch, value, mode):
     if value is None:
@@ -785,3 +798,27 @@ def test_tail_split_at_the_bench_shape(seqlen, device, monkeypatch):
         torch.testing.assert_close(a.float(), b.float(), rtol=2**-7,
                                    atol=1e-3 * b.abs().max().item(),
                                    msg=lambda m, n=name: f"{n}: {m}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2, 4096, 4096, 8, 8), (1, 4097, 4100, 6, 2)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_causal_tile_major_blocks(shape, device):
+    """The causal one-kernel backward at hd 128 from 4k keys launches tile-major in blocks
+    of REDUCE_TILE_HEADS heads (configs.REDUCE_TILE_MAJOR_CAUSAL): each program's sums
+    are unchanged by the launch order, so with fixed-point dq all three gradients are
+    bitwise those of the head-major launch (a last block of fewer heads: 6 heads in
+    blocks of 4), NaN-filled buffers; within the DESIGN.md bound of the reference."""
+    require_sm90()
+    batch, sq, sk, h, hkv = shape
+    cfg = configs.hopper_bwd_reduce_config(128, True, sk, h // hkv, fixed=True)
+    assert cfg.tile_major and cfg.tile_heads == configs.REDUCE_TILE_HEADS, cfg
+    q, k, v = make_qkv(batch, sq, sk, h, hkv, 128, torch.bfloat16, device, seed=29)
+    dout = torch.randn_like(q)
+    on, off = launcher_grads(q, k, v, dout, True,
+                             [cfg, dataclasses.replace(cfg, tile_major=False)])
+    for name, a, b in zip(("dq", "dk", "dv"), on, off):
+        assert not a.isnan().any(), name
+        assert torch.equal(a, b), name
+    checks = grad_ref_checks(on, q, k, v, dout, True)
+    assert all(c.ok for c in checks), "; ".join(map(str, checks))

@@ -845,12 +845,32 @@ def hopper_bwd_reduce_config(head_dim: int, causal: bool, seqlen_k: int,
     if head_dim > 128:
         return None
     base = hopper_bwd_config(head_dim, causal, seqlen_k, group)
-    return dataclasses.replace(base, block_n=128, num_warps=8, max_regs=None,
-                               prefetch_stats=False, dq_reduce=True, reduce_late=True,
-                               reduce_ordered=ordered, reduce_fixed=fixed,
-                               one_loop=2 if causal and head_dim == 128 else 0,
-                               softcap_fold=softcap and head_dim == 128,
-                               fixed_prologue=fixed)
+    cfg = dataclasses.replace(base, block_n=128, num_warps=8, max_regs=None,
+                              prefetch_stats=False, dq_reduce=True, reduce_late=True,
+                              reduce_ordered=ordered, reduce_fixed=fixed,
+                              one_loop=2 if causal and head_dim == 128 else 0,
+                              softcap_fold=softcap and head_dim == 128,
+                              fixed_prologue=fixed)
+    lo, hi = REDUCE_TILE_MAJOR_CAUSAL
+    if causal and head_dim == 128 and lo <= seqlen_k < hi and not ordered:
+        cfg = dataclasses.replace(cfg, tile_major=True, tile_heads=REDUCE_TILE_HEADS)
+    return cfg
+
+
+# The causal one-kernel backward at hd 128 (one program per SM) launches its key tiles
+# tile-major within blocks of REDUCE_TILE_HEADS heads for seqlen_k in this range
+# (HopperBwdConfig.tile_major / tile_heads). A list-scheduling model (one program per SM,
+# a program 2.5 steps + its query tiles) puts head-major order's last wave 6% above the
+# ideal at 4k (the last heads' heaviest key tiles start near the end) and blocks of 4 / 8
+# heads at it; at 16k every order within 0.3%. `s47a` (2566073, H100, scripts/env_ab.py, 2
+# rounds, backward ms sustained / L2 flushed) head-major -> blocks of 4 -> blocks of 8:
+# 4k 1.727 / 1.654 -> 1.697 / 1.616 (+1.8% / +2.3%) -> 1.698 / 1.618 (+1.7% / +2.2%),
+# gradients bitwise equal; 16k 5.690 -> 5.793 (-1.8%) -> 5.841 (-2.6%) sustained (level
+# flushed). The floor bench with blocks of 4 (same machine): causal 4k forward+backward
+# 0.954x cuDNN sustained (0.942x head-major in s47a's floor run). Between 4k and 16k (8k)
+# not measured: 4k only.
+REDUCE_TILE_MAJOR_CAUSAL = (4096, 8192)
+REDUCE_TILE_HEADS = 4
 
 
 def hopper_bwd_reduce_preferred(head_dim: int, causal: bool, seqlen_k: int) -> bool:
