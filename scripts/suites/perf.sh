@@ -16,4 +16,6 @@ clock_log_stop
 python3 scripts/clock_join.py --smi "$out/smi.csv" --timings "$out/timings_perf.jsonl" \
   --csv "$out/clocks_perf.csv" >"$out/clocks_perf.log" 2>&1 || echo "clock_join: no clock log"
 tail -n 60 "$out/bench_perf.log"
-source scripts/suites/floor.sh  # the floor pair sustained, its verdict last
+# the floor pair sustained, its verdict last (a suite that ran `floor` first sets
+# FLOOR_DONE=1)
+[ -n "${FLOOR_DONE:-}" ] || source scripts/suites/floor.sh
