@@ -722,7 +722,10 @@ class HopperBwdConfig:
     # partial wave of key tiles (and maybe one wave more) split over their query tiles
     # into up to this many pieces each (ops/tail_split.plan picks how many, 0 / 1: off);
     # the pieces' dK / dV partials summed in piece order by ops/tail_split.combine.
-    # tail_slots: the SMs the plan fills (None: the device's count; tests set a few)
+    # tail_slots: the SMs the plan fills (None: the device's count; tests set a few).
+    # Opt-in: `s47a` (2566073, H100, 2 rounds sustained) measured the hd 128 non-causal
+    # backward -0.6% at 4k (3 pieces) and -0.1% / -1.4% at 16k (3 / 7 pieces) against
+    # the model's +1.1% / +1.5-2.1% (the power cap, docs/performance.md step 106)
     tail_split: int = 0
     tail_slots: int | None = None
 

@@ -20,6 +20,12 @@ order on the first free SM): a program costs ``FIXED_STEPS`` + its query tiles, 
 ``COMBINE_STEPS_PER_PIECE`` per piece; no split unless it saves ``MIN_GAIN`` of the
 modelled time. The constants are step 78's numbers in units of one step (one 64-row
 query tile against a 128-key tile, ~2.4 us at hd 128 on an H100), not measured per shape.
+
+Measured (session 47, `s47a`, H100, benchmarks/results.md): the model predicted +1.1% /
++1.5-2.1% backward at hd 128 non-causal 4k / 16k; sustained timing read -0.6% at 4k and
+-0.1% / -1.4% at 16k (3 / 7 pieces). At the GPU's power cap SMs idle in the last wave
+let the busy ones clock up, so a partial wave costs less time than the model counts.
+Opt-in (HopperBwdConfig.tail_split = 0 everywhere shipped).
 """
 
 from __future__ import annotations
