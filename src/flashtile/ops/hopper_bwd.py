@@ -488,7 +488,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         dkdv_flag["EXPAND"] = True
         if varlen is not None:  # the per-sequence store descriptors over the partials
             pdk, pdv = dk_t, dv_t
-    grid = (triton.cdiv(rows_k, cfg.block_n), batch * key_heads)
+    n_kt = triton.cdiv(rows_k, cfg.block_n)
+    grid = (n_kt, batch * key_heads)
     tail = _tail_plan(cfg, grid, seqlen_q, head_dim, causal, left, q.device)
     if tail is not None:  # the last tiles in pieces (HopperBwdConfig.tail_split)
         n_full, split, part = tail
@@ -538,9 +539,7 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
             **_maxnreg(cfg.max_regs), **dkdv_flag,
         )
     if tail is not None:  # the split tiles' dK / dV: their pieces summed in order
-        n_full, split, part = tail
-        tail_split.combine(part, split, n_full, triton.cdiv(rows_k, cfg.block_n), key_heads,
-                           dk_t, dv_t, cfg.block_n)
+        tail_split.combine(part, split, n_full, n_kt, key_heads, dk_t, dv_t, cfg.block_n)
     if key_heads != nheads_kv:  # fp32 accumulation, one rounding (torch's sum of bf16)
         shape = (k.shape[0], k.shape[1], nheads_kv, group, head_dim)
         for part, grad in ((dk_t, outs[1]), (dv_t, outs[2])):
