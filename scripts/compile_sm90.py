@@ -446,6 +446,10 @@ def hopper_bwd_variants():
                 # per step fewer
                 yield (f"{tag} bfloat16 reduce fixed stage2 spec", hd, causal,
                        torch.bfloat16, dataclasses.replace(fixed, dq_stage2=True))
+                if hd == 128:  # dQ dequantized by the launch's finishing programs
+                    # (HopperBwdConfig.dq_finish)
+                    yield (f"{tag} bfloat16 reduce fixed finish spec", hd, causal,
+                           torch.bfloat16, dataclasses.replace(fixed, dq_finish=True))
                 if causal:
                     yield (f"{tag} bfloat16 reduce fixed one-loop spec", hd, causal,
                            torch.bfloat16, dataclasses.replace(fixed, one_loop=1))

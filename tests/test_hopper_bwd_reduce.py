@@ -822,3 +822,112 @@ def test_causal_tile_major_blocks(shape, device):
         assert torch.equal(a, b), name
     checks = grad_ref_checks(on, q, k, v, dout, True)
     assert all(c.ok for c in checks), "; ".join(map(str, checks))
+
+
+# ----------------------------------------------------------------------------------
+# dq_finish: the int32 sum dequantized by finishing programs of the dK/dV launch
+# ----------------------------------------------------------------------------------
+
+
+def _finish_twin(acc, mult, dq, grid, n_rows, qpr, rows=128):
+    """ops/hopper_bwd._finish_dq over every finishing program, transcribed: the units
+    each program takes, in the order it takes them (returned), and their dQ written."""
+    batch, seqlen_q, nheads, _ = acc.shape
+    n_x, n_y = grid
+    n_f = (n_y - n_rows) * n_x
+    n_mb = -(-seqlen_q // rows)
+    units = n_rows * qpr * n_mb
+    order = []
+    for f in range(n_f):
+        for u in range((f * units) // n_f, ((f + 1) * units) // n_f):
+            bh = u // n_mb
+            b, h = divmod(bh, nheads)
+            lo = (u - bh * n_mb) * rows
+            hi = min(seqlen_q, lo + rows)
+            dq[b, lo:hi, h] = (acc[b, lo:hi, h].float()
+                               / mult[b, h, lo:hi, None]).to(dq.dtype)
+            order.append((f, bh // qpr, u))
+    return order
+
+
+@pytest.mark.parametrize("expand", [False, True])
+@pytest.mark.parametrize("shape", [(2, 700, 1000, 4, 2), (1, 129, 64, 2, 1),
+                                   (3, 1, 500, 6, 3)], ids=lambda s: "x".join(map(str, s)))
+def test_dq_finish_plumbing(monkeypatch, shape, expand):
+    """The launcher with dq_finish (CPU tensors, the dK/dV launch captured, its int32 sum
+    filled with random values and its finishing programs emulated by a transcription of
+    ``_finish_dq``): the grid gains finishing rows after the key tiles' (one program on
+    a CPU tensor's one "SM"), FINISH with the sum, dq's strides, zeroed per-row counters
+    and the key-tile row count reach the kernel, no dequantize launch follows; the
+    finishing programs cover every (query head, 128 rows) unit once, each program a
+    contiguous run in head order, and write dq = sum / 2^e_i everywhere (NaN-filled)."""
+    launched = []
+    dequantized = []
+    monkeypatch.setattr(hopper_bwd.fixed_dq, "dequantize",
+                        lambda *a: dequantized.append(a))
+
+    def fake_launch(kernel, grid, device, *args, **kw):
+        launched.append((kernel.fn.__name__, grid, kw))
+        if kernel.fn.__name__ == "_bwd_dkdv_kernel":
+            kw["DQ_SUM"].copy_(torch.randint(-2**30, 2**30, kw["DQ_SUM"].shape))
+
+    monkeypatch.setattr(hopper_bwd, "launch", fake_launch)
+    b, m, n, h, hkv = shape
+    d = 64
+    q = torch.randn(b, m, h, d, dtype=torch.bfloat16)
+    k, v = (torch.randn(b, n, hkv, d, dtype=torch.bfloat16) for _ in range(2))
+    out, dout, lse = torch.randn_like(q), torch.randn_like(q), torch.randn(b, h, m)
+    cfg = dataclasses.replace(configs.hopper_bwd_reduce_config(d, False, n, h // hkv,
+                                                                fixed=True),
+                              gqa_expand=expand, dq_finish=True)
+    grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+    dq_t = torch.full((b, h, m, d), float("nan"), dtype=q.dtype).transpose(1, 2)  # strided
+    grads[0] = dq_t
+    hopper_bwd.hopper_attention_backward(dout, q, k, v, out, lse, None, False, *grads,
+                                         config=cfg)
+    grid, kw = next((g, kw) for name, g, kw in launched if name == "_bwd_dkdv_kernel")
+    n_kt = -(-n // cfg.block_n)
+    rows = b * (h if expand and h != hkv else hkv)
+    assert grid == (n_kt, rows + -(-1 // n_kt)), grid
+    assert kw["FINISH"] and kw["n_rows"] == rows and kw["DQ_OUT"] is dq_t
+    assert (kw["s_dqb"], kw["s_dqm"], kw["s_dqh"], kw["s_dqd"]) == dq_t.stride()
+    assert kw["DONE"].shape == (rows,) and not kw["DONE"].any()
+    assert not dequantized
+    qpr = 1 if expand and h != hkv else h // hkv
+    ref = torch.full_like(dq_t, float("nan"))
+    order = _finish_twin(kw["DQ_SUM"], kw["FIXED"], ref, grid, rows, qpr)
+    assert sorted(u for *_, u in order) == list(range(len(order)))
+    assert [y for _, y, _ in order] == sorted(y for _, y, _ in order)  # head order
+    assert not ref.isnan().any()
+    want = (kw["DQ_SUM"].float() / kw["FIXED"].permute(0, 2, 1)[..., None]).to(q.dtype)
+    assert torch.equal(ref, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [(2, 4096, 4096, 8, 8, False, False),
+                                  (1, 4097, 4100, 6, 2, True, False),
+                                  (2, 1029, 1100, 8, 2, False, False),
+                                  (2, 1029, 1100, 8, 2, False, True),
+                                  (1, 300, 333, 4, 4, True, False)],
+                         ids=lambda c: "x".join(map(str, c)))
+def test_dq_finish(case, device):
+    """HopperBwdConfig.dq_finish: the finishing programs' dq is bitwise the dequantize
+    launch's (the same fp32 division and cast), and dk / dv are unchanged; MHA, GQA in a
+    group loop and expanded, causal tile-major blocks, ragged rows, a short key range
+    (3 key tiles: many finishing rows per SM count); NaN-filled buffers; against the
+    float64 reference within the DESIGN.md bound; repeated runs bitwise equal."""
+    require_sm90()
+    batch, sq, sk, h, hkv, causal, expand = case
+    cfg = dataclasses.replace(configs.hopper_bwd_reduce_config(128, causal, sk, h // hkv,
+                                                               fixed=True),
+                              gqa_expand=expand)
+    q, k, v = make_qkv(batch, sq, sk, h, hkv, 128, torch.bfloat16, device, seed=31)
+    dout = torch.randn_like(q)
+    fin = dataclasses.replace(cfg, dq_finish=True)
+    on, again, off = launcher_grads(q, k, v, dout, causal, [fin, fin, cfg])
+    for name, a, c, r in zip(("dq", "dk", "dv"), on, off, again):
+        assert not a.isnan().any(), name
+        assert torch.equal(a, c), name
+        assert torch.equal(a, r), name
+    checks = grad_ref_checks(on, q, k, v, dout, causal)
+    assert all(c.ok for c in checks), "; ".join(map(str, checks))

@@ -728,6 +728,13 @@ class HopperBwdConfig:
     # the model's +1.1% / +1.5-2.1% (the power cap, docs/performance.md step 106)
     tail_split: int = 0
     tail_slots: int | None = None
+    # reduce_fixed (dense, no tail_split): the int32 dQ sum dequantized by extra programs
+    # of the dK/dV launch (grid rows after the key tiles', at least one program per SM)
+    # instead of fixed_dq.dequantize's launch after it. Each key-tile program counts
+    # itself done in its grid row once its reduce-adds are complete; a finishing program
+    # waits for its heads' rows, in head order, so the early heads' dQ is written while
+    # the last wave still runs (in its idle SMs) and only the last heads' after it.
+    dq_finish: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

@@ -246,7 +246,7 @@ def mma_layout(num_warps, n):
 
 
 @gluon.jit
-def tile_ids(TILE_MAJOR: gl.constexpr, tile_heads=1):
+def tile_ids(TILE_MAJOR: gl.constexpr, tile_heads=1, rows=None):
     """(tile, batch * head, tile count) of this program on the grid (tiles, B * heads).
     The block scheduler launches blockIdx.x fastest, so that grid runs head-major: a
     head's tiles in order, then the next head's, and with causal masks the last heads'
@@ -255,10 +255,15 @@ def tile_ids(TILE_MAJOR: gl.constexpr, tile_heads=1):
     the launch in blocks of ``tile_heads`` heads (the last block what is left): within a
     block tile t of every head goes before tile t + 1 of any, so the heaviest tiles of
     the block's heads start first, and a block's heads still share their reads in L2.
-    ``tile_heads`` = B * heads is a fully tile-major order."""
+    ``tile_heads`` = B * heads is a fully tile-major order. ``rows``: the grid's first
+    rows that are tiles (the dK/dV kernel's finishing programs, HopperBwdConfig.dq_finish,
+    come after them); None: every row."""
     n_tiles = gl.num_programs(0)
     if TILE_MAJOR:
-        heads = gl.num_programs(1)
+        if rows is None:
+            heads = gl.num_programs(1)
+        else:
+            heads = rows
         lin = gl.program_id(1) * n_tiles + gl.program_id(0)  # the launch order
         block = lin // (n_tiles * tile_heads)
         r = lin - block * n_tiles * tile_heads

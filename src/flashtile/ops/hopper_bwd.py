@@ -502,6 +502,14 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
                                                                               group, expand)
         fixed = fixed_dq.mults(*bound, fixed_dq.scale_exponent(scale), group, expand)
         dkdv_flag.update(FIXED=fixed, DQ_FIXED=True)
+        if cfg.dq_finish and tail is None:  # dequantized by finishing programs
+            n_rows = grid[1]  # + at least one finishing program per SM
+            sms = sm_count(q.device) if q.is_cuda else 1
+            grid = (n_kt, n_rows + triton.cdiv(sms, n_kt))
+            dkdv_flag.update(DQ_SUM=dq_acc, DQ_OUT=outs[0], s_dqb=outs[0].stride(0),
+                             s_dqm=outs[0].stride(1), s_dqh=outs[0].stride(2),
+                             s_dqd=outs[0].stride(3), DONE=_done_counters(pre, n_rows, q),
+                             n_rows=n_rows, FINISH=True)
     descs = (tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
              tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
              tma_desc(dv_t, cfg.block_n, cols))
@@ -546,6 +554,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
             torch.sum(part.view(shape), dim=3, out=grad)
             _record("sum", part, shape, 3, grad)
     if dq_acc is not None:  # dQ came from the dK/dV kernel: no dQ kernel
+        if "FINISH" in dkdv_flag:  # ... and its finishing programs dequantized it
+            return
         if fixed is not None:
             fixed_dq.dequantize(dq_acc, fixed, outs[0])
         else:
@@ -562,6 +572,11 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         num_warps=cfg.dq_num_warps, **_maxnreg(cfg.dq_max_regs), **flag,
         **(dict(COLS=True) if cfg.dq_col_split else {}),
     )
+
+
+def _done_counters(pre, n_rows, q):
+    """dq_finish's per-grid-row counts of finished key-tile programs, zeroed."""
+    return torch.zeros(n_rows, dtype=torch.int32, device=q.device)
 
 
 def _tail_plan(cfg, grid, seqlen_q, head_dim, causal, left, device):
@@ -875,7 +890,7 @@ def _q_window_range(start_n, diag, left, m_lo, n_band, n_m, BLOCK_M: gl.constexp
 def _key_tile_coords(seqlen_q, seqlen_k, nheads, group, BLOCK_M: gl.constexpr,
                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, left=0,
                      HAS_LEFT: gl.constexpr = False, TILE_MAJOR: gl.constexpr = False,
-                     tile_heads=1, TAIL: gl.constexpr = 1, n_full=0):
+                     tile_heads=1, TAIL: gl.constexpr = 1, n_full=0, rows=None):
     """A key-tile program's (pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m,
     n_iter): grid (key tiles, B * Hkv), the query tiles it visits (``_q_tile_range``, cut
     by a sliding window's far edge with HAS_LEFT: ``_q_window_range``, whose masked
@@ -895,7 +910,7 @@ def _key_tile_coords(seqlen_q, seqlen_k, nheads, group, BLOCK_M: gl.constexpr,
         pid_n = t % n_kt
         pid_bhk = t // n_kt
     else:
-        pid_n, pid_bhk, _n_tiles = tile_ids(TILE_MAJOR, tile_heads)
+        pid_n, pid_bhk, _n_tiles = tile_ids(TILE_MAJOR, tile_heads, rows)
     nheads_kv = nheads // group
     b = pid_bhk // nheads_kv
     hk = pid_bhk % nheads_kv
@@ -1033,7 +1048,8 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
                     lse_desc=None, delta_desc=None, GROUP_BRANCH: gl.constexpr = False,
                     LSE2_PRE: gl.constexpr = False, ROT: gl.constexpr = False,
                     TILE_MAJOR: gl.constexpr = False, tile_heads=1,
-                    COLS: gl.constexpr = False, TAIL: gl.constexpr = 1, n_full=0):
+                    COLS: gl.constexpr = False, TAIL: gl.constexpr = 1, n_full=0,
+                    rows=None):
     """What the dK/dV kernel starts with: this program's (batch, KV head, the query heads
     per KV head it visits, key tile), the
     query tiles it visits (``_q_tile_range``), shared memory for the resident K, V and
@@ -1044,17 +1060,17 @@ def _key_tile_setup(q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads,
     B * H), which is returned in place of the KV head: its Q/dO tiles are that head's,
     its K / V those of head // group. ROT: the query tiles in the ordered reduce's rotated
     order (``_reduce_rotation``; returned last, 0 without ROT). COLS: the accumulators in
-    the column-split layout (``_kt_layout``). TAIL, n_full: ``_key_tile_coords``'s."""
+    the column-split layout (``_kt_layout``). TAIL, n_full, rows: ``_key_tile_coords``'s."""
     if EXPAND:
         pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter = _key_tile_coords(
             seqlen_q, seqlen_k, nheads, 1, BLOCK_M, BLOCK_N, CAUSAL, left, HAS_LEFT,
-            TILE_MAJOR, tile_heads, TAIL, n_full)
+            TILE_MAJOR, tile_heads, TAIL, n_full, rows)
         kv_head = hk // group
         q_group = 1
     else:
         pid_n, b, hk, start_n, diag, m_lo, n_band, n_mid, n_m, n_iter = _key_tile_coords(
             seqlen_q, seqlen_k, nheads, group, BLOCK_M, BLOCK_N, CAUSAL, left, HAS_LEFT,
-            TILE_MAJOR, tile_heads, TAIL, n_full)
+            TILE_MAJOR, tile_heads, TAIL, n_full, rows)
         kv_head = hk
         q_group = group
     if VARLEN:
@@ -1461,6 +1477,73 @@ def _release_reduce(SEM, off):
 
 
 @gluon.jit
+def _release_done(DONE, row):
+    """dq_finish: every reduce-add this program issued is complete (the int32 sum's rows
+    hold its shares); count the program in ``row``'s counter, which the finishing
+    programs (``_finish_dq``) wait on. The async proxy's writes are ordered before the
+    release by a proxy fence in the issuing thread."""
+    _bulk_wait_all()
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    offs = gl.arange(0, 32 * gl.num_warps(), layout=layout)
+    gl.inline_asm_elementwise("fence.proxy.async.global;\n\tmov.u32 $0, $1;", "=r,r", [offs],
+                              dtype=gl.int32, is_pure=False, pack=1)
+    gl.thread_barrier()  # the issuing thread has seen its writes performed
+    gl.atomic_add(DONE + row, 1, sem="release", scope="gpu")
+
+
+@gluon.constexpr_function
+def _finish_layout(num_warps, head_dim):
+    """_finish_dq's tile: 16-byte vectors, a warp over whole rows (up to 128 columns)."""
+    t = min(32, head_dim // 4)
+    return gl.BlockedLayout([1, 4], [32 // t, t], [num_warps, 1], [1, 0])
+
+
+# query rows per unit of _finish_dq (a unit: one query head's rows, loads all in flight)
+FINISH_ROWS = gl.constexpr(128)
+
+
+@gluon.jit
+def _finish_dq(ACC, MULT, DQ, DONE, s_b, s_m, s_h, s_d, seqlen_q, nheads, n_rows, qpr,
+               HEAD_DIM: gl.constexpr, ROWS: gl.constexpr):
+    """dq_finish: a finishing program (grid rows n_rows on, launched after every key-tile
+    program): dQ = the int32 sum / 2^e_i (``MULT``), cast, as fixed_dq.dequantize does, for
+    its share of the (query head, ROWS rows) units, in head order (the order the heads'
+    programs finish in). A unit waits until every key-tile program of its grid row
+    (``DONE``: one count per program, ``_release_done``) has added its shares. Row y of
+    the grid holds query heads y * qpr .. y * qpr + qpr - 1 (qpr: the group, or 1 with
+    EXPAND); ACC (B, M, H, D) int32 contiguous, DQ any strides."""
+    layout: gl.constexpr = _finish_layout(gl.num_warps(), HEAD_DIM)
+    n_x = gl.num_programs(0)
+    f = (gl.program_id(1) - n_rows) * n_x + gl.program_id(0)
+    n_f = (gl.num_programs(1) - n_rows) * n_x
+    n_mb = (seqlen_q + ROWS - 1) // ROWS
+    units = n_rows * qpr * n_mb
+    lo = (f * units) // n_f
+    hi = ((f + 1) * units) // n_f
+    r = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
+    seen = -1
+    for u in range(lo, hi):
+        bh = u // n_mb  # b * nheads + h
+        y = bh // qpr
+        if y != seen:  # every program of its grid row has added
+            _wait_turn(DONE + y, n_x)
+            seen = y
+        m = (u - bh * n_mb) * ROWS + r
+        b = bh // nheads
+        h = bh - b * nheads
+        ok = m < seqlen_q
+        mult = gl.load(MULT + bh.to(gl.int64) * seqlen_q + m, mask=ok, other=1.0)
+        src = ((b * seqlen_q + m).to(gl.int64) * nheads + h) * HEAD_DIM
+        acc = gl.load(ACC + src[:, None] + cols[None, :], mask=ok[:, None], other=0,
+                      cache_modifier=".cg")
+        out = acc.to(gl.float32) / mult[:, None]
+        dst = (b.to(gl.int64) * s_b + h.to(gl.int64) * s_h + m.to(gl.int64)[:, None] * s_m
+               + cols[None, :] * s_d)
+        gl.store(DQ + dst, out.to(DQ.dtype.element_ty), mask=ok[:, None])
+
+
+@gluon.jit
 def _late_reduce(dql, dqr, dq_scale, b, nheads, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr,
                  ORDERED: gl.constexpr, buf=0, STAGE2: gl.constexpr = False):
     """reduce_late: add the previous step's dQ (``dql`` = (dQ, row, head, rank, counter
@@ -1520,6 +1603,10 @@ def _bwd_dkdv_kernel(
     COLS: gl.constexpr = False,  # HopperBwdConfig.col_split: warpgroups split the columns
     PART=None, n_full=0,  # TAIL: the pieces' (dK, dV) partials (ops/tail_split.workspace),
     TAIL: gl.constexpr = 1,  # programs from n_full on: pieces of the last tiles, TAIL each
+    DQ_SUM=None, DQ_OUT=None,  # FINISH: the int32 sum (B, M, H, D), contiguous; dQ
+    s_dqb=0, s_dqm=0, s_dqh=0, s_dqd=0,  # FINISH: dQ's strides
+    DONE=None, n_rows=0,  # FINISH: per grid row, its programs done; the key-tile rows
+    FINISH: gl.constexpr = False,  # HopperBwdConfig.dq_finish: rows n_rows on dequantize
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
     # dv descriptors (and with VARLEN the DK / DV pointers) over (B, N, H, D) per-query-head
@@ -1534,6 +1621,16 @@ def _bwd_dkdv_kernel(
     gl.static_assert(HEAD_DIM % (64 * D_SPLIT) == 0 and HALF < D_SPLIT,
                      "column blocks of whole 64-column swizzle atoms")
     ACC_DIM: gl.constexpr = HEAD_DIM // D_SPLIT
+    gl.static_assert(not FINISH or (DQ_FIXED and TAIL == 1 and not VARLEN),
+                     "dq_finish: fixed-point dQ, no tail pieces, dense")
+    if FINISH:  # the grid's last rows: dQ from the int32 sum, after the key tiles' adds
+        if gl.program_id(1) >= n_rows:
+            _finish_dq(DQ_SUM, FIXED, DQ_OUT, DONE, s_dqb, s_dqm, s_dqh, s_dqd, seqlen_q, nheads,
+                       n_rows, 1 if EXPAND else group, HEAD_DIM, FINISH_ROWS)
+            return
+        rows = n_rows
+    else:
+        rows = None
     lse_stride = seqlen_q
     if VARLEN:  # sequence b of the packed batch: its own descriptors, b = 0 from here
         if EXPAND:  # grid axis 1 is B * H
@@ -1559,7 +1656,7 @@ def _bwd_dkdv_kernel(
         q_desc, k_desc, v_desc, do_desc, seqlen_q, seqlen_k, nheads, group, HEAD_DIM,
         BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, ACC_DIM, VARLEN, EXPAND, left, HAS_LEFT,
         EARLY_EXPECT, STATS, lse_desc, delta_desc, GROUP_BRANCH, LSE2_PRE, ROT,
-        TILE_MAJOR, tile_heads, COLS, TAIL, n_full)
+        TILE_MAJOR, tile_heads, COLS, TAIL, n_full, rows)
     gl.static_assert(not (STATS and (VARLEN or PREFETCH)), "STATS: dense, no PREFETCH")
     gl.static_assert(TAIL == 1 or (DQ_REDUCE and not (ROT or COLS or D_SPLIT > 1)),
                      "tail_split: the one-kernel backward, not rotated, whole columns")
@@ -1689,6 +1786,8 @@ def _bwd_dkdv_kernel(
     else:
         _store_dkdv(dk, dv, k_out, v_out, dk_desc, dv_desc, b, start_n, hk, HALF * ACC_DIM,
                     sm_scale, BLOCK_N, ACC_DIM)
+    if FINISH:  # this program's dQ shares are in: count it in its grid row
+        _release_done(DONE, b * (nheads if EXPAND else nheads // group) + hk)
 
 
 # ==================================================================================
@@ -2318,8 +2417,14 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                     constexprs["FIXED"] = None
                 if cfg.dq_rotate:
                     constexprs["DQ_ROT"] = True
+                if cfg.reduce_fixed and cfg.dq_finish and not varlen:  # as _launch_split
+                    types.update(DQ_SUM="*i32", DQ_OUT=elem, DONE="*i32", n_rows="i32",
+                                 **{f"s_dq{a}": "i32" for a in "bmhd"})
+                    constexprs["FINISH"] = True
             else:
                 constexprs["dq_desc"] = None
+            if "FINISH" not in constexprs:
+                constexprs.update(DQ_SUM=None, DQ_OUT=None, DONE=None)
         if name != "fused":
             constexprs["EARLY_EXPECT"] = bool(cfg.early_expect)
             types["left"] = "i32"
