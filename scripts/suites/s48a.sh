@@ -12,7 +12,7 @@
 source scripts/suites/lib/steps.sh
 gpu_pytest pytest_finish 300 4 8 tests/test_hopper_bwd_reduce.py -k "dq_finish or causal_tile_major"
 env_ab envab_s48a_finish 300 --ab "FLASHTILE_HOPPER_BWD_OVERRIDES=dq_finish=0|FLASHTILE_HOPPER_BWD_OVERRIDES=dq_finish=1" \
-  --head-dims 128 --seqlens 4096 16384 --causal 0 1 --measures bwd fwd+bwd --rounds 2 --sustained 2
+  --head-dims 128 --seqlens 4096 16384 --causal 0 1 --measures bwd --rounds 2 --sustained 2
 env_ab envab_s47c_order8k 150 --ab "FLASHTILE_HOPPER_BWD_OVERRIDES=tile_major=0|FLASHTILE_HOPPER_BWD_OVERRIDES=tile_major=1,tile_heads=4" \
   --head-dims 128 --seqlens 8192 --causal 1 --measures bwd --rounds 2 --sustained 2
 env FLASHTILE_HOPPER_BWD_OVERRIDES=dq_finish=1 python3 -m flashtile.cli bench --rounds 1 \
