@@ -50,8 +50,8 @@ def test_reduce_config(head_dim, causal):
 
 def test_reduce_tile_major_table():
     """Tile-major blocks of REDUCE_TILE_HEADS heads on the causal hd 128 one-kernel tiles
-    inside REDUCE_TILE_MAJOR_CAUSAL only (measured at 4k, `s47a`): not below, not from
-    its end, not non-causal, not at hd 64, not with the ordered adds."""
+    inside REDUCE_TILE_MAJOR_CAUSAL only (measured at 4k and 8k, `s47a` / `s48b`): not
+    below, not from its end, not non-causal, not at hd 64, not with the ordered adds."""
     lo, hi = configs.REDUCE_TILE_MAJOR_CAUSAL
     for sk in (lo, hi - 1):
         cfg = configs.hopper_bwd_reduce_config(128, True, sk, fixed=True)
@@ -59,6 +59,17 @@ def test_reduce_tile_major_table():
     for args in ((128, True, lo - 1), (128, True, hi), (128, False, lo), (64, True, lo)):
         assert not configs.hopper_bwd_reduce_config(*args, fixed=True).tile_major, args
     assert not configs.hopper_bwd_reduce_config(128, True, lo, ordered=True).tile_major
+
+
+def test_dq_finish_table():
+    """dq_finish on the fixed-point one-kernel tiles causal at hd 128 only (`s48a` /
+    `s48b`): not non-causal, not racing or ordered, not at hd 64."""
+    for sk in (4096, 8192, 16384):
+        assert configs.hopper_bwd_reduce_config(128, True, sk, fixed=True).dq_finish
+        assert not configs.hopper_bwd_reduce_config(128, False, sk, fixed=True).dq_finish
+        assert not configs.hopper_bwd_reduce_config(128, True, sk).dq_finish
+        assert not configs.hopper_bwd_reduce_config(64, True, sk, fixed=True).dq_finish
+    assert not configs.hopper_bwd_reduce_config(128, False, 4096, ordered=True).dq_finish
 
 
 @pytest.mark.parametrize("value,mode", [(None, "auto"), ("0", "off"), ("1", "on")])
@@ -924,7 +935,8 @@ def test_dq_finish(case, device):
     q, k, v = make_qkv(batch, sq, sk, h, hkv, 128, torch.bfloat16, device, seed=31)
     dout = torch.randn_like(q)
     fin = dataclasses.replace(cfg, dq_finish=True)
-    on, again, off = launcher_grads(q, k, v, dout, causal, [fin, fin, cfg])
+    on, again, off = launcher_grads(q, k, v, dout, causal,
+                                    [fin, fin, dataclasses.replace(cfg, dq_finish=False)])
     for name, a, c, r in zip(("dq", "dk", "dv"), on, off, again):
         assert not a.isnan().any(), name
         assert torch.equal(a, c), name

@@ -734,6 +734,11 @@ class HopperBwdConfig:
     # itself done in its grid row once its reduce-adds are complete; a finishing program
     # waits for its heads' rows, in head order, so the early heads' dQ is written while
     # the last wave still runs (in its idle SMs) and only the last heads' after it.
+    # On for causal hd 128 (hopper_bwd_reduce_config) since session 48: `s48a` / `s48b`
+    # (0a20ba5, H100, scripts/env_ab.py, 2 rounds, backward sustained / L2 flushed) causal
+    # 4k +1.7% / +1.2% and +1.4% / -0.4%, 8k (blocks of 4 heads) +2.5% / +3.6%, 16k +1.5%
+    # / -2.1% and +1.4% / +3.0%; non-causal 4k +0.1% / -1.7%, 16k -0.8% / -2.6%, so not
+    # there (its waves end together: little idle time in the last one to fill)
     dq_finish: bool = False
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
@@ -860,7 +865,8 @@ def hopper_bwd_reduce_config(head_dim: int, causal: bool, seqlen_k: int,
                               reduce_ordered=ordered, reduce_fixed=fixed,
                               one_loop=2 if causal and head_dim == 128 else 0,
                               softcap_fold=softcap and head_dim == 128,
-                              fixed_prologue=fixed)
+                              fixed_prologue=fixed,
+                              dq_finish=fixed and causal and head_dim == 128)
     lo, hi = REDUCE_TILE_MAJOR_CAUSAL
     if causal and head_dim == 128 and lo <= seqlen_k < hi and not ordered:
         cfg = dataclasses.replace(cfg, tile_major=True, tile_heads=REDUCE_TILE_HEADS)
@@ -877,9 +883,10 @@ def hopper_bwd_reduce_config(head_dim: int, causal: bool, seqlen_k: int,
 # 4k 1.727 / 1.654 -> 1.697 / 1.616 (+1.8% / +2.3%) -> 1.698 / 1.618 (+1.7% / +2.2%),
 # gradients bitwise equal; 16k 5.690 -> 5.793 (-1.8%) -> 5.841 (-2.6%) sustained (level
 # flushed). The floor bench with blocks of 4 (same machine): causal 4k forward+backward
-# 0.954x cuDNN sustained (0.942x head-major in s47a's floor run). Between 4k and 16k (8k)
-# not measured: 4k only.
-REDUCE_TILE_MAJOR_CAUSAL = (4096, 8192)
+# 0.954x cuDNN sustained (0.942x head-major in s47a's floor run). 8k (B2 H16) in
+# session 48 (`s48b`, 0a20ba5, H100, 2 rounds): head-major 3.158 ms -> blocks of 4 3.105
+# ms sustained (+1.7%; +1.0% flushed), gradients bitwise equal; so up to 16k.
+REDUCE_TILE_MAJOR_CAUSAL = (4096, 16384)
 REDUCE_TILE_HEADS = 4
 
 

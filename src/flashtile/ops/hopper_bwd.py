@@ -2417,7 +2417,9 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                     constexprs["FIXED"] = None
                 if cfg.dq_rotate:
                     constexprs["DQ_ROT"] = True
-                if cfg.reduce_fixed and cfg.dq_finish and not varlen:  # as _launch_split
+                tail = cfg.tail_split > 1 and not (causal or window)
+                if cfg.reduce_fixed and cfg.dq_finish and not (varlen or tail):  # as
+                    # _launch_split
                     types.update(DQ_SUM="*i32", DQ_OUT=elem, DONE="*i32", n_rows="i32",
                                  **{f"s_dq{a}": "i32" for a in "bmhd"})
                     constexprs["FINISH"] = True
