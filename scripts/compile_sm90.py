@@ -448,10 +448,6 @@ def hopper_bwd_variants():
                 yield (f"{tag} bfloat16 reduce fixed stage2 spec", hd, causal,
                        torch.bfloat16, dataclasses.replace(fixed, dq_stage2=True,
                                                            dq_finish=False))
-                if hd == 128 and not causal:  # dQ dequantized by the launch's finishing
-                    # programs (HopperBwdConfig.dq_finish; shipped causal, opt-in here)
-                    yield (f"{tag} bfloat16 reduce fixed finish spec", hd, causal,
-                           torch.bfloat16, dataclasses.replace(fixed, dq_finish=True))
                 if causal:
                     yield (f"{tag} bfloat16 reduce fixed one-loop spec", hd, causal,
                            torch.bfloat16, dataclasses.replace(fixed, one_loop=1))

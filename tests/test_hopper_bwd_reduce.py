@@ -840,17 +840,16 @@ def test_causal_tile_major_blocks(shape, device):
 # ----------------------------------------------------------------------------------
 
 
-def _finish_twin(acc, mult, dq, grid, n_rows, qpr, rows=128):
+def _finish_twin(acc, mult, dq, grid, n_rows, qpr, n_f, rows=128):
     """ops/hopper_bwd._finish_dq over every finishing program, transcribed: the units
     each program takes, in the order it takes them (returned), and their dQ written."""
     batch, seqlen_q, nheads, _ = acc.shape
     n_x, n_y = grid
-    n_f = (n_y - n_rows) * n_x
     n_mb = -(-seqlen_q // rows)
     units = n_rows * qpr * n_mb
     order = []
-    for f in range(n_f):
-        for u in range((f * units) // n_f, ((f + 1) * units) // n_f):
+    for f in range((n_y - n_rows) * n_x):
+        for u in range(min((f * units) // n_f, units), min(((f + 1) * units) // n_f, units)):
             bh = u // n_mb
             b, h = divmod(bh, nheads)
             lo = (u - bh * n_mb) * rows
@@ -861,17 +860,21 @@ def _finish_twin(acc, mult, dq, grid, n_rows, qpr, rows=128):
     return order
 
 
-@pytest.mark.parametrize("expand", [False, True])
-@pytest.mark.parametrize("shape", [(2, 700, 1000, 4, 2), (1, 129, 64, 2, 1),
-                                   (3, 1, 500, 6, 3)], ids=lambda s: "x".join(map(str, s)))
-def test_dq_finish_plumbing(monkeypatch, shape, expand):
+@pytest.mark.parametrize("shape,expand,programs", [
+    ((2, 700, 1000, 4, 2), False, 0), ((2, 700, 1000, 4, 2), True, 5),
+    ((1, 129, 64, 2, 1), False, 1000), ((1, 129, 64, 2, 1), True, 0),
+    ((3, 1, 500, 6, 3), False, 5), ((3, 1, 500, 6, 3), True, 1000)],
+    ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else str(x))
+def test_dq_finish_plumbing(monkeypatch, shape, expand, programs):
     """The launcher with dq_finish (CPU tensors, the dK/dV launch captured, its int32 sum
     filled with random values and its finishing programs emulated by a transcription of
     ``_finish_dq``): the grid gains finishing rows after the key tiles' (one program on
     a CPU tensor's one "SM"), FINISH with the sum, dq's strides, zeroed per-row counters
-    and the key-tile row count reach the kernel, no dequantize launch follows; the
-    finishing programs cover every (query head, 128 rows) unit once, each program a
-    contiguous run in head order, and write dq = sum / 2^e_i everywhere (NaN-filled)."""
+    and the key-tile row count reach the kernel, no dequantize launch follows;
+    finish_programs sets how many finishing programs share the units (rows enough for
+    them; more programs than units too); the finishing programs cover every (query head,
+    128 rows) unit once, each program a contiguous run in head order, and write dq = sum
+    / 2^e_i everywhere (NaN-filled)."""
     launched = []
     dequantized = []
     monkeypatch.setattr(hopper_bwd.fixed_dq, "dequantize",
@@ -890,7 +893,8 @@ def test_dq_finish_plumbing(monkeypatch, shape, expand):
     out, dout, lse = torch.randn_like(q), torch.randn_like(q), torch.randn(b, h, m)
     cfg = dataclasses.replace(configs.hopper_bwd_reduce_config(d, False, n, h // hkv,
                                                                 fixed=True),
-                              gqa_expand=expand, dq_finish=True)
+                              gqa_expand=expand, dq_finish=True,
+                              finish_programs=programs)
     grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
     dq_t = torch.full((b, h, m, d), float("nan"), dtype=q.dtype).transpose(1, 2)  # strided
     grads[0] = dq_t
@@ -899,14 +903,16 @@ def test_dq_finish_plumbing(monkeypatch, shape, expand):
     grid, kw = next((g, kw) for name, g, kw in launched if name == "_bwd_dkdv_kernel")
     n_kt = -(-n // cfg.block_n)
     rows = b * (h if expand and h != hkv else hkv)
-    assert grid == (n_kt, rows + -(-1 // n_kt)), grid
+    n_fin = programs or 1  # (one "SM" on a CPU tensor)
+    assert grid == (n_kt, rows + -(-n_fin // n_kt)), grid
     assert kw["FINISH"] and kw["n_rows"] == rows and kw["DQ_OUT"] is dq_t
+    assert kw["n_fin"] == n_fin
     assert (kw["s_dqb"], kw["s_dqm"], kw["s_dqh"], kw["s_dqd"]) == dq_t.stride()
     assert kw["DONE"].shape == (rows,) and not kw["DONE"].any()
     assert not dequantized
     qpr = 1 if expand and h != hkv else h // hkv
     ref = torch.full_like(dq_t, float("nan"))
-    order = _finish_twin(kw["DQ_SUM"], kw["FIXED"], ref, grid, rows, qpr)
+    order = _finish_twin(kw["DQ_SUM"], kw["FIXED"], ref, grid, rows, qpr, n_fin)
     assert sorted(u for *_, u in order) == list(range(len(order)))
     assert [y for _, y, _ in order] == sorted(y for _, y, _ in order)  # head order
     assert not ref.isnan().any()
@@ -915,26 +921,28 @@ def test_dq_finish_plumbing(monkeypatch, shape, expand):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", [(2, 4096, 4096, 8, 8, False, False),
-                                  (1, 4097, 4100, 6, 2, True, False),
-                                  (2, 1029, 1100, 8, 2, False, False),
-                                  (2, 1029, 1100, 8, 2, False, True),
-                                  (1, 300, 333, 4, 4, True, False)],
+@pytest.mark.parametrize("case", [(2, 4096, 4096, 8, 8, False, False, 0),
+                                  (1, 4097, 4100, 6, 2, True, False, 0),
+                                  (2, 1029, 1100, 8, 2, False, False, 0),
+                                  (2, 1029, 1100, 8, 2, False, True, 0),
+                                  (1, 300, 333, 4, 4, True, False, 0),
+                                  (2, 4096, 4096, 8, 8, True, False, 7)],
                          ids=lambda c: "x".join(map(str, c)))
 def test_dq_finish(case, device):
     """HopperBwdConfig.dq_finish: the finishing programs' dq is bitwise the dequantize
     launch's (the same fp32 division and cast), and dk / dv are unchanged; MHA, GQA in a
     group loop and expanded, causal tile-major blocks, ragged rows, a short key range
-    (3 key tiles: many finishing rows per SM count); NaN-filled buffers; against the
-    float64 reference within the DESIGN.md bound; repeated runs bitwise equal."""
+    (3 key tiles: many finishing rows per SM count), 7 finishing programs
+    (finish_programs); NaN-filled buffers; against the float64 reference within the
+    DESIGN.md bound; repeated runs bitwise equal."""
     require_sm90()
-    batch, sq, sk, h, hkv, causal, expand = case
+    batch, sq, sk, h, hkv, causal, expand, programs = case
     cfg = dataclasses.replace(configs.hopper_bwd_reduce_config(128, causal, sk, h // hkv,
                                                                fixed=True),
                               gqa_expand=expand)
     q, k, v = make_qkv(batch, sq, sk, h, hkv, 128, torch.bfloat16, device, seed=31)
     dout = torch.randn_like(q)
-    fin = dataclasses.replace(cfg, dq_finish=True)
+    fin = dataclasses.replace(cfg, dq_finish=True, finish_programs=programs)
     on, again, off = launcher_grads(q, k, v, dout, causal,
                                     [fin, fin, dataclasses.replace(cfg, dq_finish=False)])
     for name, a, c, r in zip(("dq", "dk", "dv"), on, off, again):

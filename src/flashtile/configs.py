@@ -740,6 +740,10 @@ class HopperBwdConfig:
     # / -2.1% and +1.4% / +3.0%; non-causal 4k +0.1% / -1.7%, 16k -0.8% / -2.6%, so not
     # there (its waves end together: little idle time in the last one to fill)
     dq_finish: bool = False
+    # dq_finish: how many finishing programs share the dequantize (0: one per SM). Fewer
+    # spread its HBM traffic (192 MB at 16k tokens x 2048 hidden) over more of the last
+    # wave, against fewer SMs writing dQ once the last heads are in. Not yet measured
+    finish_programs: int = 0
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> tuple[int, int]:
         """(dK/dV kernel, dQ kernel): resident tiles + rings (barriers are a few bytes)."""

@@ -503,13 +503,13 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         fixed = fixed_dq.mults(*bound, fixed_dq.scale_exponent(scale), group, expand)
         dkdv_flag.update(FIXED=fixed, DQ_FIXED=True)
         if cfg.dq_finish and tail is None:  # dequantized by finishing programs
-            n_rows = grid[1]  # + at least one finishing program per SM
-            sms = sm_count(q.device) if q.is_cuda else 1
-            grid = (n_kt, n_rows + triton.cdiv(sms, n_kt))
+            n_rows = grid[1]  # + the finishing programs: one per SM, or as configured
+            n_fin = cfg.finish_programs or (sm_count(q.device) if q.is_cuda else 1)
+            grid = (n_kt, n_rows + triton.cdiv(n_fin, n_kt))
             dkdv_flag.update(DQ_SUM=dq_acc, DQ_OUT=outs[0], s_dqb=outs[0].stride(0),
                              s_dqm=outs[0].stride(1), s_dqh=outs[0].stride(2),
                              s_dqd=outs[0].stride(3), DONE=_done_counters(pre, n_rows, q),
-                             n_rows=n_rows, FINISH=True)
+                             n_rows=n_rows, n_fin=n_fin, FINISH=True)
     descs = (tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
              tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
              tma_desc(dv_t, cfg.block_n, cols))
@@ -1503,7 +1503,7 @@ FINISH_ROWS = gl.constexpr(128)
 
 
 @gluon.jit
-def _finish_dq(ACC, MULT, DQ, DONE, s_b, s_m, s_h, s_d, seqlen_q, nheads, n_rows, qpr,
+def _finish_dq(ACC, MULT, DQ, DONE, s_b, s_m, s_h, s_d, seqlen_q, nheads, n_rows, qpr, n_f,
                HEAD_DIM: gl.constexpr, ROWS: gl.constexpr):
     """dq_finish: a finishing program (grid rows n_rows on, launched after every key-tile
     program): dQ = the int32 sum / 2^e_i (``MULT``), cast, as fixed_dq.dequantize does, for
@@ -1511,15 +1511,15 @@ def _finish_dq(ACC, MULT, DQ, DONE, s_b, s_m, s_h, s_d, seqlen_q, nheads, n_rows
     programs finish in). A unit waits until every key-tile program of its grid row
     (``DONE``: one count per program, ``_release_done``) has added its shares. Row y of
     the grid holds query heads y * qpr .. y * qpr + qpr - 1 (qpr: the group, or 1 with
-    EXPAND); ACC (B, M, H, D) int32 contiguous, DQ any strides."""
+    EXPAND); ACC (B, M, H, D) int32 contiguous, DQ any strides. The first ``n_f``
+    finishing programs share the units; the others have none."""
     layout: gl.constexpr = _finish_layout(gl.num_warps(), HEAD_DIM)
     n_x = gl.num_programs(0)
     f = (gl.program_id(1) - n_rows) * n_x + gl.program_id(0)
-    n_f = (gl.num_programs(1) - n_rows) * n_x
     n_mb = (seqlen_q + ROWS - 1) // ROWS
     units = n_rows * qpr * n_mb
-    lo = (f * units) // n_f
-    hi = ((f + 1) * units) // n_f
+    lo = gl.minimum((f * units) // n_f, units)  # (programs from n_f on: none)
+    hi = gl.minimum(((f + 1) * units) // n_f, units)
     r = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
     cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
     seen = -1
@@ -1606,6 +1606,7 @@ def _bwd_dkdv_kernel(
     DQ_SUM=None, DQ_OUT=None,  # FINISH: the int32 sum (B, M, H, D), contiguous; dQ
     s_dqb=0, s_dqm=0, s_dqh=0, s_dqd=0,  # FINISH: dQ's strides
     DONE=None, n_rows=0,  # FINISH: per grid row, its programs done; the key-tile rows
+    n_fin=1,  # FINISH: the finishing programs with units (HopperBwdConfig.finish_programs)
     FINISH: gl.constexpr = False,  # HopperBwdConfig.dq_finish: rows n_rows on dequantize
 ):
     # EXPAND (GQA): one program per (key tile, query head), grid (key tiles, B * H); dk /
@@ -1626,7 +1627,7 @@ def _bwd_dkdv_kernel(
     if FINISH:  # the grid's last rows: dQ from the int32 sum, after the key tiles' adds
         if gl.program_id(1) >= n_rows:
             _finish_dq(DQ_SUM, FIXED, DQ_OUT, DONE, s_dqb, s_dqm, s_dqh, s_dqd, seqlen_q, nheads,
-                       n_rows, 1 if EXPAND else group, HEAD_DIM, FINISH_ROWS)
+                       n_rows, 1 if EXPAND else group, n_fin, HEAD_DIM, FINISH_ROWS)
             return
         rows = n_rows
     else:
@@ -2421,6 +2422,7 @@ def compile_sm90(head_dim: int, causal: bool, dtype=torch.bfloat16, config=None,
                 if cfg.reduce_fixed and cfg.dq_finish and not (varlen or tail):  # as
                     # _launch_split
                     types.update(DQ_SUM="*i32", DQ_OUT=elem, DONE="*i32", n_rows="i32",
+                                 n_fin="i32",
                                  **{f"s_dq{a}": "i32" for a in "bmhd"})
                     constexprs["FINISH"] = True
             else:
