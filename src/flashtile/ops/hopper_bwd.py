@@ -508,7 +508,8 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
             grid = (n_kt, n_rows + triton.cdiv(n_fin, n_kt))
             dkdv_flag.update(DQ_SUM=dq_acc, DQ_OUT=outs[0], s_dqb=outs[0].stride(0),
                              s_dqm=outs[0].stride(1), s_dqh=outs[0].stride(2),
-                             s_dqd=outs[0].stride(3), DONE=_done_counters(pre, n_rows, q),
+                             s_dqd=outs[0].stride(3),
+                             DONE=torch.zeros(n_rows, dtype=torch.int32, device=q.device),
                              n_rows=n_rows, n_fin=n_fin, FINISH=True)
     descs = (tma_desc(q, cfg.block_m), tma_desc(k, cfg.block_n), tma_desc(v, cfg.block_n),
              tma_desc(dout, cfg.block_m), tma_desc(dk_t, cfg.block_n, cols),
@@ -572,11 +573,6 @@ def _launch_split(q, k, v, dout, lse, delta, outs, cfg, scale, causal, group, va
         num_warps=cfg.dq_num_warps, **_maxnreg(cfg.dq_max_regs), **flag,
         **(dict(COLS=True) if cfg.dq_col_split else {}),
     )
-
-
-def _done_counters(pre, n_rows, q):
-    """dq_finish's per-grid-row counts of finished key-tile programs, zeroed."""
-    return torch.zeros(n_rows, dtype=torch.int32, device=q.device)
 
 
 def _tail_plan(cfg, grid, seqlen_q, head_dim, causal, left, device):
@@ -1468,27 +1464,19 @@ def _wait_turn(ptr, rank):
 
 
 @gluon.jit
-def _release_reduce(SEM, off):
+def _release_reduce(SEM, off, FENCE: gl.constexpr = False):
     """The reduce-add of counter ``off`` (issued by this program, the last it issued) is
-    complete: the next program in that query tile's order may add."""
+    complete: the next program in that query tile's order may add. FENCE (dq_finish's
+    done counts, which generic loads in ``_finish_dq`` wait on): a proxy fence orders the
+    async proxy's writes before the release in the issuing thread."""
     _bulk_wait_all()
+    if FENCE:
+        layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+        offs = gl.arange(0, 32 * gl.num_warps(), layout=layout)
+        gl.inline_asm_elementwise("fence.proxy.async.global;\n\tmov.u32 $0, $1;", "=r,r",
+                                  [offs], dtype=gl.int32, is_pure=False, pack=1)
     gl.thread_barrier()  # the issuing thread has seen its writes performed
     gl.atomic_add(SEM + off, 1, sem="release", scope="gpu")
-
-
-@gluon.jit
-def _release_done(DONE, row):
-    """dq_finish: every reduce-add this program issued is complete (the int32 sum's rows
-    hold its shares); count the program in ``row``'s counter, which the finishing
-    programs (``_finish_dq``) wait on. The async proxy's writes are ordered before the
-    release by a proxy fence in the issuing thread."""
-    _bulk_wait_all()
-    layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
-    offs = gl.arange(0, 32 * gl.num_warps(), layout=layout)
-    gl.inline_asm_elementwise("fence.proxy.async.global;\n\tmov.u32 $0, $1;", "=r,r", [offs],
-                              dtype=gl.int32, is_pure=False, pack=1)
-    gl.thread_barrier()  # the issuing thread has seen its writes performed
-    gl.atomic_add(DONE + row, 1, sem="release", scope="gpu")
 
 
 @gluon.constexpr_function
@@ -1509,7 +1497,7 @@ def _finish_dq(ACC, MULT, DQ, DONE, s_b, s_m, s_h, s_d, seqlen_q, nheads, n_rows
     program): dQ = the int32 sum / 2^e_i (``MULT``), cast, as fixed_dq.dequantize does, for
     its share of the (query head, ROWS rows) units, in head order (the order the heads'
     programs finish in). A unit waits until every key-tile program of its grid row
-    (``DONE``: one count per program, ``_release_done``) has added its shares. Row y of
+    (``DONE``: one count per program, ``_release_reduce``) has added its shares. Row y of
     the grid holds query heads y * qpr .. y * qpr + qpr - 1 (qpr: the group, or 1 with
     EXPAND); ACC (B, M, H, D) int32 contiguous, DQ any strides. The first ``n_f``
     finishing programs share the units; the others have none."""
@@ -1788,7 +1776,7 @@ def _bwd_dkdv_kernel(
         _store_dkdv(dk, dv, k_out, v_out, dk_desc, dv_desc, b, start_n, hk, HALF * ACC_DIM,
                     sm_scale, BLOCK_N, ACC_DIM)
     if FINISH:  # this program's dQ shares are in: count it in its grid row
-        _release_done(DONE, b * (nheads if EXPAND else nheads // group) + hk)
+        _release_reduce(DONE, b * (nheads if EXPAND else nheads // group) + hk, True)
 
 
 # ==================================================================================
