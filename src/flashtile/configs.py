@@ -729,7 +729,7 @@ class HopperBwdConfig:
     tail_split: int = 0
     tail_slots: int | None = None
     # reduce_fixed (dense, no tail_split): the int32 dQ sum dequantized by extra programs
-    # of the dK/dV launch (grid rows after the key tiles', at least one program per SM)
+    # of the dK/dV launch (grid rows after the key tiles': finish_programs of them work)
     # instead of fixed_dq.dequantize's launch after it. Each key-tile program counts
     # itself done in its grid row once its reduce-adds are complete; a finishing program
     # waits for its heads' rows, in head order, so the early heads' dQ is written while
@@ -738,7 +738,8 @@ class HopperBwdConfig:
     # (0a20ba5, H100, scripts/env_ab.py, 2 rounds, backward sustained / L2 flushed) causal
     # 4k +1.7% / +1.2% and +1.4% / -0.4%, 8k (blocks of 4 heads) +2.5% / +3.6%, 16k +1.5%
     # / -2.1% and +1.4% / +3.0%; non-causal 4k +0.1% / -1.7%, 16k -0.8% / -2.6%, so not
-    # there (its waves end together: little idle time in the last one to fill)
+    # there (not explained; a guess: its programs end together, so the dequantize's HBM
+    # traffic meets the last wave's instead of idle SMs)
     dq_finish: bool = False
     # dq_finish: how many finishing programs share the dequantize (0: one per SM). Fewer
     # spread its HBM traffic (192 MB at 16k tokens x 2048 hidden) over more of the last
